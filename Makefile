@@ -1,0 +1,96 @@
+# tailsim: one Makefile.  Objects under build/, -MMD -MP dependency files, a
+# flags stamp so that changing flags rebuilds, CUDA parts only when nvcc is found.
+#
+#   make            build build/tailsim (and build/tailsim-validate with nvcc)
+#   make run        check dependencies, build, run the main job into reports/out
+#   make check      check dependencies, build, run every test suite
+#   make bench      simulator speed benchmarks
+#   make SANITIZE=address,undefined check
+#   make install PREFIX=/usr/local DESTDIR=...
+
+CC      ?= cc
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+OPT     ?= -O2
+CFLAGS  ?=
+PKGS    := gsl sqlite3 inih jansson
+B       := build
+
+BASE_CFLAGS := -std=c11 -Wall -Wextra -g $(OPT) -I. -D_POSIX_C_SOURCE=200809L
+ifneq ($(SANITIZE),)
+BASE_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+LDSAN       := -fsanitize=$(SANITIZE)
+endif
+ALL_CFLAGS := $(BASE_CFLAGS) $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(CFLAGS)
+LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lgsl -lgslcblas -lsqlite3 -linih -ljansson) -lm
+TEST_LIBS  := $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
+
+LIB_SRC  := $(wildcard common/*.c traces/*.c models/*.c reports/*.c) \
+            $(filter-out sim/main.c,$(wildcard sim/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
+MAIN_OBJ := $(B)/sim/main.o
+TESTS    := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_*.c))
+BENCHES  := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
+
+.DELETE_ON_ERROR:
+.PHONY: all deps run check bench clean install validate FORCE
+
+all: $(B)/tailsim validate
+
+# --- flags stamp: rebuild everything when the compiler or flags change ------
+$(B)/.flags: FORCE
+	@mkdir -p $(B)
+	@echo '$(CC) $(ALL_CFLAGS) $(LDSAN)' | cmp -s - $@ || echo '$(CC) $(ALL_CFLAGS) $(LDSAN)' > $@
+
+$(B)/%.o: %.c $(B)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/libtailsim.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/tailsim: $(MAIN_OBJ) $(B)/libtailsim.a
+	$(CC) $(LDSAN) -o $@ $^ $(LDLIBS)
+
+$(B)/tests/%: tests/%.c $(B)/libtailsim.a $(B)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP $< -o $@ $(B)/libtailsim.a $(LDSAN) $(TEST_LIBS) $(LDLIBS)
+
+$(B)/bench/%: bench/%.c $(B)/libtailsim.a $(B)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP $< -o $@ $(B)/libtailsim.a $(LDSAN) $(LDLIBS)
+
+# --- CUDA validation program (only with nvcc) ------------------------------
+ifneq ($(NVCC),)
+-include validate/validate.mk
+else
+validate:
+	@echo "nvcc not found: skipping the CUDA validation program"
+endif
+
+# --- the two quick-start commands -------------------------------------------
+deps:
+	@sh tools/deps.sh
+
+run: deps
+	@$(MAKE) --no-print-directory $(B)/tailsim
+	sh tools/run-main.sh
+
+check: deps
+	@$(MAKE) --no-print-directory $(B)/tailsim $(TESTS)
+	@sh tools/run-tests.sh $(TESTS)
+
+bench: deps
+	@$(MAKE) --no-print-directory OPT=-O2 $(B)/tailsim $(BENCHES)
+	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+
+PREFIX ?= /usr/local
+install: $(B)/tailsim
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/tailsim
+	install -m 755 $(B)/tailsim $(DESTDIR)$(PREFIX)/bin/tailsim
+	cp -r models scenarios reports $(DESTDIR)$(PREFIX)/share/tailsim/
+
+clean:
+	rm -rf $(B)
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

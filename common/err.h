@@ -1,0 +1,38 @@
+/*
+ * Error reporting shared by every module.
+ *
+ * Library code never prints or exits: a function that can fail takes a
+ * `ts_err *` and returns -1 (or NULL) after filling it with one line that names
+ * the file, line and field of the bad input.  Only main() prints the message.
+ * Three tiers, as in SQLite and llm.c:
+ *   assert()        internal invariants, compiled out with NDEBUG;
+ *   TS_CHECK(expr)  "cannot happen" checks that stay on in release builds;
+ *   ts_err returns  everything that comes from outside (files, flags, DB, GSL).
+ */
+#ifndef TS_ERR_H
+#define TS_ERR_H
+
+#include <stddef.h>
+
+#define TS_ERR_MAX 512
+
+typedef struct ts_err {
+    char msg[TS_ERR_MAX]; /* one line, no trailing newline; "" when no error */
+} ts_err;
+
+/* Formats a message into e (no-op when e is NULL).  Always returns -1 so that
+ * callers can write `return ts_errf(e, "...")`. */
+int ts_errf(ts_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prefixes an existing message with context ("while loading X: ...").
+ * Returns -1.  No-op when e is NULL. */
+int ts_err_prefix(ts_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Always-on check: prints the expression, file and line, then aborts. */
+void ts_check_failed(const char *expr, const char *file, int line);
+#define TS_CHECK(expr) \
+    ((expr) ? (void)0 : ts_check_failed(#expr, __FILE__, __LINE__))
+
+#endif

@@ -1,0 +1,23 @@
+/*
+ * Collective communication over a two-level topology: NVLink inside a node,
+ * the NIC across nodes.  Latency + size/bandwidth (alpha-beta) with the ring
+ * algorithms' byte counts.  Pure functions, s.
+ */
+#ifndef TS_COMM_H
+#define TS_COMM_H
+
+#include "models/hw.h"
+
+/* Ring all-reduce of `bytes` per GPU over n GPUs (n <= gpus_per_node stays on
+ * NVLink).  0 for n <= 1. */
+double comm_allreduce(const hw_desc *hw, double bytes, int n);
+double comm_allgather(const hw_desc *hw, double bytes_out, int n);
+double comm_reduce_scatter(const hw_desc *hw, double bytes_in, int n);
+/* All-to-all where every GPU holds `bytes` and sends (n-1)/n of it. */
+double comm_alltoall(const hw_desc *hw, double bytes, int n);
+/* Point-to-point send of `bytes` (same node when intra != 0). */
+double comm_p2p(const hw_desc *hw, double bytes, int intra);
+/* Broadcast of `bytes` from one GPU to n GPUs (weight sync). */
+double comm_broadcast(const hw_desc *hw, double bytes, int n);
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * Hardware and LLM descriptions, loaded from INI files under models/hw/ and
+ * models/llm/ (libinih).  Pure data: no simulator, no CUDA.
+ */
+#ifndef TS_HW_H
+#define TS_HW_H
+
+#include "common/err.h"
+
+typedef struct hw_desc {
+    char name[64];
+    double peak_flops;      /* dense bf16 FLOP/s per GPU */
+    double hbm_bw;          /* HBM bytes/s per GPU (spec) */
+    double hbm_bytes;       /* HBM capacity, bytes */
+    double nvlink_bw;       /* bytes/s per direction per GPU */
+    double nvlink_lat;      /* s, per collective step inside a node */
+    double nic_bw;          /* bytes/s per GPU across nodes */
+    double nic_lat;         /* s, per collective step across nodes */
+    int gpus_per_node;
+    /* achieved-efficiency parameters (calibration replaces these) */
+    double gemm_eff;        /* fraction of peak_flops reached by a large GEMM */
+    double gemm_half_flops; /* FLOPs at which a GEMM reaches half its peak efficiency */
+    double mem_eff;         /* fraction of hbm_bw reached by streaming kernels */
+    double attn_eff;        /* fraction of peak_flops reached by prefill attention */
+    double launch_s;        /* fixed cost per kernel launch, s */
+    int tile_m, tile_n;     /* GEMM output tile, for wave/tile quantization */
+    int sms;                /* streaming multiprocessors (waves = tiles / sms) */
+    double ar_eff;          /* fraction of link bandwidth reached by all-reduce */
+    char calibration[128];  /* where the efficiency values came from */
+} hw_desc;
+
+/* Loads "h100", "h200" (models/hw/<name>.ini) or a path.  Every key is
+ * required except the efficiency ones, which have defaults; unknown keys and
+ * out-of-range values are errors naming file, line and key.  Returns 0 or -1. */
+int hw_load(const char *name, hw_desc *hw, ts_err *e);
+
+typedef struct llm_desc {
+    char name[64];
+    int layers;
+    int hidden;             /* d_model */
+    int heads;              /* query heads */
+    int kv_heads;           /* key/value heads (GQA) */
+    int head_dim;
+    int ffn;                /* intermediate size */
+    int vocab;
+    int tied;               /* 1: LM head shares the embedding */
+    int gated;              /* 1: SwiGLU (gate+up), 0: plain MLP */
+    int qkv_bias;           /* 1: QKV projections have bias (Qwen2) */
+} llm_desc;
+
+/* Loads "qwen2.5-7b" (models/llm/<name>.ini) or a path.  Same error rules. */
+int llm_load(const char *name, llm_desc *m, ts_err *e);
+
+/* Parameter count (embedding counted once when tied). */
+double llm_params(const llm_desc *m);
+
+#endif

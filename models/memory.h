@@ -1,0 +1,22 @@
+/*
+ * Memory model: bytes of weights, KV cache and optimizer states per GPU.
+ */
+#ifndef TS_MEMORY_H
+#define TS_MEMORY_H
+
+#include "models/hw.h"
+
+/* bf16 weights per GPU under tensor parallelism tp, bytes. */
+double mem_weights(const llm_desc *m, int tp);
+/* KV cache bytes per token per GPU (K and V, all layers, bf16, heads split by tp;
+ * KV heads are replicated when tp > kv_heads). */
+double mem_kv_per_token(const llm_desc *m, int tp);
+/* KV capacity in tokens of one GPU: (hbm * util - weights - reserve) / per-token.
+ * Returns <= 0 when the model does not fit. */
+double mem_kv_capacity(const hw_desc *hw, const llm_desc *m, int tp, double util,
+                       double reserve_bytes);
+/* Model states per GPU for mixed-precision Adam under ZeRO stage (0..3) over
+ * dp GPUs: 2 (bf16 weights) + 2 (grads) + 12 (fp32 master, m, v) bytes/param. */
+double mem_model_states(const llm_desc *m, int zero_stage, int dp);
+
+#endif

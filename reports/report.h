@@ -1,0 +1,17 @@
+/*
+ * Report writer: from a stored run, writes gnuplot .dat files, runs the
+ * static scripts in reports/ with `gnuplot -d -c SCRIPT DAT PNG`, and writes
+ * report.md with the run's metrics.  Output goes to a directory that is
+ * created if missing.
+ */
+#ifndef TS_REPORT_H
+#define TS_REPORT_H
+
+#include "common/err.h"
+#include "sim/result.h"
+
+/* Writes DIR/gantt.dat, DIR/gantt.png, DIR/cdf.dat, DIR/cdf.png, DIR/report.md.
+ * Returns 0 or -1 (gnuplot missing or failing is an error naming the script). */
+int report_write(const run_record *r, const char *dir, ts_err *e);
+
+#endif

@@ -1,0 +1,16 @@
+/*
+ * Subcommands of the tailsim CLI.  Each takes the arguments after its name
+ * (argv[0] is the subcommand name) and returns the process exit status:
+ * 0 success, 1 runtime/input error (message already printed to stderr),
+ * 2 usage error.  Each prints its own --help.
+ */
+#ifndef TS_CMD_H
+#define TS_CMD_H
+
+int cmd_trace(int argc, char **argv);   /* trace stats | trace gen   (sim/cmd_trace.c)  */
+int cmd_calib(int argc, char **argv);   /* calib vidur               (sim/cmd_calib.c)  */
+int cmd_rollout(int argc, char **argv); /* rollout SCENARIO          (sim/cmd_run.c)    */
+int cmd_rlstep(int argc, char **argv);  /* rlstep SCENARIO           (sim/cmd_run.c)    */
+int cmd_report(int argc, char **argv);  /* report --run ID -o DIR    (sim/cmd_report.c) */
+
+#endif

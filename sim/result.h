@@ -1,0 +1,68 @@
+/*
+ * A finished run as the store keeps it and the report reads it: identity
+ * (command, scenario, seed, calibration, version), scalar metrics in order,
+ * the per-GPU timeline, and each response's outcome.  Built by the command
+ * that ran the simulation, saved by store_save_run(), read back by
+ * store_load_run().  Owns all its arrays; free with run_record_free().
+ */
+#ifndef TS_RESULT_H
+#define TS_RESULT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+enum tl_state { TL_BUSY = 0, TL_IDLE = 1, TL_TRAIN = 2 };
+enum tl_phase {
+    PH_SYNC = 0, PH_ROLLOUT, PH_REWARD, PH_OLD_LOGP, PH_REF, PH_UPDATE, PH_COUNT
+};
+extern const char *const tl_state_name[3];  /* "busy", "idle", "train" */
+extern const char *const tl_phase_name[PH_COUNT];
+
+typedef struct tl_interval {
+    int32_t gpu;     /* global GPU index */
+    int32_t phase;   /* enum tl_phase */
+    int32_t state;   /* enum tl_state */
+    double t0, t1;   /* s from the start of the step */
+} tl_interval;
+
+typedef struct resp_outcome {
+    int32_t replica;       /* rollout replica that served it */
+    int32_t prompt_tokens; /* tokens */
+    int32_t length;        /* response tokens */
+    double finish_s;       /* s from the start of the rollout */
+} resp_outcome;
+
+typedef struct metric {
+    char key[48];
+    double value;
+} metric;
+
+typedef struct run_record {
+    int64_t id;             /* set by the store */
+    char command[32];       /* "rollout", "rlstep", ... */
+    char scenario[256];     /* scenario name */
+    char calibration[128];
+    char version[32];
+    char created[32];       /* ISO-8601 UTC, set by the store */
+    uint64_t seed;
+    int32_t gpus, replicas, tp;
+    metric *metrics; size_t n_metrics, cap_metrics;
+    tl_interval *tl; size_t n_tl, cap_tl;
+    resp_outcome *resp; size_t n_resp, cap_resp;
+} run_record;
+
+/* Returns a zeroed record, or NULL on allocation failure. */
+run_record *run_record_new(void);
+void run_record_free(run_record *r);
+/* Appenders: return 0, or -1 on allocation failure. */
+int run_add_metric(run_record *r, const char *key, double value);
+int run_add_interval(run_record *r, int32_t gpu, int32_t phase, int32_t state,
+                     double t0, double t1);
+int run_add_response(run_record *r, int32_t replica, int32_t prompt_tokens,
+                     int32_t length, double finish_s);
+/* Looks a metric up; returns 0 and sets *v, or -1 when absent. */
+int run_get_metric(const run_record *r, const char *key, double *v);
+
+#endif

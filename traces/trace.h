@@ -1,0 +1,88 @@
+/*
+ * Response-length traces: steps -> prompts -> responses.
+ *
+ * A trace is a flat array of prompts; each prompt belongs to an RL step, has a
+ * prompt length, G response lengths (its group), and optionally the
+ * data-parallel rank that served it.  Traces know nothing of the simulator.
+ *
+ * Ownership: a trace owns its prompts and their response arrays; free it with
+ * trace_free() (NULL is a no-op).  Loaders load everything or nothing: on the
+ * first bad record they return -1 with "file:line: field 'x': problem" in the
+ * error and no trace.
+ */
+#ifndef TS_TRACE_H
+#define TS_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+#define TRACE_MAX_TOKENS 16777216 /* 16M tokens: any longer length is rejected */
+
+typedef struct trace_prompt {
+    int32_t step;          /* RL step index (>= 0) */
+    int32_t prompt_id;     /* id within the step (>= 0) */
+    int32_t dp_rank;       /* rollout data-parallel rank that served it, -1 if unknown */
+    int32_t prompt_tokens; /* prompt length, tokens (>= 0) */
+    int32_t n_resp;        /* responses in the group (>= 1) */
+    int32_t *resp;         /* response lengths, tokens (>= 1 each), n_resp entries */
+} trace_prompt;
+
+typedef struct trace {
+    trace_prompt *prompts; /* n_prompts entries, in file order */
+    size_t n_prompts;
+    size_t cap;
+} trace;
+
+/* Returns an empty trace, or NULL on allocation failure. */
+trace *trace_new(void);
+void trace_free(trace *t);
+
+/* Appends a prompt, copying `resp`.  Returns 0, or -1 on allocation failure. */
+int trace_add(trace *t, int32_t step, int32_t prompt_id, int32_t dp_rank,
+              int32_t prompt_tokens, const int32_t *resp, int32_t n_resp, ts_err *e);
+
+/* Appends every prompt of src to dst (used to concatenate several files). */
+int trace_append(trace *dst, const trace *src, ts_err *e);
+
+/* Total responses and response tokens. */
+size_t trace_n_responses(const trace *t);
+int64_t trace_n_tokens(const trace *t);
+
+/* Readers.  Format is chosen from the content: JSONL (a line starting with
+ * '{'), plain CSV (header step,prompt_id,prompt_tokens,response_tokens), or a
+ * Vidur request CSV (header with num_prefill_tokens,num_decode_tokens; each
+ * request becomes a prompt with one response, step 0).  Returns 0 and sets *out,
+ * or -1 with the file, line and field of the first bad record. */
+int trace_load(const char *path, trace **out, ts_err *e);
+int trace_load_jsonl(const char *path, trace **out, ts_err *e);
+int trace_load_csv(const char *path, trace **out, ts_err *e);
+int trace_load_vidur(const char *path, trace **out, ts_err *e);
+
+/* Writes the plain CSV format atomically (temporary file + rename).  Every
+ * response becomes one row; dp_rank is written as a fifth column when any
+ * prompt has one.  Returns 0 or -1. */
+int trace_write_csv(const trace *t, const char *path, ts_err *e);
+
+/* A new trace holding only the prompts of one step (step < 0: the first step
+ * present).  Returns NULL with a message when the step is absent. */
+trace *trace_select_step(const trace *t, int32_t step, ts_err *e);
+
+/* Statistics over all response lengths of a trace. */
+typedef struct trace_stats {
+    int64_t steps;        /* distinct steps */
+    int64_t prompts;
+    int64_t responses;
+    int64_t tokens;       /* sum of response lengths */
+    double mean;          /* tokens */
+    double p50, p90, p99; /* tokens, linear interpolation between order statistics */
+    int64_t max;          /* tokens */
+    double max_over_p50;
+    double prompt_mean;   /* mean prompt length, tokens */
+} trace_stats;
+
+/* Fills *s.  Returns 0, or -1 on allocation failure or an empty trace. */
+int trace_stats_compute(const trace *t, trace_stats *s, ts_err *e);
+
+#endif
