@@ -24,7 +24,7 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(
 LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lgsl -lgslcblas -lsqlite3 -linih -ljansson) -lm
 TEST_LIBS  := $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
 
-LIB_SRC  := $(wildcard common/*.c traces/*.c models/*.c reports/*.c) \
+LIB_SRC  := $(wildcard common/*.c traces/*.c models/*.c reports/*.c kernels/ref/*.c) \
             $(filter-out sim/main.c,$(wildcard sim/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 MAIN_OBJ := $(B)/sim/main.o

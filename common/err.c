@@ -31,7 +31,15 @@ int ts_err_prefix(ts_err *e, const char *fmt, ...)
     vsnprintf(head, sizeof head, fmt, ap);
     va_end(ap);
     memcpy(old, e->msg, sizeof old);
-    snprintf(e->msg, sizeof e->msg, "%s%s", head, old);
+    size_t hl = strlen(head);
+    if (hl >= sizeof e->msg)
+        hl = sizeof e->msg - 1;
+    memcpy(e->msg, head, hl);
+    size_t ol = strlen(old);
+    if (hl + ol >= sizeof e->msg)
+        ol = sizeof e->msg - 1 - hl;
+    memcpy(e->msg + hl, old, ol);
+    e->msg[hl + ol] = 0;
     return -1;
 }
 

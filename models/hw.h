@@ -20,6 +20,7 @@ typedef struct hw_desc {
     /* achieved-efficiency parameters (calibration replaces these) */
     double gemm_eff;        /* fraction of peak_flops reached by a large GEMM */
     double gemm_half_flops; /* FLOPs at which a GEMM reaches half its peak efficiency */
+    double gemm_lat_s;      /* s, GEMM pipeline fill/drain on top of launch_s (added field) */
     double mem_eff;         /* fraction of hbm_bw reached by streaming kernels */
     double attn_eff;        /* fraction of peak_flops reached by prefill attention */
     double launch_s;        /* fixed cost per kernel launch, s */

@@ -1,0 +1,68 @@
+/*
+ * Vidur profiling CSVs (github.com/microsoft/vidur data/profiling/): per-
+ * operator times of one transformer layer on H100, and NCCL all-reduce times.
+ * Read strictly, predicted with the cost model, summarized as MAPE per op.
+ * Used by `tailsim calib vidur` and by the model tests.
+ */
+#ifndef TS_VIDUR_H
+#define TS_VIDUR_H
+
+#include <stddef.h>
+
+#include "common/err.h"
+#include "models/hw.h"
+
+/* Operators known to the loader, in report order; the first ten are Vidur's
+ * MLP-profile ops (cost_vidur_op names), the last is the all-reduce profile. */
+enum {
+    VOP_EMB, VOP_INPUT_LN, VOP_PRE_PROJ, VOP_ROPE, VOP_POST_PROJ, VOP_POST_LN,
+    VOP_UP_PROJ, VOP_ACT, VOP_DOWN_PROJ, VOP_ADD, VOP_ALL_REDUCE, VOP_COUNT
+};
+extern const char *const vidur_op_names[VOP_COUNT];
+/* 1 for the four GEMM ops (attn_pre_proj, attn_post_proj, mlp_up/down_proj). */
+int vidur_op_is_gemm(int op);
+
+typedef struct vidur_row {
+    int line;               /* line in the CSV (1 = header) */
+    llm_desc arch;          /* from the row's own columns (MLP profiles) */
+    int tp;                 /* num_tensor_parallel_workers (MLP profiles) */
+    int tokens;             /* num_tokens (MLP profiles) */
+    double size;            /* bytes (all-reduce profiles) */
+    int workers;            /* num_workers (all-reduce profiles) */
+    double ms[VOP_COUNT];   /* measured time of the chosen stat, ms; < 0 if absent */
+} vidur_row;
+
+typedef struct vidur_table {
+    vidur_row *rows;
+    size_t n;
+    int has[VOP_COUNT];     /* 1 when the file has a column for the op */
+} vidur_table;
+
+/* Reads FILE, taking the `stat` column ("median", "mean", "min", "max") of
+ * every known op.  An MLP profile needs n_head, n_kv_head, n_embd,
+ * n_expanded_embd, vocab_size, use_gated_mlp, num_tokens and
+ * num_tensor_parallel_workers; an all-reduce profile needs size and
+ * num_workers.  Other columns are ignored.  Returns 0, or -1 with a message
+ * naming file, line and column (nothing is kept).  Free with vidur_free(). */
+int vidur_load(const char *path, const char *stat, vidur_table *t, ts_err *e);
+void vidur_free(vidur_table *t); /* NULL-safe; leaves an empty table */
+
+typedef struct vidur_op_stat {
+    int n;                  /* rows predicted */
+    double mape;            /* mean absolute percentage error, % */
+    double worst;           /* largest absolute percentage error, % */
+    int worst_line;         /* CSV line of the worst case */
+} vidur_op_stat;
+
+typedef struct vidur_report {
+    vidur_op_stat ops[VOP_COUNT];
+    size_t rows;
+    double gemm_mape;       /* % over all GEMM-op predictions */
+    double overall_mape;    /* % over all predictions */
+} vidur_report;
+
+/* Predicts every op of every row (cost_vidur_op, comm_allreduce) and
+ * summarizes.  Cannot fail. */
+void vidur_evaluate(const vidur_table *t, const hw_desc *hw, vidur_report *r);
+
+#endif

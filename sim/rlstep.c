@@ -1,0 +1,238 @@
+/*
+ * The synchronous RL step (VeRL hybrid engine: every phase on every GPU).
+ *
+ *   sync      FSDP shards -> inference weights: each TP group all-gathers its
+ *             shard (weights/tp bytes) from all GPUs.
+ *   rollout   sim/rollout.c on gpus/tp replicas; a replica's GPUs are busy
+ *             until its last response ends, then idle until the slowest one.
+ *   reward    reward_step_s + reward_per_response_s * responses / gpus, on
+ *             the CPU: the GPUs are idle.
+ *   old_logp  a forward pass over every (prompt + response) sequence;
+ *   ref       the same with the reference policy (when train.ref_model);
+ *   update    forward + backward (+ recomputation) per epoch, then one
+ *             gradient reduce-scatter and parameter all-gather.
+ *
+ * Training phases use plain data parallelism over all GPUs, as VeRL splits a
+ * batch: responses in trace order, equal counts per GPU, each GPU packing its
+ * sequences greedily into micro-batches of at most micro_batch_tokens (a
+ * longer sequence is a micro-batch of its own).  A GPU is busy for its own
+ * micro-batches and idle until the slowest GPU finishes: the imbalance of
+ * variable lengths in training shows up here, as in DCP's motivation.
+ */
+#include "sim/rlstep.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/comm.h"
+#include "models/cost.h"
+#include "models/memory.h"
+
+int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
+                       rollout_cfg *cfg, ts_err *e)
+{
+    memset(cfg, 0, sizeof *cfg);
+    double kv = mem_kv_capacity(hw, m, s->tp, s->mem_util, s->reserve_gb * 1e9);
+    if (kv < 1)
+        return ts_errf(e, "%s: model %s does not fit on %d x %s at mem_util %.2f "
+                          "(weights %.1f GB per GPU)",
+                       s->path, m->name, s->tp, hw->name, s->mem_util,
+                       mem_weights(m, s->tp) / 1e9);
+    cfg->hw = hw;
+    cfg->llm = m;
+    cfg->tp = s->tp;
+    cfg->replicas = s->gpus / s->tp;
+    cfg->max_running = s->max_running;
+    cfg->chunk_tokens = s->chunk_tokens;
+    /* mem_kv_per_token is per GPU of the group, so per-GPU capacity in tokens
+     * is the replica's capacity */
+    cfg->kv_tokens = floor(kv);
+    cfg->tail_threshold = s->tail_threshold;
+    cfg->max_response = s->max_response;
+    return 0;
+}
+
+void rlstep_result_free(rlstep_result *res)
+{
+    if (res)
+        rollout_result_free(&res->ro);
+}
+
+static int rollout_phase(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                         double t0, rlstep_result *res, run_record *rec, ts_err *e)
+{
+    rollout_cfg cfg;
+    if (rlstep_rollout_cfg(s, hw, m, &cfg, e))
+        return -1;
+    if (rollout_run(&cfg, t, &res->ro, e))
+        return -1;
+    res->kv_tokens = cfg.kv_tokens;
+    res->gpus = s->gpus;
+    res->tp = s->tp;
+    res->replicas = cfg.replicas;
+    res->phase_t0[PH_ROLLOUT] = t0;
+    res->phase_s[PH_ROLLOUT] = res->ro.makespan_s;
+    if (!rec)
+        return 0;
+    for (int g = 0; g < s->gpus; g++) {
+        double end = res->ro.rep[g / s->tp].end_s;
+        if (run_add_interval(rec, g, PH_ROLLOUT, TL_BUSY, t0, t0 + end) ||
+            (end < res->ro.makespan_s &&
+             run_add_interval(rec, g, PH_ROLLOUT, TL_IDLE, t0 + end, t0 + res->ro.makespan_s)))
+            return ts_errf(e, "out of memory for the timeline");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < t->n_prompts; i++)
+        for (int32_t j = 0; j < t->prompts[i].n_resp; j++, k++) {
+            int32_t len = t->prompts[i].resp[j];
+            if (s->max_response > 0 && len > s->max_response)
+                len = s->max_response;
+            if (run_add_response(rec, res->ro.resp_replica[k], t->prompts[i].prompt_tokens, len,
+                                 res->ro.finish_s[k]))
+                return ts_errf(e, "out of memory for responses");
+        }
+    return 0;
+}
+
+int rlstep_rollout(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                   rlstep_result *res, run_record *rec, ts_err *e)
+{
+    memset(res, 0, sizeof *res);
+    if (rollout_phase(s, hw, m, t, 0.0, res, rec, e))
+        return -1;
+    res->step_s = res->ro.makespan_s;
+    return 0;
+}
+
+/* Time of one micro-batch: forward only (kind 0) or forward + backward. */
+static double micro_batch(const scenario *s, const hw_desc *hw, const llm_desc *m, int kind,
+                          double tokens, double sq)
+{
+    return kind ? cost_train_fwd_bwd(hw, m, tokens, sq, s->recompute)
+                : cost_train_fwd(hw, m, tokens, sq);
+}
+
+/* Per-GPU time of a training phase.  `kind` 0: forward only; 1: forward +
+ * backward (+ recomputation).  Response k of n goes to GPU k*gpus/n (equal
+ * contiguous slices, trace order).  Writes gpus entries into per_gpu. */
+static void train_phase(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                        int kind, double *per_gpu)
+{
+    size_t n = trace_n_responses(t), k = 0;
+    for (int g = 0; g < s->gpus; g++)
+        per_gpu[g] = 0;
+    int g = 0;
+    double mb_tok = 0, mb_sq = 0;
+    for (size_t i = 0; i < t->n_prompts; i++) {
+        const trace_prompt *p = &t->prompts[i];
+        for (int32_t j = 0; j < p->n_resp; j++, k++) {
+            int gk = (int)((k * (size_t)s->gpus) / n);
+            int32_t len = p->resp[j];
+            if (s->max_response > 0 && len > s->max_response)
+                len = s->max_response;
+            double seq = (double)p->prompt_tokens + len;
+            if (mb_tok > 0 && (gk != g || mb_tok + seq > s->micro_batch_tokens)) {
+                per_gpu[g] += micro_batch(s, hw, m, kind, mb_tok, mb_sq);
+                mb_tok = mb_sq = 0;
+            }
+            g = gk;
+            mb_tok += seq;
+            mb_sq += seq * seq;
+        }
+    }
+    if (mb_tok > 0)
+        per_gpu[g] += micro_batch(s, hw, m, kind, mb_tok, mb_sq);
+}
+
+/* Adds a phase where GPU g is busy for busy[g] (NULL: all busy, or all idle
+ * when state is TL_IDLE) and idle until the phase ends.  Returns the phase
+ * length, or -1 on allocation failure. */
+static double add_phase(run_record *rec, int gpus, int phase, double t0, const double *busy,
+                        double len, int state)
+{
+    if (!rec)
+        return len;
+    for (int g = 0; g < gpus; g++) {
+        double b = busy ? busy[g] : (state == TL_IDLE ? 0 : len);
+        if (b > 0 && run_add_interval(rec, g, phase, TL_BUSY, t0, t0 + b))
+            return -1;
+        if (b < len && run_add_interval(rec, g, phase, TL_IDLE, t0 + b, t0 + len))
+            return -1;
+    }
+    return len;
+}
+
+int rlstep_run(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+               rlstep_result *res, run_record *rec, ts_err *e)
+{
+    memset(res, 0, sizeof *res);
+    int gpus = s->gpus;
+    double *per_gpu = calloc((size_t)gpus, sizeof *per_gpu);
+    if (!per_gpu)
+        return ts_errf(e, "out of memory");
+    int rc = -1;
+    double now = 0;
+    /* weight sync */
+    double sync = comm_allgather(hw, mem_weights(m, s->tp), gpus);
+    res->phase_t0[PH_SYNC] = now;
+    res->phase_s[PH_SYNC] = sync;
+    if (add_phase(rec, gpus, PH_SYNC, now, NULL, sync, TL_BUSY) < 0)
+        goto oom;
+    now += sync;
+    /* rollout */
+    if (rollout_phase(s, hw, m, t, now, res, rec, e))
+        goto cleanup;
+    now += res->ro.makespan_s;
+    /* reward, on the CPU */
+    double reward = s->reward_step_s +
+                    s->reward_per_response_s * (double)res->ro.responses / gpus;
+    res->phase_t0[PH_REWARD] = now;
+    res->phase_s[PH_REWARD] = reward;
+    if (reward > 0 && add_phase(rec, gpus, PH_REWARD, now, NULL, reward, TL_IDLE) < 0)
+        goto oom;
+    now += reward;
+    /* old log-prob and reference forward passes */
+    for (int ph = PH_OLD_LOGP; ph <= PH_REF; ph++) {
+        res->phase_t0[ph] = now;
+        if (ph == PH_REF && !s->ref_model)
+            continue;
+        train_phase(s, hw, m, t, 0, per_gpu);
+        double len = 0;
+        for (int g = 0; g < gpus; g++)
+            len = fmax(len, per_gpu[g]);
+        res->phase_s[ph] = len;
+        if (add_phase(rec, gpus, ph, now, per_gpu, len, TL_BUSY) < 0)
+            goto oom;
+        now += len;
+    }
+    /* actor update: epochs of forward+backward, one gradient sync each */
+    train_phase(s, hw, m, t, 1, per_gpu);
+    double grad = comm_reduce_scatter(hw, mem_weights(m, 1), gpus) +
+                  comm_allgather(hw, mem_weights(m, 1), gpus);
+    double len = 0, sum = 0;
+    for (int g = 0; g < gpus; g++) {
+        per_gpu[g] = per_gpu[g] * s->update_epochs;
+        len = fmax(len, per_gpu[g]);
+        sum += per_gpu[g];
+    }
+    res->train_imbalance = len > 0 ? (len - sum / gpus) / len : 0;
+    for (int g = 0; g < gpus; g++)
+        per_gpu[g] += grad * s->update_epochs;
+    len += grad * s->update_epochs;
+    res->phase_t0[PH_UPDATE] = now;
+    res->phase_s[PH_UPDATE] = len;
+    if (add_phase(rec, gpus, PH_UPDATE, now, per_gpu, len, TL_BUSY) < 0)
+        goto oom;
+    now += len;
+    res->step_s = now;
+    rc = 0;
+    goto cleanup;
+oom:
+    ts_errf(e, "out of memory for the timeline");
+cleanup:
+    free(per_gpu);
+    if (rc)
+        rlstep_result_free(res);
+    return rc;
+}

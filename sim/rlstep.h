@@ -1,0 +1,41 @@
+/*
+ * One synchronous RL step, VeRL-style colocated: weight sync -> rollout ->
+ * reward -> old log-prob -> reference -> actor update, every phase on all
+ * GPUs, each phase waiting for the slowest GPU of the one before.
+ */
+#ifndef TS_RLSTEP_H
+#define TS_RLSTEP_H
+
+#include "common/err.h"
+#include "models/hw.h"
+#include "sim/result.h"
+#include "sim/rollout.h"
+#include "sim/scenario.h"
+#include "traces/trace.h"
+
+typedef struct rlstep_result {
+    rollout_result ro;        /* the rollout phase */
+    double phase_s[PH_COUNT]; /* s per phase */
+    double phase_t0[PH_COUNT];/* s, start of each phase within the step */
+    double step_s;            /* s */
+    double train_imbalance;   /* update phase: mean over GPUs of (max - t_g) / max */
+    double kv_tokens;         /* KV capacity per replica, tokens */
+    int gpus, replicas, tp;
+} rlstep_result;
+
+/* Builds the rollout configuration of a scenario (KV capacity from the memory
+ * model).  Returns 0, or -1 when the model does not fit on a TP group. */
+int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
+                       rollout_cfg *cfg, ts_err *e);
+
+/* Simulates only the rollout phase; fills res->ro and the rollout timeline
+ * into rec (when rec is not NULL). */
+int rlstep_rollout(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                   rlstep_result *res, run_record *rec, ts_err *e);
+
+/* Simulates the whole step.  Returns 0 (free with rlstep_result_free) or -1. */
+int rlstep_run(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+               rlstep_result *res, run_record *rec, ts_err *e);
+void rlstep_result_free(rlstep_result *res);
+
+#endif

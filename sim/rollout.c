@@ -1,0 +1,521 @@
+/*
+ * Rollout replicas: continuous batching as vLLM/SGLang do it, one engine
+ * event per iteration of each replica.
+ *
+ * A replica holds a waiting deque, a FIFO of requests being prefilled and a
+ * min-heap of decoding requests keyed by the iteration at which each one
+ * finishes.  Every iteration decodes one token for every decoding request
+ * (so a per-replica decode counter D advances by one and nothing per request
+ * is touched), and fills the rest of the token budget (chunk_tokens, decode
+ * tokens count against it, as in vLLM's max_num_batched_tokens) with prefill
+ * chunks, admitting waiting requests while fewer than max_running run.  The
+ * last chunk of a prefill produces the request's next token.  KV usage is
+ * counted in tokens; when the next iteration's decode tokens do not fit, the
+ * most recently admitted request is preempted (recompute: its KV is freed and
+ * it returns to the front of the waiting deque, to re-prefill prompt + tokens
+ * so far).  A trace length is produced exactly: scheduling changes when a
+ * token is produced, never how many.
+ *
+ * Cost per iteration is O(log n) for finishing requests plus O(chunks); the
+ * attention cost gets the running sum of per-sequence contexts, kept
+ * incrementally (context sum += decode batch per iteration).
+ *
+ * Invariants (checked in debug builds): kv_used == sum of KV tokens of the
+ * prefilling and decoding requests <= kv capacity; dsum == sum of the decoding
+ * requests' KV tokens; every response finishes exactly once.
+ */
+#include "sim/rollout.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "models/cost.h"
+#include "sim/engine.h"
+
+enum { R_WAIT, R_PREFILL, R_DECODE, R_DONE };
+
+typedef struct req {
+    int32_t prompt;     /* prompt tokens */
+    int32_t target;     /* response length, tokens */
+    int32_t gen;        /* tokens generated (while decoding: as of d_start) */
+    int32_t need;       /* tokens to prefill in this admission */
+    int32_t done;       /* tokens of it prefilled so far */
+    int32_t state;
+    int32_t hpos;       /* index in the decode heap */
+    int32_t replica;
+    int64_t d_start;    /* replica decode counter when decoding began */
+    int64_t fin;        /* decode counter value at which it finishes */
+    int64_t admit;      /* admission order (preemption picks the largest) */
+} req;
+
+typedef struct chunk {
+    int32_t r;          /* request */
+    int32_t c;          /* tokens in this chunk */
+} chunk;
+
+typedef struct replica {
+    int id;
+    int32_t *wq;        /* waiting deque (ring) */
+    int32_t wcap, whead, wn;
+    int32_t *pre;       /* prefilling requests, admission order */
+    int32_t npre;
+    int32_t *heap;      /* decoding requests, min-heap on fin */
+    int32_t nheap;
+    chunk *sched;       /* chunks of the iteration in flight */
+    int32_t nsched;
+    int32_t sched_dec;  /* decode tokens of the iteration in flight */
+    int32_t running_at_plan;
+    int64_t D;          /* decode iterations so far */
+    double kv_used;     /* tokens */
+    double dsum;        /* sum of decoding requests' KV tokens */
+    double t_last;      /* start of the iteration in flight, s */
+    replica_stats *st;
+} replica;
+
+typedef struct sim {
+    const rollout_cfg *cfg;
+    req *reqs;
+    replica *reps;
+    int64_t admit_seq;
+    double *finish_s;
+    int64_t unfinished;
+    int failed;
+    ts_err *e;
+} sim;
+
+/* ---- decode heap -------------------------------------------------------- */
+
+static void heap_set(sim *s, replica *rp, int32_t i, int32_t r)
+{
+    rp->heap[i] = r;
+    s->reqs[r].hpos = i;
+}
+
+static void heap_up(sim *s, replica *rp, int32_t i)
+{
+    int32_t r = rp->heap[i];
+    int64_t k = s->reqs[r].fin;
+    while (i > 0) {
+        int32_t p = (i - 1) / 2;
+        if (s->reqs[rp->heap[p]].fin <= k)
+            break;
+        heap_set(s, rp, i, rp->heap[p]);
+        i = p;
+    }
+    heap_set(s, rp, i, r);
+}
+
+static void heap_down(sim *s, replica *rp, int32_t i)
+{
+    int32_t r = rp->heap[i];
+    int64_t k = s->reqs[r].fin;
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= rp->nheap)
+            break;
+        if (c + 1 < rp->nheap && s->reqs[rp->heap[c + 1]].fin < s->reqs[rp->heap[c]].fin)
+            c++;
+        if (s->reqs[rp->heap[c]].fin >= k)
+            break;
+        heap_set(s, rp, i, rp->heap[c]);
+        i = c;
+    }
+    heap_set(s, rp, i, r);
+}
+
+static void heap_push(sim *s, replica *rp, int32_t r)
+{
+    rp->heap[rp->nheap] = r;
+    heap_up(s, rp, rp->nheap++);
+}
+
+static void heap_remove(sim *s, replica *rp, int32_t i)
+{
+    int32_t last = --rp->nheap;
+    if (i == last)
+        return;
+    heap_set(s, rp, i, rp->heap[last]);
+    if (i > 0 && s->reqs[rp->heap[i]].fin < s->reqs[rp->heap[(i - 1) / 2]].fin)
+        heap_up(s, rp, i);
+    else
+        heap_down(s, rp, i);
+}
+
+/* ---- waiting deque ------------------------------------------------------ */
+
+static void wq_push_back(replica *rp, int32_t r)
+{
+    assert(rp->wn < rp->wcap);
+    rp->wq[(rp->whead + rp->wn++) % rp->wcap] = r;
+}
+
+static void wq_push_front(replica *rp, int32_t r)
+{
+    assert(rp->wn < rp->wcap);
+    rp->whead = (rp->whead + rp->wcap - 1) % rp->wcap;
+    rp->wq[rp->whead] = r;
+    rp->wn++;
+}
+
+static int32_t wq_pop_front(replica *rp)
+{
+    int32_t r = rp->wq[rp->whead];
+    rp->whead = (rp->whead + 1) % rp->wcap;
+    rp->wn--;
+    return r;
+}
+
+/* ---- request state ------------------------------------------------------ */
+
+/* KV tokens a decoding request holds: prompt + generated tokens that have
+ * been fed back (the newest token enters the cache in the next iteration). */
+static inline double dec_kv(const req *q, int64_t D)
+{
+    return (double)q->need + (double)(D - q->d_start);
+}
+
+static inline int32_t dec_gen(const req *q, int64_t D)
+{
+    return q->gen + (int32_t)(D - q->d_start);
+}
+
+static void finish(sim *s, replica *rp, int32_t r, double t)
+{
+    s->reqs[r].state = R_DONE;
+    s->finish_s[r] = t;
+    s->unfinished--;
+    if (t > rp->st->end_s)
+        rp->st->end_s = t;
+}
+
+/* Preempts the most recently admitted running request.  Returns 0, or -1
+ * when nothing runs. */
+static int preempt_latest(sim *s, replica *rp)
+{
+    int32_t best = -1, where = -1, idx = -1;
+    for (int32_t i = 0; i < rp->npre; i++) {
+        int32_t r = rp->pre[i];
+        if (best < 0 || s->reqs[r].admit > s->reqs[best].admit)
+            best = r, where = 0, idx = i;
+    }
+    for (int32_t i = 0; i < rp->nheap; i++) {
+        int32_t r = rp->heap[i];
+        if (best < 0 || s->reqs[r].admit > s->reqs[best].admit)
+            best = r, where = 1, idx = i;
+    }
+    if (best < 0)
+        return -1;
+    req *q = &s->reqs[best];
+    if (where == 0) {
+        rp->kv_used -= q->done;
+        memmove(&rp->pre[idx], &rp->pre[idx + 1], (size_t)(rp->npre - idx - 1) * sizeof *rp->pre);
+        rp->npre--;
+    } else {
+        double kv = dec_kv(q, rp->D);
+        rp->kv_used -= kv;
+        rp->dsum -= kv;
+        q->gen = dec_gen(q, rp->D);
+        heap_remove(s, rp, idx);
+    }
+    q->state = R_WAIT;
+    q->done = 0;
+    wq_push_front(rp, best);
+    rp->st->preemptions++;
+    return 0;
+}
+
+/* ---- one iteration ------------------------------------------------------ */
+
+static void iter_done(engine *e, void *ctx, uint64_t arg);
+
+/* Plans the next iteration of rp and schedules its completion.  Returns 0
+ * when an iteration was scheduled, 1 when the replica has nothing left. */
+static int plan(sim *s, engine *e, replica *rp)
+{
+    const rollout_cfg *cfg = s->cfg;
+    double cap = cfg->kv_tokens;
+    /* decode tokens must fit: preempt until they do */
+    while (rp->nheap > 0 && rp->kv_used + rp->nheap > cap)
+        preempt_latest(s, rp);
+    for (;;) {
+        int32_t n_dec = rp->nheap;
+        double budget = (double)cfg->chunk_tokens - n_dec;
+        double kv_free = cap - rp->kv_used - n_dec;
+        rp->nsched = 0;
+        cost_batch b = {0};
+        b.n_decode = n_dec;
+        b.decode_ctx_sum = rp->dsum + n_dec;
+        /* continue prefills in admission order, then admit new requests */
+        int32_t i = 0;
+        for (;;) {
+            if (budget < 1 || kv_free < 1)
+                break;
+            int32_t r;
+            if (i < rp->npre) {
+                r = rp->pre[i++];
+            } else if (rp->wn > 0 && rp->npre + rp->nheap < cfg->max_running) {
+                r = wq_pop_front(rp);
+                req *q = &s->reqs[r];
+                q->state = R_PREFILL;
+                q->need = q->prompt + q->gen;
+                q->done = 0;
+                q->admit = s->admit_seq++;
+                rp->pre[rp->npre++] = r;
+                i = rp->npre;
+            } else {
+                break;
+            }
+            req *q = &s->reqs[r];
+            double c = fmin(fmin((double)(q->need - q->done), budget), kv_free);
+            if (c < 1)
+                continue;
+            rp->sched[rp->nsched++] = (chunk){r, (int32_t)c};
+            budget -= c;
+            kv_free -= c;
+            b.n_prefill_seqs++;
+            b.prefill_tokens += (int)c;
+            b.prefill_attn += c * ((double)q->done + (c + 1) / 2);
+            b.prefill_kv_sum += (double)q->done + c;
+        }
+        if (n_dec > 0 || rp->nsched > 0) {
+            rp->sched_dec = n_dec;
+            rp->running_at_plan = rp->npre + rp->nheap;
+            rp->t_last = engine_now(e);
+            double dt = cost_iter(cfg->hw, cfg->llm, cfg->tp, &b);
+            TS_CHECK(dt > 0 && isfinite(dt));
+            if (engine_schedule(e, engine_now(e) + dt, iter_done, s, (uint64_t)rp->id) == 0) {
+                s->failed = 1;
+                ts_errf(s->e, "out of memory scheduling an iteration");
+                engine_stop(e);
+            }
+            return 0;
+        }
+        if (rp->npre == 0 && rp->wn == 0)
+            return 1;
+        /* KV is held by partial prefills that cannot progress: free the latest */
+        if (preempt_latest(s, rp))
+            return 1;
+    }
+}
+
+static void iter_done(engine *e, void *ctx, uint64_t arg)
+{
+    sim *s = ctx;
+    replica *rp = &s->reps[arg];
+    double now = engine_now(e);
+    double dt = now - rp->t_last;
+    rp->st->iterations++;
+    rp->st->busy_s += dt;
+    if (rp->running_at_plan <= s->cfg->tail_threshold)
+        rp->st->tail_s += dt;
+    if (rp->running_at_plan > rp->st->peak_running)
+        rp->st->peak_running = rp->running_at_plan;
+    /* decodes: every decoding request produced one token */
+    if (rp->sched_dec > 0) {
+        rp->D++;
+        rp->kv_used += rp->sched_dec;
+        rp->dsum += rp->sched_dec;
+        rp->st->decode_tokens += rp->sched_dec;
+        while (rp->nheap > 0 && s->reqs[rp->heap[0]].fin <= rp->D) {
+            int32_t r = rp->heap[0];
+            double kv = dec_kv(&s->reqs[r], rp->D);
+            rp->kv_used -= kv;
+            rp->dsum -= kv;
+            heap_remove(s, rp, 0);
+            finish(s, rp, r, now);
+        }
+    }
+    /* prefill chunks: a completed prefill yields the request's next token */
+    for (int32_t k = 0; k < rp->nsched; k++) {
+        req *q = &s->reqs[rp->sched[k].r];
+        q->done += rp->sched[k].c;
+        rp->kv_used += rp->sched[k].c;
+        rp->st->prefill_tokens += rp->sched[k].c;
+    }
+    int32_t keep = 0;
+    for (int32_t k = 0; k < rp->npre; k++) {
+        int32_t r = rp->pre[k];
+        req *q = &s->reqs[r];
+        if (q->done < q->need) {
+            rp->pre[keep++] = r;
+            continue;
+        }
+        q->gen++;
+        rp->st->decode_tokens++;
+        if (q->gen >= q->target) {
+            rp->kv_used -= q->need;
+            finish(s, rp, r, now);
+            continue;
+        }
+        q->state = R_DECODE;
+        q->d_start = rp->D;
+        q->fin = rp->D + (q->target - q->gen);
+        rp->dsum += q->need;
+        heap_push(s, rp, r);
+    }
+    rp->npre = keep;
+    assert(rp->kv_used <= s->cfg->kv_tokens + 0.5);
+    plan(s, e, rp);
+}
+
+/* ---- driver ------------------------------------------------------------- */
+
+void rollout_place(const trace *t, int replicas, int32_t *out)
+{
+    int all_ranked = t->n_prompts > 0;
+    for (size_t i = 0; i < t->n_prompts; i++)
+        if (t->prompts[i].dp_rank < 0)
+            all_ranked = 0;
+    for (size_t i = 0; i < t->n_prompts; i++)
+        out[i] = all_ranked ? t->prompts[i].dp_rank % replicas : (int32_t)(i % (size_t)replicas);
+}
+
+void rollout_result_free(rollout_result *res)
+{
+    if (!res)
+        return;
+    free(res->rep);
+    free(res->finish_s);
+    free(res->resp_replica);
+    memset(res, 0, sizeof *res);
+}
+
+/* Decode rate of one replica at full batch: the batch that max_running and
+ * the KV cache allow at the trace's token-weighted mean context (a token of
+ * an L-token response sees on average prompt + L/2 context, weighted by L),
+ * priced by the same cost model. */
+static void full_rate(const rollout_cfg *cfg, const trace *t, rollout_result *res)
+{
+    double sum_l = 0, sum_l2 = 0, sum_p = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < t->n_prompts; i++)
+        for (int32_t j = 0; j < t->prompts[i].n_resp; j++) {
+            double l = t->prompts[i].resp[j];
+            if (cfg->max_response > 0 && l > cfg->max_response)
+                l = cfg->max_response;
+            sum_l += l;
+            sum_l2 += l * l;
+            sum_p += t->prompts[i].prompt_tokens;
+            n++;
+        }
+    double ctx = (n ? sum_p / (double)n : 0) + (sum_l > 0 ? sum_l2 / (2 * sum_l) : 0);
+    double batch = fmin((double)cfg->max_running, floor(cfg->kv_tokens / fmax(ctx, 1)));
+    if (batch < 1)
+        batch = 1;
+    double dt = cost_decode_iter(cfg->hw, cfg->llm, cfg->tp, (int)batch, batch * ctx);
+    res->full_batch = batch;
+    res->full_rate = batch / dt;
+}
+
+int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_err *e)
+{
+    memset(res, 0, sizeof *res);
+    size_t n = trace_n_responses(t);
+    if (n == 0)
+        return ts_errf(e, "trace has no responses");
+    if (cfg->replicas < 1 || cfg->tp < 1)
+        return ts_errf(e, "need at least one replica of at least one GPU");
+    if (cfg->kv_tokens < 1)
+        return ts_errf(e, "KV cache capacity is %.0f tokens: the model does not fit", cfg->kv_tokens);
+    sim s = {0};
+    s.cfg = cfg;
+    s.e = e;
+    s.reqs = calloc(n, sizeof *s.reqs);
+    s.reps = calloc((size_t)cfg->replicas, sizeof *s.reps);
+    res->rep = calloc((size_t)cfg->replicas, sizeof *res->rep);
+    res->finish_s = calloc(n, sizeof *res->finish_s);
+    res->resp_replica = calloc(n, sizeof *res->resp_replica);
+    int32_t *place = calloc(t->n_prompts, sizeof *place);
+    int32_t *count = calloc((size_t)cfg->replicas, sizeof *count);
+    engine *eng = engine_new();
+    int rc = -1;
+    if (!s.reqs || !s.reps || !res->rep || !res->finish_s || !res->resp_replica || !place ||
+        !count || !eng) {
+        ts_errf(e, "out of memory for %zu responses", n);
+        goto cleanup;
+    }
+    s.finish_s = res->finish_s;
+    res->replicas = cfg->replicas;
+    res->responses = (int64_t)n;
+    rollout_place(t, cfg->replicas, place);
+    size_t k = 0;
+    for (size_t i = 0; i < t->n_prompts; i++) {
+        const trace_prompt *p = &t->prompts[i];
+        for (int32_t j = 0; j < p->n_resp; j++, k++) {
+            int32_t len = p->resp[j];
+            if (cfg->max_response > 0 && len > cfg->max_response)
+                len = cfg->max_response;
+            if ((double)p->prompt_tokens + len > cfg->kv_tokens) {
+                ts_errf(e, "prompt %zu response %d: prompt + response = %d tokens exceed the "
+                           "KV cache capacity of one replica (%.0f tokens)",
+                        i, j, p->prompt_tokens + len, cfg->kv_tokens);
+                goto cleanup;
+            }
+            s.reqs[k] = (req){.prompt = p->prompt_tokens, .target = len, .replica = place[i]};
+            res->resp_replica[k] = place[i];
+            count[place[i]]++;
+        }
+    }
+    for (int r = 0; r < cfg->replicas; r++) {
+        replica *rp = &s.reps[r];
+        rp->id = r;
+        rp->st = &res->rep[r];
+        rp->st->responses = count[r];
+        rp->wcap = count[r] + 1;
+        rp->wq = malloc((size_t)rp->wcap * sizeof *rp->wq);
+        rp->pre = malloc((size_t)rp->wcap * sizeof *rp->pre);
+        rp->heap = malloc((size_t)rp->wcap * sizeof *rp->heap);
+        rp->sched = malloc((size_t)rp->wcap * sizeof *rp->sched);
+        if (!rp->wq || !rp->pre || !rp->heap || !rp->sched) {
+            ts_errf(e, "out of memory for replica %d", r);
+            goto cleanup;
+        }
+    }
+    for (size_t q = 0; q < n; q++)
+        wq_push_back(&s.reps[s.reqs[q].replica], (int32_t)q);
+    s.unfinished = (int64_t)n;
+    for (int r = 0; r < cfg->replicas; r++)
+        plan(&s, eng, &s.reps[r]);
+    engine_run(eng, INFINITY);
+    if (s.failed)
+        goto cleanup;
+    TS_CHECK(s.unfinished == 0);
+    res->events = engine_events(eng);
+    double idle = 0, tail = 0;
+    for (int r = 0; r < cfg->replicas; r++) {
+        replica_stats *st = &res->rep[r];
+        if (st->end_s > res->makespan_s)
+            res->makespan_s = st->end_s;
+        res->decode_tokens += st->decode_tokens;
+        res->prefill_tokens += st->prefill_tokens;
+        res->preemptions += st->preemptions;
+        tail += st->tail_s;
+    }
+    for (int r = 0; r < cfg->replicas; r++)
+        idle += res->makespan_s - res->rep[r].busy_s;
+    full_rate(cfg, t, res);
+    double span = res->makespan_s * cfg->replicas;
+    res->bubble_fraction = span > 0 ? idle / span : 0;
+    res->tail_fraction = span > 0 ? tail / span : 0;
+    res->utilization = span > 0 ? (double)res->decode_tokens / (span * res->full_rate) : 0;
+    rc = 0;
+cleanup:
+    if (s.reps)
+        for (int r = 0; r < cfg->replicas; r++) {
+            free(s.reps[r].wq);
+            free(s.reps[r].pre);
+            free(s.reps[r].heap);
+            free(s.reps[r].sched);
+        }
+    free(s.reps);
+    free(s.reqs);
+    free(place);
+    free(count);
+    engine_free(eng);
+    if (rc)
+        rollout_result_free(res);
+    return rc;
+}

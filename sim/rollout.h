@@ -1,0 +1,68 @@
+/*
+ * Rollout replicas: continuous batching of a trace's responses on TP groups,
+ * one engine event per iteration of each replica.
+ */
+#ifndef TS_ROLLOUT_H
+#define TS_ROLLOUT_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+#include "models/hw.h"
+#include "traces/trace.h"
+
+typedef struct rollout_cfg {
+    const hw_desc *hw;
+    const llm_desc *llm;
+    int tp;                 /* GPUs per replica */
+    int replicas;           /* replica count */
+    int max_running;        /* max running requests per replica */
+    int chunk_tokens;       /* tokens per iteration (decode tokens + prefill chunks) */
+    double kv_tokens;       /* KV capacity per replica, tokens */
+    int tail_threshold;     /* a replica is "in the tail" with 1..this running */
+    int max_response;       /* cap applied to trace lengths (0: none) */
+} rollout_cfg;
+
+/* Per-replica outcome. */
+typedef struct replica_stats {
+    double end_s;           /* time its last response finished, s */
+    double tail_s;          /* time with 1..tail_threshold requests running, s */
+    double busy_s;          /* time with at least one request running, s */
+    int64_t decode_tokens;  /* tokens generated */
+    int64_t prefill_tokens; /* tokens prefilled, recomputation included */
+    int64_t iterations;
+    int64_t preemptions;
+    int32_t responses;      /* responses placed on it */
+    int32_t peak_running;
+} replica_stats;
+
+typedef struct rollout_result {
+    double makespan_s;        /* s, last response of any replica */
+    int replicas;
+    replica_stats *rep;       /* replicas entries */
+    double *finish_s;         /* per response, trace order (prompt by prompt), s */
+    int32_t *resp_replica;    /* per response: the replica that served it */
+    int64_t responses;
+    int64_t decode_tokens;
+    int64_t prefill_tokens;
+    int64_t preemptions;
+    uint64_t events;          /* engine events */
+    double full_rate;         /* decode tokens/s of one replica at full batch, see rollout.c */
+    double full_batch;        /* the batch size behind full_rate */
+    double bubble_fraction;   /* idle replica-time after each replica's end, over replicas*makespan */
+    double tail_fraction;     /* sum tail_s over replicas*makespan */
+    double utilization;       /* decode tokens over replicas*makespan*full_rate */
+} rollout_result;
+
+/* Places prompts on replicas: by dp_rank (mod replicas) when every prompt
+ * has one, else round-robin; a prompt's responses stay together.  Writes
+ * n_prompts entries into out. */
+void rollout_place(const trace *t, int replicas, int32_t *out);
+
+/* Simulates the rollout of every response of t.  Returns 0 and fills *res
+ * (free with rollout_result_free), or -1: a request that can never fit in
+ * the KV cache, allocation failure. */
+int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_err *e);
+void rollout_result_free(rollout_result *res);
+
+#endif

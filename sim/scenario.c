@@ -1,0 +1,250 @@
+/*
+ * Scenario loading.  One static table describes every key: section, name,
+ * type, range and offset into struct scenario; the libinih handler and the
+ * --set override both go through it, so a key is validated the same way
+ * wherever it comes from.  Defaults follow VeRL/vLLM's (max_num_seqs 256,
+ * max_num_batched_tokens 8192, gpu_memory_utilization 0.9).
+ */
+#include "sim/scenario.h"
+
+#include <ini.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "models/hw.h"
+
+typedef enum { K_INT, K_DBL, K_STR, K_BOOL, K_U64 } ktype;
+
+typedef struct key_def {
+    const char *section, *key;
+    ktype type;
+    size_t off;
+    double min, max;  /* ranges for numbers; max string length for K_STR */
+    const char *help;
+} key_def;
+
+#define OFF(f) offsetof(scenario, f)
+static const key_def keys[] = {
+    {"cluster", "gpus", K_INT, OFF(gpus), 1, 1048576, "total GPUs"},
+    {"cluster", "hw", K_STR, OFF(hw), 0, 64, "hardware name (models/hw/NAME.ini)"},
+    {"cluster", "gpus_per_node", K_INT, OFF(gpus_per_node), 0, 64, "GPUs per node (0: from hw)"},
+    {"model", "name", K_STR, OFF(model), 0, 64, "LLM name (models/llm/NAME.ini)"},
+    {"rollout", "tp", K_INT, OFF(tp), 1, 64, "tensor-parallel size per replica"},
+    {"rollout", "max_running", K_INT, OFF(max_running), 1, 65536, "max running requests per replica"},
+    {"rollout", "chunk_tokens", K_INT, OFF(chunk_tokens), 16, 1048576, "prefill token budget per iteration"},
+    {"rollout", "mem_util", K_DBL, OFF(mem_util), 0.05, 1.0, "fraction of HBM for weights + KV"},
+    {"rollout", "reserve_gb", K_DBL, OFF(reserve_gb), 0, 1024, "activation reserve per GPU, GB"},
+    {"rollout", "max_response", K_INT, OFF(max_response), 0, TRACE_MAX_TOKENS, "response cap, tokens (0: none)"},
+    {"rollout", "tail_threshold", K_INT, OFF(tail_threshold), 1, 65536, "tail = running <= this"},
+    {"train", "reward_per_response_s", K_DBL, OFF(reward_per_response_s), 0, 3600, "reward time per response, s"},
+    {"train", "reward_step_s", K_DBL, OFF(reward_step_s), 0, 86400, "reward time per step, s"},
+    {"train", "micro_batch_tokens", K_INT, OFF(micro_batch_tokens), 256, 16777216, "tokens per micro-batch"},
+    {"train", "recompute", K_BOOL, OFF(recompute), 0, 1, "activation checkpointing"},
+    {"train", "update_epochs", K_INT, OFF(update_epochs), 1, 64, "actor update passes"},
+    {"train", "ref_model", K_BOOL, OFF(ref_model), 0, 1, "reference-policy forward pass"},
+    {"trace", "file", K_STR, OFF(trace_file), 0, SCN_STR, "trace file (shared:PATH for ../shared)"},
+    {"trace", "step", K_INT, OFF(trace_step), -1, 1 << 30, "step to replay (-1: first)"},
+    {"trace", "dist", K_STR, OFF(dist), 0, SCN_STR, "generator distribution"},
+    {"trace", "prompts", K_INT, OFF(prompts), 1, 1 << 24, "prompts per step"},
+    {"trace", "group", K_INT, OFF(group), 1, 4096, "responses per prompt"},
+    {"trace", "cap", K_INT, OFF(cap), 1, TRACE_MAX_TOKENS, "generated length cap, tokens"},
+    {"trace", "corr", K_DBL, OFF(corr), 0, 1, "within-group length correlation"},
+    {"trace", "prompt_median", K_DBL, OFF(prompt_median), 1, 1 << 20, "median prompt length, tokens"},
+    {"trace", "seed", K_U64, OFF(seed), 0, 0, "generator seed"},
+};
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+static void scenario_defaults(scenario *s)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->hw, sizeof s->hw, "h100");
+    s->tp = 1;
+    s->max_running = 256;
+    s->chunk_tokens = 8192;
+    s->mem_util = 0.9;
+    s->reserve_gb = 4.0;
+    s->tail_threshold = 32;
+    s->reward_per_response_s = 0.0;
+    s->reward_step_s = 0.0;
+    s->micro_batch_tokens = 16384;
+    s->recompute = 1;
+    s->update_epochs = 1;
+    s->ref_model = 1;
+    s->trace_step = -1;
+    snprintf(s->dist, sizeof s->dist, "mixture");
+    s->prompts = 64;
+    s->group = 8;
+    s->cap = 32768;
+    s->corr = 0.5;
+    s->prompt_median = 256;
+    s->seed = 1;
+}
+
+/* Assigns one value.  Returns 0, or -1 with "key 'x': problem" in e. */
+static int set_key(scenario *s, const char *section, const char *key, const char *val, ts_err *e)
+{
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const key_def *k = &keys[i];
+        if (strcmp(k->section, section) || strcmp(k->key, key))
+            continue;
+        char *dst = (char *)s + k->off;
+        int64_t iv;
+        double dv;
+        int bv;
+        switch (k->type) {
+        case K_INT:
+            if (ts_parse_i64(val, (int64_t)k->min, (int64_t)k->max, &iv))
+                return ts_errf(e, "key '%s.%s': '%s' is not an integer in [%.0f, %.0f]",
+                               section, key, val, k->min, k->max);
+            *(int *)dst = (int)iv;
+            return 0;
+        case K_U64:
+            if (ts_parse_i64(val, 0, INT64_MAX, &iv))
+                return ts_errf(e, "key '%s.%s': '%s' is not a non-negative integer", section, key, val);
+            *(uint64_t *)dst = (uint64_t)iv;
+            return 0;
+        case K_DBL:
+            if (ts_parse_double(val, k->min, k->max, &dv))
+                return ts_errf(e, "key '%s.%s': '%s' is not a number in [%g, %g]",
+                               section, key, val, k->min, k->max);
+            *(double *)dst = dv;
+            return 0;
+        case K_BOOL:
+            if (ts_parse_bool(val, &bv))
+                return ts_errf(e, "key '%s.%s': '%s' is not true/false", section, key, val);
+            *(int *)dst = bv;
+            return 0;
+        case K_STR:
+            if (strlen(val) >= (size_t)k->max)
+                return ts_errf(e, "key '%s.%s': value longer than %d characters",
+                               section, key, (int)k->max - 1);
+            snprintf(dst, (size_t)k->max, "%s", val);
+            return 0;
+        }
+    }
+    return ts_errf(e, "unknown key '%s.%s' (try: tailsim rlstep --help-keys)", section, key);
+}
+
+typedef struct load_ctx {
+    scenario *s;
+    ts_err *e;
+    const char *path;
+    FILE *f;
+    int failed;
+    int line;  /* lines read so far: the handler runs right after its line */
+} load_ctx;
+
+/* Line reader for ini_parse_stream(): Debian's libinih does not pass line
+ * numbers to handlers, so we count them here. */
+static char *scn_reader(char *str, int num, void *stream)
+{
+    load_ctx *c = stream;
+    char *r = fgets(str, num, c->f);
+    if (r)
+        c->line++;
+    return r;
+}
+
+static int scn_handler(void *user, const char *section, const char *name, const char *value)
+{
+    load_ctx *c = user;
+    if (c->failed)
+        return 0;
+    if (set_key(c->s, section, name, value, c->e)) {
+        ts_err_prefix(c->e, "%s:%d: ", c->path, c->line);
+        c->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
+int scenario_load(const char *name, scenario *s, ts_err *e)
+{
+    char path[SCN_STR];
+    if (ts_find_data("scenarios", name, ".ini", path, sizeof path, e))
+        return -1;
+    scenario_defaults(s);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(s->name, sizeof s->name, "%.*s", (int)(strcspn(base, ".")), base);
+    snprintf(s->dir, sizeof s->dir, "%.*s", base == path ? 1 : (int)(base - path - 1),
+             base == path ? "." : path);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return ts_errf(e, "%s: cannot open", path);
+    load_ctx c = {s, e, path, f, 0, 0};
+    int rc = ini_parse_stream(scn_reader, &c, scn_handler, &c);
+    fclose(f);
+    if (c.failed)
+        return -1;
+    if (rc > 0)
+        return ts_errf(e, "%s:%d: syntax error (expected [section] or key = value)", path, rc);
+    if (rc < 0)
+        return ts_errf(e, "%s: cannot read", path);
+    if (!s->gpus)
+        return ts_errf(e, "%s: missing required key 'cluster.gpus'", path);
+    if (!s->model[0])
+        return ts_errf(e, "%s: missing required key 'model.name'", path);
+    return 0;
+}
+
+int scenario_set(scenario *s, const char *assignment, ts_err *e)
+{
+    const char *dot = strchr(assignment, '.');
+    const char *eq = strchr(assignment, '=');
+    if (!dot || !eq || dot > eq || dot == assignment)
+        return ts_errf(e, "--set '%s': expected section.key=value", assignment);
+    char section[64], key[64];
+    snprintf(section, sizeof section, "%.*s", (int)(dot - assignment), assignment);
+    snprintf(key, sizeof key, "%.*s", (int)(eq - dot - 1), dot + 1);
+    if (set_key(s, section, key, eq + 1, e))
+        return ts_err_prefix(e, "--set: ");
+    return 0;
+}
+
+int scenario_validate(const scenario *s, ts_err *e)
+{
+    if (s->gpus % s->tp)
+        return ts_errf(e, "%s: rollout.tp = %d does not divide cluster.gpus = %d",
+                       s->path, s->tp, s->gpus);
+    if (!s->trace_file[0] && s->cap > TRACE_MAX_TOKENS)
+        return ts_errf(e, "%s: trace.cap too large", s->path);
+    return 0;
+}
+
+int scenario_trace_path(const scenario *s, char *buf, size_t n)
+{
+    if (!s->trace_file[0])
+        return -1;
+    if (!strncmp(s->trace_file, "shared:", 7)) {
+        const char *sh = getenv("TAILSIM_SHARED");
+        if (sh && *sh)
+            snprintf(buf, n, "%s/%s", sh, s->trace_file + 7);
+        else
+            snprintf(buf, n, "%s/../shared/%s", ts_data_root(), s->trace_file + 7);
+    } else if (s->trace_file[0] == '/') {
+        snprintf(buf, n, "%s", s->trace_file);
+    } else {
+        snprintf(buf, n, "%s/%s", s->dir, s->trace_file);
+    }
+    return 0;
+}
+
+int scenario_gen_params(const scenario *s, gen_params *p, ts_err *e)
+{
+    gen_params_default(p);
+    if (gen_parse_dist(s->dist, p, e))
+        return ts_err_prefix(e, "%s: key 'trace.dist': ", s->path);
+    p->prompts = s->prompts;
+    p->group = s->group;
+    p->steps = 1;
+    p->cap = s->cap;
+    p->corr = s->corr;
+    p->seed = s->seed;
+    p->prompt_median = s->prompt_median;
+    return 0;
+}

@@ -1,0 +1,69 @@
+/*
+ * Scenarios: INI files (libinih) with sections [cluster], [model], [rollout],
+ * [train], [trace].  Every key has a type and range; unknown sections/keys
+ * and out-of-range values are errors naming file, line and key.  Overrides
+ * given as "section.key=value" (--set) go through the same table.
+ */
+#ifndef TS_SCENARIO_H
+#define TS_SCENARIO_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+#include "traces/gen.h"
+
+#define SCN_STR 256
+
+typedef struct scenario {
+    char name[128];          /* file name without directory and .ini */
+    char path[SCN_STR];      /* the file it came from */
+    char dir[SCN_STR];       /* its directory, for relative trace paths */
+    /* [cluster] */
+    int gpus;                /* total GPUs */
+    char hw[64];             /* hardware description name, e.g. h100 */
+    int gpus_per_node;       /* 0: take the hardware file's */
+    /* [model] */
+    char model[64];          /* LLM description name */
+    /* [rollout] */
+    int tp;                  /* tensor-parallel size of a replica */
+    int max_running;         /* max running requests per replica */
+    int chunk_tokens;        /* prefill token budget per iteration */
+    double mem_util;         /* fraction of HBM the engine may use */
+    double reserve_gb;       /* activations/workspace reserve per GPU, GB */
+    int max_response;        /* response cap, tokens (0: none) */
+    int tail_threshold;      /* "tail" = at most this many running requests */
+    /* [train] */
+    double reward_per_response_s; /* reward time per response, s */
+    double reward_step_s;    /* fixed reward time per step, s */
+    int micro_batch_tokens;  /* tokens per training micro-batch */
+    int recompute;           /* activation checkpointing in the update */
+    int update_epochs;       /* passes of the actor update over the batch */
+    int ref_model;           /* 1: a reference-policy forward pass (KL) */
+    /* [trace] */
+    char trace_file[SCN_STR];/* "" -> generate; "shared:PATH" -> $TAILSIM_SHARED/PATH */
+    int trace_step;          /* step to replay, -1: the first */
+    char dist[SCN_STR];      /* generator distribution (gen_parse_dist syntax) */
+    int prompts, group, cap;
+    double corr;
+    double prompt_median;
+    uint64_t seed;
+} scenario;
+
+/* Loads a scenario by name (scenarios/<name>.ini) or path, applying defaults
+ * first.  Returns 0 or -1 with file, line and key of the problem. */
+int scenario_load(const char *name, scenario *s, ts_err *e);
+
+/* Applies one "section.key=value" override.  Returns 0 or -1. */
+int scenario_set(scenario *s, const char *assignment, ts_err *e);
+
+/* Cross-field checks (TP divides GPUs, ...).  Returns 0 or -1. */
+int scenario_validate(const scenario *s, ts_err *e);
+
+/* Resolves the trace file path (shared: prefix, relative to the scenario's
+ * directory) into buf.  Returns 0, or -1 when the scenario generates its trace. */
+int scenario_trace_path(const scenario *s, char *buf, size_t n);
+
+/* Generator parameters equivalent to the [trace] section. */
+int scenario_gen_params(const scenario *s, gen_params *p, ts_err *e);
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * Simulator tests: the rollout replica against hand arithmetic with the cost
+ * model (equal lengths give no bubble; one response 20x longer gives exactly
+ * the idle time the iteration sums say), losslessness under preemption,
+ * placement, scenario parsing errors, the RL step's phase accounting, the
+ * real DAPO trace, and byte-identical CLI output for a seed.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/cost.h"
+#include "sim/rlstep.h"
+#include "sim/scenario.h"
+#include "traces/trace.h"
+
+static hw_desc hw;
+static llm_desc m7;
+
+static void setup(void)
+{
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load("h100", &hw, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load("qwen2.5-7b", &m7, &e), 0, "%s", e.msg);
+}
+
+TestSuite(sim, .init = setup);
+
+/* n prompts of one response each, all `len` long, prompt `plen`. */
+static trace *uniform_trace(int n, int32_t len, int32_t plen)
+{
+    trace *t = trace_new();
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(trace_add(t, 0, i, -1, plen, &len, 1, NULL), 0);
+    return t;
+}
+
+static rollout_cfg base_cfg(int replicas)
+{
+    rollout_cfg c = {.hw = &hw, .llm = &m7, .tp = 1, .replicas = replicas, .max_running = 256,
+                     .chunk_tokens = 8192, .kv_tokens = 400000, .tail_threshold = 32};
+    return c;
+}
+
+/* Time a replica needs for n requests of prompt p and lengths len (all equal)
+ * plus, optionally, one extra request of length long_len, all admitted in one
+ * prefill iteration: the arithmetic the simulator must reproduce. */
+static double expected_end(int n, int p, int len, int long_len)
+{
+    int nreq = n + (long_len > 0);
+    cost_batch b = {0};
+    b.n_prefill_seqs = nreq;
+    b.prefill_tokens = nreq * p;
+    b.prefill_attn = (double)nreq * p * (p + 1) / 2.0;
+    b.prefill_kv_sum = (double)nreq * p;
+    double t = cost_iter(&hw, &m7, 1, &b); /* yields token 1 of every request */
+    for (int j = 1; j < len; j++)          /* tokens 2..len of all */
+        t += cost_decode_iter(&hw, &m7, 1, nreq, (double)nreq * (p + j));
+    for (int j = len; j < long_len; j++)   /* the long one alone */
+        t += cost_decode_iter(&hw, &m7, 1, 1, (double)(p + j));
+    return t;
+}
+
+Test(sim, equal_lengths_have_no_bubble)
+{
+    trace *t = uniform_trace(256, 1000, 100);
+    rollout_cfg c = base_cfg(4);
+    rollout_result r;
+    ts_err e = {{0}};
+    cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+    cr_assert_lt(r.bubble_fraction, 1e-9, "bubble %g", r.bubble_fraction);
+    double want = expected_end(64, 100, 1000, 0);
+    cr_assert_lt(fabs(r.makespan_s - want) / want, 1e-9, "makespan %g vs %g", r.makespan_s, want);
+    cr_assert_eq(r.decode_tokens, 256 * 1000);
+    cr_assert_eq(r.preemptions, 0);
+    rollout_result_free(&r);
+    trace_free(t);
+}
+
+Test(sim, one_long_response_raises_bubble_as_arithmetic_says)
+{
+    trace *t = uniform_trace(256, 1000, 100);
+    int32_t long_len = 20000;
+    cr_assert_eq(trace_add(t, 0, 256, -1, 100, &long_len, 1, NULL), 0); /* -> replica 0 */
+    rollout_cfg c = base_cfg(4);
+    rollout_result r;
+    ts_err e = {{0}};
+    cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+    double t0 = expected_end(64, 100, 1000, 20000);
+    double tb = expected_end(64, 100, 1000, 0);
+    double want = 3.0 * (t0 - tb) / (4.0 * t0);
+    cr_assert_lt(fabs(r.makespan_s - t0) / t0, 1e-9, "makespan %g vs %g", r.makespan_s, t0);
+    cr_assert_lt(fabs(r.bubble_fraction - want), 1e-9, "bubble %g vs %g", r.bubble_fraction, want);
+    /* and it is large: about 3/4 of the 19/20 tail */
+    cr_assert_gt(r.bubble_fraction, 0.6);
+    cr_assert_gt(r.tail_fraction, 0.2);
+    cr_assert_eq(r.decode_tokens, 256 * 1000 + 20000);
+    rollout_result_free(&r);
+    trace_free(t);
+}
+
+Test(sim, preemption_is_lossless)
+{
+    trace *t = uniform_trace(64, 3000, 200);
+    rollout_cfg c = base_cfg(1);
+    c.kv_tokens = 20000; /* room for ~6 full requests out of 64 */
+    rollout_result r;
+    ts_err e = {{0}};
+    cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+    cr_assert_gt(r.preemptions, 0);
+    cr_assert_eq(r.decode_tokens, 64 * 3000);
+    cr_assert_gt(r.prefill_tokens, 64 * 200, "recompute must re-prefill");
+    for (int i = 0; i < 64; i++)
+        cr_assert(r.finish_s[i] > 0 && r.finish_s[i] <= r.makespan_s);
+    cr_assert_leq(r.rep[0].peak_running, 256);
+    rollout_result_free(&r);
+    trace_free(t);
+}
+
+Test(sim, max_running_limits_the_batch)
+{
+    trace *t = uniform_trace(100, 50, 10);
+    rollout_cfg c = base_cfg(1);
+    c.max_running = 8;
+    rollout_result r;
+    cr_assert_eq(rollout_run(&c, t, &r, NULL), 0);
+    cr_assert_eq(r.rep[0].peak_running, 8);
+    cr_assert_eq(r.decode_tokens, 100 * 50);
+    rollout_result_free(&r);
+    trace_free(t);
+}
+
+Test(sim, request_larger_than_kv_is_an_error)
+{
+    trace *t = uniform_trace(2, 5000, 100);
+    rollout_cfg c = base_cfg(1);
+    c.kv_tokens = 4000;
+    rollout_result r;
+    ts_err e = {{0}};
+    cr_assert_eq(rollout_run(&c, t, &r, &e), -1);
+    cr_assert(strstr(e.msg, "KV cache capacity"), "%s", e.msg);
+    trace_free(t);
+}
+
+Test(sim, placement_follows_dp_rank)
+{
+    trace *t = trace_new();
+    int32_t len = 10;
+    for (int i = 0; i < 6; i++)
+        trace_add(t, 0, i, i < 3 ? 1 : 0, 5, &len, 1, NULL);
+    int32_t out[6];
+    rollout_place(t, 2, out);
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(out[i], i < 3 ? 1 : 0);
+    t->prompts[0].dp_rank = -1; /* one unknown: round-robin for all */
+    rollout_place(t, 2, out);
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(out[i], i % 2);
+    trace_free(t);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(sim, scenario_errors_name_file_line_and_key)
+{
+    const char *p = "build/test-scn.ini";
+    scenario s;
+    ts_err e = {{0}};
+    write_file(p, "[cluster]\ngpus = 8\n[model]\nname = qwen2.5-7b\n[rollout]\nbogus = 3\n");
+    cr_assert_eq(scenario_load(p, &s, &e), -1);
+    cr_assert(strstr(e.msg, "test-scn.ini:6") && strstr(e.msg, "rollout.bogus"), "%s", e.msg);
+    write_file(p, "[cluster]\ngpus = -8\n[model]\nname = qwen2.5-7b\n");
+    cr_assert_eq(scenario_load(p, &s, &e), -1);
+    cr_assert(strstr(e.msg, ":2") && strstr(e.msg, "cluster.gpus"), "%s", e.msg);
+    write_file(p, "[cluster]\ngpus = 8\n[model]\nname = qwen2.5-7b\n[rollout]\nmem_util = nan\n");
+    cr_assert_eq(scenario_load(p, &s, &e), -1);
+    cr_assert(strstr(e.msg, "rollout.mem_util"), "%s", e.msg);
+    write_file(p, "[cluster]\ngpus = 8\n[model]\nname = qwen2.5-7b\n[rollout]\ntp = 3\n");
+    cr_assert_eq(scenario_load(p, &s, &e), 0, "%s", e.msg);
+    cr_assert_eq(scenario_validate(&s, &e), -1);
+    cr_assert(strstr(e.msg, "does not divide"), "%s", e.msg);
+    cr_assert_eq(scenario_set(&s, "rollout.tp=4", &e), 0, "%s", e.msg);
+    cr_assert_eq(s.tp, 4);
+    cr_assert_eq(scenario_validate(&s, &e), 0);
+    cr_assert_eq(scenario_set(&s, "rollout.tp", &e), -1);
+    cr_assert_eq(scenario_set(&s, "train.nope=1", &e), -1);
+    cr_assert(strstr(e.msg, "train.nope"), "%s", e.msg);
+    write_file(p, "[cluster]\ngpus = 8\n");
+    cr_assert_eq(scenario_load(p, &s, &e), -1);
+    cr_assert(strstr(e.msg, "model.name"), "%s", e.msg);
+    remove(p);
+}
+
+Test(sim, shipped_scenarios_load)
+{
+    const char *names[] = {"qwen7b-64gpu", "qwen32b-64gpu", "dapo-32b-polytrace", "bench-32b-128gpu"};
+    for (size_t i = 0; i < 4; i++) {
+        scenario s;
+        hw_desc h;
+        llm_desc m;
+        ts_err e = {{0}};
+        cr_assert_eq(scenario_load(names[i], &s, &e), 0, "%s", e.msg);
+        cr_assert_eq(scenario_validate(&s, &e), 0, "%s", e.msg);
+        cr_assert_eq(hw_load(s.hw, &h, &e), 0, "%s", e.msg);
+        cr_assert_eq(llm_load(s.model, &m, &e), 0, "%s", e.msg);
+        rollout_cfg c;
+        cr_assert_eq(rlstep_rollout_cfg(&s, &h, &m, &c, &e), 0, "%s: %s", names[i], e.msg);
+    }
+}
+
+Test(sim, rlstep_phases_add_up)
+{
+    scenario s;
+    ts_err e = {{0}};
+    cr_assert_eq(scenario_load("qwen7b-64gpu", &s, &e), 0, "%s", e.msg);
+    cr_assert_eq(scenario_set(&s, "trace.prompts=64", &e), 0);
+    trace *t = uniform_trace(512, 2000, 200);
+    rlstep_result r;
+    run_record *rec = run_record_new();
+    cr_assert_eq(rlstep_run(&s, &hw, &m7, t, &r, rec, &e), 0, "%s", e.msg);
+    double sum = 0;
+    for (int p = 0; p < PH_COUNT; p++) {
+        cr_assert_geq(r.phase_s[p], 0);
+        sum += r.phase_s[p];
+    }
+    cr_assert_lt(fabs(sum - r.step_s) / r.step_s, 1e-12);
+    cr_assert_gt(r.phase_s[PH_UPDATE], r.phase_s[PH_OLD_LOGP], "update must cost more than a forward");
+    /* every GPU's timeline covers the step without gaps */
+    for (int g = 0; g < s.gpus; g++) {
+        double covered = 0;
+        for (size_t i = 0; i < rec->n_tl; i++)
+            if (rec->tl[i].gpu == g)
+                covered += rec->tl[i].t1 - rec->tl[i].t0;
+        cr_assert_lt(fabs(covered - r.step_s) / r.step_s, 1e-9, "gpu %d covers %g of %g", g, covered, r.step_s);
+    }
+    cr_assert_eq(rec->n_resp, 512);
+    rlstep_result_free(&r);
+    run_record_free(rec);
+    trace_free(t);
+}
+
+Test(sim, dapo_trace_replay)
+{
+    const char *sh = getenv("TAILSIM_SHARED");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/polytrace-dapo-32b/step_0.jsonl", sh && *sh ? sh : "../shared");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        cr_skip_test("shared traces absent (%s)", path);
+    fclose(f);
+    scenario s;
+    hw_desc h;
+    llm_desc m;
+    ts_err e = {{0}};
+    cr_assert_eq(scenario_load("dapo-32b-polytrace", &s, &e), 0, "%s", e.msg);
+    cr_assert_eq(hw_load(s.hw, &h, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load(s.model, &m, &e), 0, "%s", e.msg);
+    trace *t = NULL;
+    cr_assert_eq(trace_load(path, &t, &e), 0, "%s", e.msg);
+    rlstep_result r;
+    cr_assert_eq(rlstep_run(&s, &h, &m, t, &r, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.replicas, 2);
+    cr_assert_eq(r.ro.responses, 768);
+    /* a long-tail trace: the max is ~15x the median, so replicas idle and
+     * run a short batch for much of the rollout */
+    cr_assert(r.ro.bubble_fraction > 0.0 && r.ro.bubble_fraction < 0.5, "bubble %g", r.ro.bubble_fraction);
+    cr_assert(r.ro.tail_fraction > 0.3, "tail %g", r.ro.tail_fraction);
+    cr_assert(r.ro.utilization > 0.0 && r.ro.utilization < 0.8, "util %g", r.ro.utilization);
+    double share = r.ro.makespan_s / r.step_s;
+    cr_assert(share > 0.3 && share < 0.99, "rollout share %g", share);
+    rlstep_result_free(&r);
+    trace_free(t);
+}
+
+static char *run_capture(const char *cmd)
+{
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t k;
+    while ((k = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += k;
+        if (n + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = 0;
+    cr_assert_eq(pclose(p), 0, "command failed: %s", cmd);
+    return buf;
+}
+
+Test(sim, same_seed_same_json_byte_for_byte, .timeout = 120)
+{
+    const char *cmd = "build/tailsim rlstep qwen7b-64gpu --set trace.prompts=128 --json --no-wall";
+    char *a = run_capture(cmd), *b = run_capture(cmd);
+    cr_assert_str_eq(a, b);
+    cr_assert(strstr(a, "\"bubble_fraction\""));
+    char *c = run_capture("build/tailsim rlstep qwen7b-64gpu --set trace.prompts=128 --seed 2 --json --no-wall");
+    cr_assert_str_neq(a, c, "a different seed must give a different trace");
+    free(a);
+    free(b);
+    free(c);
+}
