@@ -18,5 +18,9 @@ double mem_kv_capacity(const hw_desc *hw, const llm_desc *m, int tp, double util
 /* Model states per GPU for mixed-precision Adam under ZeRO stage (0..3) over
  * dp GPUs: 2 (bf16 weights) + 2 (grads) + 12 (fp32 master, m, v) bytes/param. */
 double mem_model_states(const llm_desc *m, int zero_stage, int dp);
+/* Training activations kept per token per GPU (no TP/SP split), bytes: 34 *
+ * hidden per layer with flash attention (Korthikanti et al. 2022), or 2 *
+ * hidden per layer (the layer input) with full recomputation (added). */
+double mem_act_per_token(const llm_desc *m, int recompute);
 
 #endif

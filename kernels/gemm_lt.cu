@@ -1,0 +1,192 @@
+/*
+ * bf16 GEMM through cuBLASLt, fp32 accumulation, bf16 output: the linear
+ * layers of a decoder (QKV, O, gate_up, down) and the LM head.  Row-major
+ * C[m, n] = A[m, k] · W[n, k]^T, A the activations (m = tokens), W a weight
+ * stored as torch.nn.Linear does ([out, in]), as kref_gemm_nt specifies.
+ * In cuBLAS's column-major terms that is C^T (n x m, ld n) = op_T(W) (n x k)
+ * · op_N(A^T) (k x m): transa = T on W, transb = N on A.
+ *
+ * Build: make validate (nvcc -O3 -gencode=arch=compute_90,code=sm_90
+ *        -gencode=arch=compute_90,code=compute_90, linked with -lcublasLt);
+ *        run: build/tailsim-validate selftest
+ *
+ * Versions:
+ *   1  cuBLASLt's first heuristic for the shape, 32 MiB workspace (NVIDIA's
+ *      recommendation for Hopper), chosen once per shape by kt_gemm_plan()
+ *      so that timed runs contain only cublasLtMatmul.
+ *
+ * Roofline: FLOPs 2mnk, bytes 2(mk + nk + mn).  Decode-sized m (<= 64) is
+ * weight-bandwidth bound: target >= 75% of measured copy bandwidth.  Large m
+ * (>= 1024) is matrix bound: target >= 70% of the measured dense bf16 rate
+ * (~790 TFLOP/s on the H200 here).  NOT YET MEASURED: no GPU was lent to the
+ * session that wrote this; calibrate records the achieved rates.
+ */
+#include <cublasLt.h>
+#include <stdlib.h>
+
+#include "kernels/cuda_common.cuh"
+#include "kernels/ref/kref.h"
+
+#define CUBLAS_CHECK(call)                                                    \
+    do {                                                                      \
+        cublasStatus_t kt_s_ = (call);                                        \
+        if (kt_s_ != CUBLAS_STATUS_SUCCESS)                                   \
+            return kt_seterr(__FILE__, __LINE__, "%s: %s", #call,             \
+                             cublasLtGetStatusString(kt_s_));                 \
+    } while (0)
+
+struct kt_gemm {
+    cublasLtHandle_t lt;
+    void *ws;                       /* workspace, ws_bytes */
+    size_t ws_bytes;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t lw, la, lc; /* layouts of W, A, C for the planned shape */
+    cublasLtMatmulAlgo_t algo;
+    int m, n, k;                    /* planned shape; m = 0 before the first plan */
+};
+
+/* ---- C reference --------------------------------------------------------- */
+
+static int check_shape(kt_gemm *g, kt_rng *rng, FILE *log, int m, int n, int k)
+{
+    size_t na = (size_t)m * k, nw = (size_t)n * k, nc = (size_t)m * n;
+    float *A = (float *)malloc(na * sizeof(float)), *W = (float *)malloc(nw * sizeof(float));
+    float *ref = (float *)malloc(nc * sizeof(float)), *got = (float *)malloc(nc * sizeof(float));
+    kt_bf16 *dA = (kt_bf16 *)kt_malloc(na * 2), *dW = (kt_bf16 *)kt_malloc(nw * 2);
+    kt_bf16 *dC = (kt_bf16 *)kt_malloc(nc * 2);
+    int rc = -1;
+    if (!A || !W || !ref || !got) {
+        kt_seterr(__FILE__, __LINE__, "out of host memory");
+    } else if (dA && dW && dC) {
+        kt_rand_bf16(rng, A, na, 1.0f);
+        kt_rand_bf16(rng, W, nw, 1.0f);
+        kref_gemm_nt(A, W, ref, m, n, k);
+        if (!kt_upload_bf16(dA, A, na) && !kt_upload_bf16(dW, W, nw) &&
+            !kt_fill_bf16(dC, nc, 5, 1e30f) && !kt_gemm_plan(g, m, n, k) &&
+            !kt_gemm_run(g, dA, dW, dC) && !kt_sync() && !kt_download_bf16(got, dC, nc)) {
+            char what[96];
+            snprintf(what, sizeof what, "gemm m=%d n=%d k=%d", m, n, k);
+            rc = kt_compare(log, what, ref, got, nc, KREF_BF16_EPS * kt_rms(ref, nc),
+                            KREF_BF16_EPS) ? 1 : 0;
+        }
+    }
+    kt_free(dA); kt_free(dW); kt_free(dC);
+    free(A); free(W); free(ref); free(got);
+    return rc;
+}
+
+extern "C" int kt_gemm_selftest(uint64_t seed, FILE *log)
+{
+    static const int shapes[][3] = {
+        {17, 4608, 3584}, /* Qwen2.5-7B QKV projection, 17 tokens */
+        {64, 512, 1024}, {1, 1000, 256}, {300, 136, 72},
+    };
+    kt_rng rng;
+    kt_rng_seed(&rng, seed);
+    kt_gemm *g = kt_gemm_new();
+    if (!g)
+        return -1;
+    int worst = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int rc = check_shape(g, &rng, log, shapes[i][0], shapes[i][1], shapes[i][2]);
+        if (rc < 0) {
+            worst = -1;
+            break;
+        }
+        worst = rc > worst ? rc : worst;
+    }
+    kt_gemm_free(g);
+    return worst;
+}
+
+/* ---- kernels ------------------------------------------------------------- */
+/* cuBLASLt's (wgmma-based on sm_90): none of our own. */
+
+/* ---- launchers ----------------------------------------------------------- */
+
+static void drop_layouts(kt_gemm *g)
+{
+    if (g->lw) cublasLtMatrixLayoutDestroy(g->lw);
+    if (g->la) cublasLtMatrixLayoutDestroy(g->la);
+    if (g->lc) cublasLtMatrixLayoutDestroy(g->lc);
+    g->lw = g->la = g->lc = NULL;
+    g->m = g->n = g->k = 0;
+}
+
+extern "C" void kt_gemm_free(kt_gemm *g)
+{
+    if (!g)
+        return;
+    drop_layouts(g);
+    if (g->op)
+        cublasLtMatmulDescDestroy(g->op);
+    if (g->lt)
+        cublasLtDestroy(g->lt);
+    kt_free(g->ws);
+    free(g);
+}
+
+static int gemm_init(kt_gemm *g)
+{
+    CUBLAS_CHECK(cublasLtCreate(&g->lt));
+    g->ws_bytes = 32u << 20;
+    CUDA_CHECK(cudaMalloc(&g->ws, g->ws_bytes));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    return 0;
+}
+
+extern "C" kt_gemm *kt_gemm_new(void)
+{
+    kt_gemm *g = (kt_gemm *)calloc(1, sizeof *g);
+    if (!g) {
+        kt_seterr(__FILE__, __LINE__, "kt_gemm_new: out of host memory");
+        return NULL;
+    }
+    if (gemm_init(g)) {
+        kt_gemm_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+extern "C" int kt_gemm_plan(kt_gemm *g, int m, int n, int k)
+{
+    KT_REQUIRE(g && m > 0 && n > 0 && k > 0, "kt_gemm_plan: bad shape %d x %d x %d", m, n, k);
+    if (g->m == m && g->n == n && g->k == k)
+        return 0;
+    drop_layouts(g);
+    /* column-major views: W^T is k x n (ld k), A^T is k x m (ld k), C^T n x m */
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->lw, CUDA_R_16BF, k, n, k));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->la, CUDA_R_16BF, k, m, k));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->lc, CUDA_R_16BF, n, m, n));
+    cublasLtMatmulPreference_t pref = NULL;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g->ws_bytes, sizeof g->ws_bytes);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic(g->lt, g->op, g->lw, g->la, g->lc, g->lc,
+                                           pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    CUBLAS_CHECK(s);
+    KT_REQUIRE(found > 0, "cuBLASLt has no algorithm for %d x %d x %d", m, n, k);
+    g->algo = res.algo;
+    g->m = m;
+    g->n = n;
+    g->k = k;
+    return 0;
+}
+
+extern "C" int kt_gemm_run(kt_gemm *g, const kt_bf16 *d_A, const kt_bf16 *d_W, kt_bf16 *d_C)
+{
+    KT_REQUIRE(g && g->m > 0, "kt_gemm_run: no shape planned");
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(g->lt, g->op, &alpha, d_W, g->lw, d_A, g->la, &beta,
+                                d_C, g->lc, d_C, g->lc, &g->algo, g->ws, g->ws_bytes, 0));
+    CUDA_CHECK(cudaGetLastError());
+    return 0;
+}

@@ -1,0 +1,105 @@
+/*
+ * Collective communication times over a two-level topology: NVLink inside a
+ * node (nvlink_bw per GPU per direction through the NVSwitches), one NIC per
+ * GPU across nodes (nic_bw).  Each collective is latency + bytes / bandwidth
+ * (alpha-beta) with the byte counts of NCCL's ring algorithms:
+ *
+ *   all-reduce      2 (n-1) steps, 2 (n-1)/n * bytes through each GPU's link
+ *   all-gather      (n-1) steps,   (n-1)/n * output bytes
+ *   reduce-scatter  (n-1) steps,   (n-1)/n * input bytes
+ *   all-to-all      one round,     (n-1)/n * bytes (the off-node share on the NIC)
+ *
+ * A group of n <= gpus_per_node GPUs stays on NVLink.  A larger group crosses
+ * nodes: with one NIC per GPU (rail-optimized, as on DGX H100) every ring
+ * channel crosses the NIC, so the NIC is the bottleneck for the bandwidth
+ * term, while the latency term counts the intra-node steps at nvlink_lat and
+ * the inter-node ones at nic_lat.  Bandwidth terms are scaled by ar_eff, the
+ * bus efficiency NCCL reaches (fitted to Vidur's H100 DGX all-reduce
+ * measurements, see models/hw/h100.ini).  Pure functions of their arguments,
+ * seconds, cannot fail; 0 for n <= 1 or no bytes.
+ */
+#include "models/comm.h"
+
+typedef struct topo {
+    double bw;     /* bottleneck link bytes/s, after ar_eff */
+    double lat_intra, lat_inter;
+    int local;     /* GPUs per node in the group */
+    int nodes;
+} topo;
+
+static topo topo_of(const hw_desc *hw, int n)
+{
+    topo t;
+    int gpn = hw->gpus_per_node > 0 ? hw->gpus_per_node : 1;
+    if (n <= gpn) {
+        t.bw = hw->nvlink_bw * hw->ar_eff;
+        t.local = n;
+        t.nodes = 1;
+    } else {
+        t.bw = hw->nic_bw * hw->ar_eff;
+        t.local = gpn;
+        t.nodes = (n + gpn - 1) / gpn;
+    }
+    t.lat_intra = hw->nvlink_lat;
+    t.lat_inter = hw->nic_lat;
+    return t;
+}
+
+/* Latency of a ring pass over the group: (local-1) NVLink hops per node and
+ * (nodes-1) NIC hops, or n-1 hops in all. */
+static double ring_lat(const topo *t)
+{
+    return (t->local - 1) * t->lat_intra + (t->nodes - 1) * t->lat_inter;
+}
+
+double comm_allreduce(const hw_desc *hw, double bytes, int n)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0.0;
+    topo t = topo_of(hw, n);
+    return 2.0 * ring_lat(&t) + 2.0 * (n - 1) / n * bytes / t.bw;
+}
+
+double comm_allgather(const hw_desc *hw, double bytes_out, int n)
+{
+    if (n <= 1 || bytes_out <= 0)
+        return 0.0;
+    topo t = topo_of(hw, n);
+    return ring_lat(&t) + (double)(n - 1) / n * bytes_out / t.bw;
+}
+
+double comm_reduce_scatter(const hw_desc *hw, double bytes_in, int n)
+{
+    return comm_allgather(hw, bytes_in, n);
+}
+
+double comm_alltoall(const hw_desc *hw, double bytes, int n)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0.0;
+    topo t = topo_of(hw, n);
+    if (t.nodes == 1)
+        return t.lat_intra + (double)(n - 1) / n * bytes / t.bw;
+    /* off-node share through the NIC, on-node share over NVLink, concurrently */
+    double off = (double)(n - t.local) / n * bytes / t.bw;
+    double on = (double)(t.local - 1) / n * bytes / (hw->nvlink_bw * hw->ar_eff);
+    return t.lat_inter + (off > on ? off : on);
+}
+
+double comm_p2p(const hw_desc *hw, double bytes, int intra)
+{
+    if (bytes <= 0)
+        return 0.0;
+    if (intra)
+        return hw->nvlink_lat + bytes / (hw->nvlink_bw * hw->ar_eff);
+    return hw->nic_lat + bytes / (hw->nic_bw * hw->ar_eff);
+}
+
+double comm_broadcast(const hw_desc *hw, double bytes, int n)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0.0;
+    /* pipelined ring broadcast: every byte crosses each link once */
+    topo t = topo_of(hw, n);
+    return ring_lat(&t) + bytes / t.bw;
+}

@@ -1,0 +1,226 @@
+/*
+ * Cost model: seconds of GPU time for the operations the simulator prices.
+ *
+ * Everything is a roofline over FLOPs and bytes with the achieved-efficiency
+ * parameters of hw_desc; nothing is a table lookup.  A GEMM is
+ *
+ *     t = launch_s + gemm_lat_s + max(t_compute, t_memory)
+ *
+ * where t_memory streams A, B and C once, (m*k + k*n + m*n) * 2 bytes, at
+ * hbm_bw * mem_eff (so small-batch decode is bound by reading the weights),
+ * and t_compute counts whole waves of output tiles: the output is cut into
+ * ceil(m/tile_m) * ceil(n/tile_n) tiles, the SMs take them `sms` at a time,
+ * and a partly filled last wave costs as much as a full one.  When there are
+ * fewer tiles than SMs the library splits K across the idle SMs (split-K), so
+ * a wave then costs a fraction of a full tile.  The rate of one SM is
+ * peak_flops / sms * eff, with eff = gemm_eff * F / (F + gemm_half_flops) for
+ * the GEMM's F FLOPs: small GEMMs spend a larger share of their time filling
+ * and draining the tensor-core pipeline.
+ *
+ * Elementwise kernels (norms, RoPE, activation, residual add, embedding
+ * gather) are streaming kernels: launch_s plus bytes over the streaming
+ * bandwidth, scaled by how well the kernel that serving engines ship uses it
+ * (kernel_bw below, fitted once to the Vidur H100 profiles; these are
+ * properties of the kernels' code, so they carry over to H200).
+ *
+ * cost_iter() is on the simulator's hot path (about a million calls per
+ * simulated RL step): it prices one layer in closed form and multiplies by the
+ * layer count, with no allocation, no file access and no loops over
+ * sequences.  Attention uses the per-sequence sums the caller passes (sum of
+ * contexts, sum of q*ctx), never a mean.  All functions are pure and cannot
+ * fail; callers pass descriptions that hw_load()/llm_load() validated.
+ *
+ * Parameter values live in models/hw/<gpu>.ini; `tailsim calib vidur` checks
+ * them against measured operator times.
+ */
+#include "models/cost.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "models/comm.h"
+
+/* Fraction of the streaming bandwidth (hbm_bw * mem_eff) each elementwise
+ * kernel reaches, as measured by Vidur on H100 with Sarathi-Serve kernels
+ * (bf16): the residual add streams at full rate (its inputs are partly in L2),
+ * SiLU*mul at ~2/3, RoPE (scalar loads, cos/sin cache) at ~1/2, RMSNorm (one
+ * block per row, two passes) at ~1/3, the embedding gather at ~1/6. */
+enum kernel_kind { K_ADD, K_ACT, K_ROPE, K_NORM, K_GATHER, K_COUNT };
+static const double kernel_bw[K_COUNT] = {1.07, 0.66, 0.52, 0.35, 0.19};
+
+static double kernel_time(const hw_desc *hw, enum kernel_kind k, double bytes)
+{
+    return hw->launch_s + bytes / (hw->hbm_bw * hw->mem_eff * kernel_bw[k]);
+}
+
+double cost_stream(const hw_desc *hw, double bytes)
+{
+    if (bytes <= 0)
+        return 0.0;
+    return hw->launch_s + bytes / (hw->hbm_bw * hw->mem_eff);
+}
+
+double cost_gemm(const hw_desc *hw, double m, double n, double k)
+{
+    if (m <= 0 || n <= 0 || k <= 0)
+        return 0.0;
+    double bytes = 2.0 * (m * k + k * n + m * n);
+    double t_mem = bytes / (hw->hbm_bw * hw->mem_eff);
+
+    double tm = hw->tile_m, tn = hw->tile_n, sms = hw->sms;
+    double tiles = ceil(m / tm) * ceil(n / tn);
+    double waves, kslice = k;
+    if (tiles >= sms) {
+        waves = ceil(tiles / sms);
+    } else {
+        /* fewer tiles than SMs: split K over the idle SMs, slices >= 256 deep */
+        double split = floor(sms / tiles);
+        double max_split = floor(k / 256.0);
+        if (split > max_split)
+            split = max_split;
+        if (split < 1)
+            split = 1;
+        waves = 1.0;
+        kslice = k / split;
+    }
+    /* FLOPs of one full wave; its efficiency rises with its size */
+    double f_wave = sms * 2.0 * tm * tn * kslice;
+    double t_comp = waves * (f_wave + hw->gemm_half_flops) / (hw->peak_flops * hw->gemm_eff);
+    return hw->launch_s + hw->gemm_lat_s + (t_comp > t_mem ? t_comp : t_mem);
+}
+
+/* Attention over KV read from HBM: memory for `kv_bytes`, compute for `flops`
+ * at attn_eff (decode is memory bound, long prefill compute bound). */
+static double attn_time(const hw_desc *hw, double flops, double kv_bytes)
+{
+    double tc = flops / (hw->peak_flops * hw->attn_eff);
+    double tm = kv_bytes / (hw->hbm_bw * hw->mem_eff);
+    return hw->launch_s + (tc > tm ? tc : tm);
+}
+
+double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b)
+{
+    double T = (double)b->n_decode + (double)b->prefill_tokens;
+    if (T <= 0)
+        return 0.0;
+    if (tp < 1)
+        tp = 1;
+    double h = m->hidden, hd = m->head_dim;
+    double heads = (double)m->heads / tp;
+    double kvh = (double)m->kv_heads / tp;
+    if (kvh < 1)
+        kvh = 1; /* KV heads are replicated when tp > kv_heads */
+    double ffn = (double)m->ffn / tp;
+    double act = T * h * 2.0; /* bytes of one [T, hidden] bf16 activation */
+
+    /* one layer */
+    double t = 0.0;
+    t += kernel_time(hw, K_NORM, 2.0 * act);                           /* input norm */
+    t += cost_gemm(hw, T, (heads + 2.0 * kvh) * hd, h);                /* QKV */
+    t += kernel_time(hw, K_ROPE, 2.0 * T * (heads + kvh) * hd * 2.0);  /* RoPE q, k */
+    double kv_tok = 2.0 * kvh * hd * 2.0;                              /* K+V bytes/token */
+    if (b->n_decode > 0)
+        t += attn_time(hw, 4.0 * heads * hd * b->decode_ctx_sum,
+                       b->decode_ctx_sum * kv_tok + b->n_decode * 2.0 * heads * hd * 2.0);
+    if (b->prefill_tokens > 0)
+        t += attn_time(hw, 4.0 * heads * hd * b->prefill_attn,
+                       b->prefill_kv_sum * kv_tok + b->prefill_tokens * 2.0 * heads * hd * 2.0);
+    t += cost_gemm(hw, T, h, heads * hd);                              /* O proj */
+    t += kernel_time(hw, K_ADD, 3.0 * act);                            /* residual */
+    t += kernel_time(hw, K_NORM, 2.0 * act);                           /* post-attn norm */
+    t += cost_gemm(hw, T, m->gated ? 2.0 * ffn : ffn, h);              /* MLP up */
+    t += kernel_time(hw, K_ACT, (m->gated ? 3.0 : 2.0) * T * ffn * 2.0);
+    t += cost_gemm(hw, T, h, ffn);                                     /* MLP down */
+    t += kernel_time(hw, K_ADD, 3.0 * act);                            /* residual */
+    if (tp > 1)
+        t += 2.0 * comm_allreduce(hw, act, tp);
+    t *= m->layers;
+
+    /* embedding (vocab-parallel: gather + all-reduce), final norm, LM head */
+    t += kernel_time(hw, K_GATHER, 2.0 * act);
+    if (tp > 1)
+        t += comm_allreduce(hw, act, tp);
+    double rows = (double)b->n_decode + (double)b->n_prefill_seqs;
+    if (rows > 0 && m->vocab > 0) {
+        t += kernel_time(hw, K_NORM, 2.0 * rows * h * 2.0);
+        t += cost_gemm(hw, rows, (double)m->vocab / tp, h);
+        if (tp > 1)
+            t += comm_allgather(hw, rows * m->vocab * 2.0, tp); /* logits */
+    }
+    return t;
+}
+
+double cost_decode_iter(const hw_desc *hw, const llm_desc *m, int tp, int batch,
+                        double ctx_sum)
+{
+    cost_batch b = {.n_decode = batch, .decode_ctx_sum = ctx_sum};
+    return cost_iter(hw, m, tp, &b);
+}
+
+double cost_prefill_chunk(const hw_desc *hw, const llm_desc *m, int tp, int tokens,
+                          double ctx_before)
+{
+    double q = tokens;
+    cost_batch b = {
+        .n_prefill_seqs = tokens > 0 ? 1 : 0,
+        .prefill_tokens = tokens,
+        .prefill_attn = q * (ctx_before + (q + 1.0) / 2.0),
+        .prefill_kv_sum = ctx_before + q,
+    };
+    return cost_iter(hw, m, tp, &b);
+}
+
+/* FLOPs of the GEMMs per token (2 per weight that multiplies an activation:
+ * the embedding is a gather, unless tied to the LM head). */
+static double gemm_params(const llm_desc *m)
+{
+    double emb = (double)m->vocab * m->hidden;
+    return llm_params(m) - (m->tied ? 0.0 : emb);
+}
+
+double cost_train_fwd(const hw_desc *hw, const llm_desc *m, double tokens, double sq_sum)
+{
+    if (tokens <= 0)
+        return 0.0;
+    double gemm = 2.0 * gemm_params(m) * tokens;
+    double attn = 4.0 * m->layers * (double)m->heads * m->head_dim * sq_sum / 2.0;
+    return gemm / (hw->peak_flops * hw->gemm_eff) + attn / (hw->peak_flops * hw->attn_eff);
+}
+
+double cost_train_fwd_bwd(const hw_desc *hw, const llm_desc *m, double tokens, double sq_sum,
+                          int recompute)
+{
+    return cost_train_fwd(hw, m, tokens, sq_sum) * (recompute ? 4.0 : 3.0);
+}
+
+double cost_vidur_op(const hw_desc *hw, const llm_desc *m, int tp, const char *op, int tokens)
+{
+    if (tp < 1)
+        tp = 1;
+    double T = tokens, h = m->hidden, hd = m->head_dim;
+    double heads = (double)m->heads / tp;
+    double kvh = (double)m->kv_heads / tp;
+    if (kvh < 1)
+        kvh = 1;
+    double ffn = (double)m->ffn / tp;
+    double act = T * h * 2.0;
+    if (!strcmp(op, "emb"))
+        return kernel_time(hw, K_GATHER, 2.0 * act);
+    if (!strcmp(op, "input_layernorm") || !strcmp(op, "post_attention_layernorm"))
+        return kernel_time(hw, K_NORM, 2.0 * act);
+    if (!strcmp(op, "attn_pre_proj"))
+        return cost_gemm(hw, T, (heads + 2.0 * kvh) * hd, h);
+    if (!strcmp(op, "attn_rope"))
+        return kernel_time(hw, K_ROPE, 2.0 * T * (heads + kvh) * hd * 2.0);
+    if (!strcmp(op, "attn_post_proj"))
+        return cost_gemm(hw, T, h, heads * hd);
+    if (!strcmp(op, "mlp_up_proj"))
+        return cost_gemm(hw, T, m->gated ? 2.0 * ffn : ffn, h);
+    if (!strcmp(op, "mlp_act"))
+        return kernel_time(hw, K_ACT, (m->gated ? 3.0 : 2.0) * T * ffn * 2.0);
+    if (!strcmp(op, "mlp_down_proj"))
+        return cost_gemm(hw, T, h, ffn);
+    if (!strcmp(op, "add"))
+        return kernel_time(hw, K_ADD, 3.0 * act);
+    return -1.0;
+}

@@ -1,0 +1,278 @@
+/*
+ * Hardware and LLM descriptions, read from INI files with libinih.
+ *
+ * hw_load() fills an hw_desc from models/hw/<name>.ini (or a path), llm_load()
+ * an llm_desc from models/llm/<name>.ini.  Both are table driven: every key
+ * the file may hold has one row below naming its section, its field, its type
+ * and its legal range, and whether it is required.  The handler given to
+ * libinih checks each key against that table as it is read, so an unknown
+ * section or key, a malformed number or a value out of range is reported with
+ * the file, the line and the key; after the parse, each required key that
+ * never appeared is reported with the file and the key.  Only the first error
+ * is kept.  libinih's handler does not receive line numbers (the system
+ * library is built without INI_HANDLER_LINENO), so the file is fed through
+ * ini_parse_stream() with a reader that counts lines.
+ *
+ * These run once per scenario load, never on the simulator's hot path.  The
+ * values themselves live in the INI files, with their sources in comments.
+ * llm_params() counts parameters from the description (embedding once when
+ * tied, biases and norms included); it cannot fail.
+ */
+#include "models/hw.h"
+
+#include <ini.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/util.h"
+
+enum key_type { KT_DOUBLE, KT_INT, KT_BOOL, KT_STRING };
+
+typedef struct key_spec {
+    const char *section;
+    const char *key;
+    enum key_type type;
+    size_t offset;          /* offsetof() the field in the struct */
+    size_t size;            /* buffer size, for KT_STRING */
+    double min, max;        /* legal range (numbers) */
+    int required;           /* 1: the file must set it */
+} key_spec;
+
+#define HW_D(sec, k, lo, hi, req) {sec, #k, KT_DOUBLE, offsetof(hw_desc, k), 0, lo, hi, req}
+#define HW_I(sec, k, lo, hi, req) {sec, #k, KT_INT, offsetof(hw_desc, k), 0, lo, hi, req}
+
+static const key_spec hw_keys[] = {
+    HW_D("gpu", peak_flops, 1e12, 1e17, 1),
+    HW_D("gpu", hbm_bw, 1e11, 1e14, 1),
+    HW_D("gpu", hbm_bytes, 1e9, 1e13, 1),
+    HW_I("gpu", sms, 1, 4096, 1),
+    HW_D("interconnect", nvlink_bw, 1e9, 1e14, 1),
+    HW_D("interconnect", nvlink_lat, 0, 1e-2, 1),
+    HW_D("interconnect", nic_bw, 1e8, 1e13, 1),
+    HW_D("interconnect", nic_lat, 0, 1e-2, 1),
+    HW_I("interconnect", gpus_per_node, 1, 1024, 1),
+    HW_D("efficiency", gemm_eff, 0.01, 1, 0),
+    HW_D("efficiency", gemm_half_flops, 0, 1e15, 0),
+    HW_D("efficiency", gemm_lat_s, 0, 1e-3, 0),
+    HW_D("efficiency", mem_eff, 0.01, 1, 0),
+    HW_D("efficiency", attn_eff, 0.01, 1, 0),
+    HW_D("efficiency", launch_s, 0, 1e-3, 0),
+    HW_I("efficiency", tile_m, 1, 1024, 0),
+    HW_I("efficiency", tile_n, 1, 1024, 0),
+    HW_D("efficiency", ar_eff, 0.01, 1, 0),
+    {"efficiency", "calibration", KT_STRING, offsetof(hw_desc, calibration),
+     sizeof ((hw_desc *)0)->calibration, 0, 0, 0},
+};
+
+#define LLM_I(k, lo, hi) {"model", #k, KT_INT, offsetof(llm_desc, k), 0, lo, hi, 1}
+#define LLM_B(k) {"model", #k, KT_BOOL, offsetof(llm_desc, k), 0, 0, 1, 1}
+
+static const key_spec llm_keys[] = {
+    LLM_I(layers, 1, 1000),
+    LLM_I(hidden, 1, 1 << 20),
+    LLM_I(heads, 1, 4096),
+    LLM_I(kv_heads, 1, 4096),
+    LLM_I(head_dim, 1, 4096),
+    LLM_I(ffn, 1, 1 << 22),
+    LLM_I(vocab, 0, 1 << 24),
+    LLM_B(tied),
+    LLM_B(gated),
+    LLM_B(qkv_bias),
+};
+
+#define MAX_KEYS 32
+
+typedef struct parse_state {
+    const char *path;
+    const key_spec *keys;
+    size_t n_keys;
+    void *out;
+    int seen[MAX_KEYS];
+    int line;               /* line being parsed (counted by the reader) */
+    int at_line_start;      /* the next chunk the reader returns starts a line */
+    FILE *f;
+    ts_err *e;
+    int failed;
+} parse_state;
+
+/* fgets-style reader that counts complete lines for the handler. */
+static char *counting_reader(char *str, int num, void *stream)
+{
+    parse_state *ps = stream;
+    char *r = fgets(str, num, ps->f);
+    if (r) {
+        /* a line longer than inih's buffer arrives in pieces: count it once */
+        if (ps->at_line_start)
+            ps->line++;
+        size_t len = strlen(r);
+        ps->at_line_start = len > 0 && r[len - 1] == '\n';
+    }
+    return r;
+}
+
+static int fail(parse_state *ps, const char *fmt, const char *a, const char *b)
+{
+    if (!ps->failed) {
+        char what[256];
+        snprintf(what, sizeof what, fmt, a, b);
+        ts_errf(ps->e, "%s:%d: %s", ps->path, ps->line, what);
+        ps->failed = 1;
+    }
+    return 0;
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+    parse_state *ps = user;
+    if (ps->failed)
+        return 0;
+    int known_section = 0;
+    for (size_t i = 0; i < ps->n_keys; i++) {
+        const key_spec *k = &ps->keys[i];
+        if (strcmp(section, k->section))
+            continue;
+        known_section = 1;
+        if (strcmp(name, k->key))
+            continue;
+        if (ps->seen[i])
+            return fail(ps, "key '%s' set twice%s", name, "");
+        ps->seen[i] = 1;
+        char *field = (char *)ps->out + k->offset;
+        switch (k->type) {
+        case KT_DOUBLE: {
+            double v;
+            if (ts_parse_double(value, -1e300, 1e300, &v))
+                return fail(ps, "key '%s': '%s' is not a number", name, value);
+            if (v < k->min || v > k->max) {
+                char range[96];
+                snprintf(range, sizeof range, "%g is out of range [%g, %g]", v, k->min, k->max);
+                return fail(ps, "key '%s': %s", name, range);
+            }
+            memcpy(field, &v, sizeof v);
+            return 1;
+        }
+        case KT_INT: {
+            int64_t v;
+            if (ts_parse_i64(value, INT64_MIN, INT64_MAX, &v))
+                return fail(ps, "key '%s': '%s' is not an integer", name, value);
+            if ((double)v < k->min || (double)v > k->max) {
+                char range[96];
+                snprintf(range, sizeof range, "%lld is out of range [%g, %g]", (long long)v,
+                         k->min, k->max);
+                return fail(ps, "key '%s': %s", name, range);
+            }
+            int iv = (int)v;
+            memcpy(field, &iv, sizeof iv);
+            return 1;
+        }
+        case KT_BOOL: {
+            int b;
+            if (ts_parse_bool(value, &b))
+                return fail(ps, "key '%s': '%s' is not a boolean (0/1/true/false)", name, value);
+            memcpy(field, &b, sizeof b);
+            return 1;
+        }
+        case KT_STRING:
+            if (strlen(value) >= k->size)
+                return fail(ps, "key '%s': value too long%s", name, "");
+            memcpy(field, value, strlen(value) + 1);
+            return 1;
+        }
+    }
+    if (!known_section)
+        return fail(ps, "unknown section [%s] (key '%s')", section, name);
+    return fail(ps, "unknown key '%s' in section [%s]", name, section);
+}
+
+/* Stem of a path: "models/hw/h100.ini" -> "h100". */
+static void stem(const char *path, char *buf, size_t n)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t len = strlen(b);
+    const char *dot = strrchr(b, '.');
+    if (dot && dot != b)
+        len = (size_t)(dot - b);
+    if (len >= n)
+        len = n - 1;
+    memcpy(buf, b, len);
+    buf[len] = 0;
+}
+
+static int parse_file(const char *dir, const char *name, const key_spec *keys, size_t n_keys,
+                      void *out, char *name_out, size_t name_sz, ts_err *e)
+{
+    char path[4096];
+    if (ts_find_data(dir, name, ".ini", path, sizeof path, e))
+        return -1;
+    parse_state ps = {.path = path, .keys = keys, .n_keys = n_keys, .out = out, .e = e,
+                      .at_line_start = 1};
+    ps.f = fopen(path, "r");
+    if (!ps.f)
+        return ts_errf(e, "%s: cannot open file", path);
+    int rc = ini_parse_stream(counting_reader, &ps, handler, &ps);
+    fclose(ps.f);
+    if (ps.failed)
+        return -1;
+    if (rc > 0)
+        return ts_errf(e, "%s:%d: syntax error (expected 'key = value' or [section])", path, rc);
+    if (rc < 0)
+        return ts_errf(e, "%s: cannot parse (out of memory)", path);
+    for (size_t i = 0; i < n_keys; i++)
+        if (keys[i].required && !ps.seen[i])
+            return ts_errf(e, "%s: missing required key '%s' in section [%s]", path, keys[i].key,
+                           keys[i].section);
+    stem(path, name_out, name_sz);
+    return 0;
+}
+
+int hw_load(const char *name, hw_desc *hw, ts_err *e)
+{
+    hw_desc d;
+    memset(&d, 0, sizeof d);
+    /* Defaults for the efficiency keys: the H100 fit (see models/hw/h100.ini). */
+    d.gemm_eff = 0.80;
+    d.gemm_half_flops = 4e9;
+    d.gemm_lat_s = 2e-6;
+    d.mem_eff = 0.90;
+    d.attn_eff = 0.55;
+    d.launch_s = 1.5e-6;
+    d.tile_m = 128;
+    d.tile_n = 256;
+    d.ar_eff = 0.75;
+    snprintf(d.calibration, sizeof d.calibration, "defaults (uncalibrated)");
+    _Static_assert(sizeof hw_keys / sizeof hw_keys[0] <= MAX_KEYS, "raise MAX_KEYS");
+    if (parse_file("models/hw", name, hw_keys, sizeof hw_keys / sizeof hw_keys[0], &d,
+                   d.name, sizeof d.name, e))
+        return -1;
+    *hw = d;
+    return 0;
+}
+
+int llm_load(const char *name, llm_desc *m, ts_err *e)
+{
+    llm_desc d;
+    memset(&d, 0, sizeof d);
+    _Static_assert(sizeof llm_keys / sizeof llm_keys[0] <= MAX_KEYS, "raise MAX_KEYS");
+    if (parse_file("models/llm", name, llm_keys, sizeof llm_keys / sizeof llm_keys[0], &d,
+                   d.name, sizeof d.name, e))
+        return -1;
+    *m = d;
+    return 0;
+}
+
+double llm_params(const llm_desc *m)
+{
+    double h = m->hidden, hd = m->head_dim;
+    double q = (double)m->heads * hd, kv = (double)m->kv_heads * hd;
+    double attn = h * q + 2.0 * h * kv + q * h;
+    if (m->qkv_bias)
+        attn += q + 2.0 * kv;
+    double mlp = (m->gated ? 3.0 : 2.0) * h * m->ffn;
+    double norms = 2.0 * h;
+    double per_layer = attn + mlp + norms;
+    double emb = (double)m->vocab * h;
+    double head = m->tied ? 0.0 : emb;
+    return m->layers * per_layer + emb + head + h; /* + final norm */
+}

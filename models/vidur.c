@@ -1,0 +1,313 @@
+/*
+ * Vidur profiling CSVs: strict reader and cost-model evaluation.
+ *
+ * Vidur (github.com/microsoft/vidur, data/profiling/) ships per-operator times
+ * of one transformer layer measured on H100 with Sarathi-Serve, one row per
+ * (architecture, num_tokens, TP size), with columns
+ * time_stats.<op>.{min,max,mean,median,std} in milliseconds, and NCCL
+ * all-reduce times by size and number of workers.  vidur_load() reads such a
+ * file into rows: the header decides which columns matter (the chosen stat of
+ * every known op, and the key columns of the profile kind); every data line
+ * must have exactly the header's field count, and every column that matters
+ * must parse as a number in range.  The first bad field is reported with file,
+ * line and column name, and nothing partial is returned.  Unquoted CSV only
+ * (Vidur writes no quotes); a quote character is an error.
+ *
+ * vidur_evaluate() predicts each measured op of each row, taking the
+ * architecture from the row's own columns (head_dim = n_embd / n_head), with
+ * cost_vidur_op() and comm_allreduce(), and accumulates absolute percentage
+ * errors per op.  Runs once per `tailsim calib` or test; allocation is one
+ * growing array of rows.
+ */
+#include "models/vidur.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "models/comm.h"
+#include "models/cost.h"
+
+const char *const vidur_op_names[VOP_COUNT] = {
+    "emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
+    "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add",
+    "all_reduce",
+};
+
+int vidur_op_is_gemm(int op)
+{
+    return op == VOP_PRE_PROJ || op == VOP_POST_PROJ || op == VOP_UP_PROJ || op == VOP_DOWN_PROJ;
+}
+
+/* Key columns. */
+enum {
+    C_N_HEAD, C_N_KV_HEAD, C_N_EMBD, C_N_EXPANDED, C_VOCAB, C_GATED, C_TOKENS, C_TP,
+    C_SIZE, C_WORKERS, C_COUNT
+};
+static const char *const key_names[C_COUNT] = {
+    "n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size", "use_gated_mlp",
+    "num_tokens", "num_tensor_parallel_workers", "size", "num_workers",
+};
+
+void vidur_free(vidur_table *t)
+{
+    if (!t)
+        return;
+    free(t->rows);
+    memset(t, 0, sizeof *t);
+}
+
+/* Splits `line` in place at commas; returns the field count (up to max), or
+ * -1 when there are more than max fields. */
+static int split_csv(char *line, char **f, int max)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (n == max)
+            return -1;
+        f[n++] = p;
+        char *c = strchr(p, ',');
+        if (!c)
+            break;
+        *c = 0;
+        p = c + 1;
+    }
+    return n;
+}
+
+static void chomp(char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = 0;
+}
+
+#define MAX_FIELDS 256
+
+int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
+{
+    static const char *const stats[] = {"median", "mean", "min", "max"};
+    int stat_ok = 0;
+    for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++)
+        stat_ok |= !strcmp(stat, stats[i]);
+    if (!stat_ok)
+        return ts_errf(e, "unknown statistic '%s' (median, mean, min or max)", stat);
+
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return ts_errf(e, "%s: cannot open file", path);
+
+    int rc = -1;
+    char *line = NULL;
+    size_t cap = 0;
+    char *fields[MAX_FIELDS];
+    int op_col[VOP_COUNT], key_col[C_COUNT], n_cols = 0;
+    char *hdr[MAX_FIELDS];
+    char *header = NULL;
+    vidur_table t = {0};
+    size_t rows_cap = 0;
+    for (int i = 0; i < VOP_COUNT; i++)
+        op_col[i] = -1;
+    for (int i = 0; i < C_COUNT; i++)
+        key_col[i] = -1;
+
+    if (getline(&line, &cap, f) < 0) {
+        ts_errf(e, "%s:1: empty file (expected a header line)", path);
+        goto cleanup;
+    }
+    chomp(line);
+    header = strdup(line);
+    if (!header) {
+        ts_errf(e, "%s: out of memory", path);
+        goto cleanup;
+    }
+    n_cols = split_csv(header, hdr, MAX_FIELDS);
+    if (n_cols < 0) {
+        ts_errf(e, "%s:1: more than %d columns", path, MAX_FIELDS);
+        goto cleanup;
+    }
+    for (int c = 0; c < n_cols; c++) {
+        if (strchr(hdr[c], '"')) {
+            ts_errf(e, "%s:1: column %d: quoted fields are not supported", path, c + 1);
+            goto cleanup;
+        }
+        for (int k = 0; k < C_COUNT; k++)
+            if (!strcmp(hdr[c], key_names[k]))
+                key_col[k] = c;
+        for (int o = 0; o < VOP_COUNT; o++) {
+            char want[96];
+            snprintf(want, sizeof want, "time_stats.%s.%s", vidur_op_names[o], stat);
+            if (!strcmp(hdr[c], want))
+                op_col[o] = c;
+        }
+    }
+    int n_ops = 0, mlp_ops = 0;
+    for (int o = 0; o < VOP_COUNT; o++) {
+        t.has[o] = op_col[o] >= 0;
+        n_ops += t.has[o];
+        mlp_ops += t.has[o] && o != VOP_ALL_REDUCE;
+    }
+    if (n_ops == 0) {
+        ts_errf(e, "%s:1: no time_stats.<op>.%s column for a known op", path, stat);
+        goto cleanup;
+    }
+    for (int k = 0; k < C_COUNT; k++) {
+        int needed = (k <= C_TP && mlp_ops) || (k >= C_SIZE && t.has[VOP_ALL_REDUCE]);
+        if (needed && key_col[k] < 0) {
+            ts_errf(e, "%s:1: missing column '%s'", path, key_names[k]);
+            goto cleanup;
+        }
+    }
+
+    for (int lineno = 2; getline(&line, &cap, f) >= 0; lineno++) {
+        chomp(line);
+        if (!line[0]) {
+            ts_errf(e, "%s:%d: empty line", path, lineno);
+            goto cleanup;
+        }
+        if (strchr(line, '"')) {
+            ts_errf(e, "%s:%d: quoted fields are not supported", path, lineno);
+            goto cleanup;
+        }
+        int nf = split_csv(line, fields, MAX_FIELDS);
+        if (nf != n_cols) {
+            ts_errf(e, "%s:%d: %d fields, the header has %d", path, lineno, nf < 0 ? MAX_FIELDS + 1 : nf,
+                    n_cols);
+            goto cleanup;
+        }
+        vidur_row r;
+        memset(&r, 0, sizeof r);
+        r.line = lineno;
+        for (int o = 0; o < VOP_COUNT; o++) {
+            r.ms[o] = -1.0;
+            if (op_col[o] < 0)
+                continue;
+            if (ts_parse_double(fields[op_col[o]], 0.0, 1e9, &r.ms[o])) {
+                ts_errf(e, "%s:%d: column '%s': '%s' is not a time in ms", path, lineno,
+                        hdr[op_col[o]], fields[op_col[o]]);
+                goto cleanup;
+            }
+        }
+        int64_t v[C_COUNT] = {0};
+        for (int k = 0; k < C_COUNT; k++) {
+            if (key_col[k] < 0)
+                continue;
+            const char *s = fields[key_col[k]];
+            int bad;
+            if (k == C_GATED) {
+                int b = 0;
+                bad = ts_parse_bool(s, &b);
+                v[k] = b;
+            } else {
+                int64_t lo = (k == C_VOCAB) ? 0 : 1;
+                bad = ts_parse_i64(s, lo, (int64_t)1 << 40, &v[k]);
+            }
+            if (bad) {
+                ts_errf(e, "%s:%d: column '%s': bad value '%s'", path, lineno, key_names[k], s);
+                goto cleanup;
+            }
+        }
+        if (mlp_ops) {
+            if (v[C_N_EMBD] % v[C_N_HEAD] || v[C_N_HEAD] % v[C_N_KV_HEAD]) {
+                ts_errf(e, "%s:%d: column 'n_embd': %lld not divisible by n_head %lld "
+                        "(or n_head by n_kv_head)", path, lineno, (long long)v[C_N_EMBD],
+                        (long long)v[C_N_HEAD]);
+                goto cleanup;
+            }
+            if (v[C_N_HEAD] > 4096 || v[C_N_EMBD] > (1 << 20) || v[C_N_EXPANDED] > (1 << 22) ||
+                v[C_VOCAB] > (1 << 24) || v[C_TOKENS] > (1 << 24) || v[C_TP] > 4096) {
+                ts_errf(e, "%s:%d: architecture value out of range", path, lineno);
+                goto cleanup;
+            }
+            llm_desc *a = &r.arch;
+            snprintf(a->name, sizeof a->name, "vidur-row");
+            a->layers = 1;
+            a->heads = (int)v[C_N_HEAD];
+            a->kv_heads = (int)v[C_N_KV_HEAD];
+            a->hidden = (int)v[C_N_EMBD];
+            a->head_dim = (int)(v[C_N_EMBD] / v[C_N_HEAD]);
+            a->ffn = (int)v[C_N_EXPANDED];
+            a->vocab = (int)v[C_VOCAB];
+            a->gated = (int)v[C_GATED];
+            r.tokens = (int)v[C_TOKENS];
+            r.tp = (int)v[C_TP];
+        }
+        if (t.has[VOP_ALL_REDUCE]) {
+            r.size = (double)v[C_SIZE];
+            r.workers = (int)v[C_WORKERS];
+        }
+        if (t.n == rows_cap) {
+            size_t nc = rows_cap ? 2 * rows_cap : 1024;
+            vidur_row *nr = realloc(t.rows, nc * sizeof *nr);
+            if (!nr) {
+                ts_errf(e, "%s:%d: out of memory", path, lineno);
+                goto cleanup;
+            }
+            t.rows = nr;
+            rows_cap = nc;
+        }
+        t.rows[t.n++] = r;
+    }
+    if (ferror(f)) {
+        ts_errf(e, "%s: read error", path);
+        goto cleanup;
+    }
+    if (t.n == 0) {
+        ts_errf(e, "%s:2: no data rows", path);
+        goto cleanup;
+    }
+    *out = t;
+    t.rows = NULL;
+    rc = 0;
+cleanup:
+    free(t.rows);
+    free(header);
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+void vidur_evaluate(const vidur_table *t, const hw_desc *hw, vidur_report *r)
+{
+    memset(r, 0, sizeof *r);
+    r->rows = t->n;
+    double sum[VOP_COUNT] = {0}, gemm_sum = 0, all_sum = 0;
+    int gemm_n = 0, all_n = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const vidur_row *row = &t->rows[i];
+        for (int o = 0; o < VOP_COUNT; o++) {
+            if (!t->has[o] || row->ms[o] <= 0)
+                continue; /* a zero time has no percentage error */
+            double pred_s = o == VOP_ALL_REDUCE
+                                ? comm_allreduce(hw, row->size, row->workers)
+                                : cost_vidur_op(hw, &row->arch, row->tp, vidur_op_names[o],
+                                                row->tokens);
+            if (pred_s < 0)
+                continue;
+            double ape = fabs(pred_s * 1e3 - row->ms[o]) / row->ms[o] * 100.0;
+            vidur_op_stat *s = &r->ops[o];
+            s->n++;
+            sum[o] += ape;
+            if (ape > s->worst) {
+                s->worst = ape;
+                s->worst_line = row->line;
+            }
+            all_sum += ape;
+            all_n++;
+            if (vidur_op_is_gemm(o)) {
+                gemm_sum += ape;
+                gemm_n++;
+            }
+        }
+    }
+    for (int o = 0; o < VOP_COUNT; o++)
+        if (r->ops[o].n)
+            r->ops[o].mape = sum[o] / r->ops[o].n;
+    r->gemm_mape = gemm_n ? gemm_sum / gemm_n : 0.0;
+    r->overall_mape = all_n ? all_sum / all_n : 0.0;
+}

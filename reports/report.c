@@ -1,0 +1,384 @@
+/*
+ * Report writer: turns one run_record (usually loaded from the store by
+ * `tailsim report`) into a directory of plain files:
+ *   gantt.dat / gantt.png  per-GPU timeline coloured busy / idle / train,
+ *                          drawn by the static script reports/gantt.gp;
+ *   cdf.dat / cdf.png      response-length CDF, drawn by reports/cdf.gp;
+ *   report.md              identity, metrics (in the record's order), a
+ *                          per-phase bubble table, length percentiles, and
+ *                          links to the two PNGs.
+ * Scripts are found under ts_data_root()/reports/ and run as
+ * `gnuplot -d -c SCRIPT DAT PNG TITLE` through posix_spawnp with an argv
+ * (no shell, so any path or scenario name is safe); gnuplot's stderr goes to a
+ * temporary log whose last line becomes the error message on failure.
+ *
+ * Invariants: every file appears atomically (a .dat or .md through
+ * ts_atomic_*, a PNG rendered to a temporary name and renamed on success), so
+ * a reader never sees half a file; the directory is created like `mkdir -p`.
+ * A run without intervals (or without responses) gets its .dat file and a
+ * note in report.md but no PNG: gnuplot cannot plot an empty set.  Nothing
+ * here prints or exits.
+ */
+#include "reports/report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+extern char **environ;
+
+#define PATH_CAP 4096
+/* printf arguments for a fixed-size char field that may fill its array. */
+#define FIELD(a) (int)sizeof(a), (a)
+
+/* Creates dir and its missing parents.  Returns 0, or -1 naming the part
+ * that could not be created. */
+static int mkdir_p(const char *dir, ts_err *e)
+{
+    char buf[PATH_CAP];
+    struct stat st;
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf || !buf[0])
+        return ts_errf(e, "%s: bad output directory name", dir);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != 0)
+            continue;
+        char c = *p;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return ts_errf(e, "%s: cannot create directory: %s", buf, strerror(errno));
+        if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+            return ts_errf(e, "%s: not a directory", buf);
+        *p = c;
+        if (!c)
+            break;
+    }
+    return 0;
+}
+
+static int join(char *buf, const char *dir, const char *name, ts_err *e)
+{
+    if (snprintf(buf, PATH_CAP, "%s/%s", dir, name) >= PATH_CAP)
+        return ts_errf(e, "%s: output path too long", dir);
+    return 0;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of n sorted values. */
+static int32_t pct(const int32_t *v, size_t n, double p)
+{
+    size_t k = (size_t)ceil(p * (double)n);
+    return v[k ? k - 1 : 0];
+}
+
+static int write_gantt_dat(const run_record *r, const char *path, ts_err *e)
+{
+    ts_atomic a;
+    if (ts_atomic_open(&a, path, e))
+        return -1;
+    FILE *f = a.f;
+    fprintf(f, "# tailsim GPU timeline, run %lld (%.*s, %.*s)\n", (long long)r->id,
+            FIELD(r->command), FIELD(r->scenario));
+    fprintf(f, "# block 0: gpu phase state t0_s t1_s   (state 0 busy, 1 idle, 2 train)\n");
+    for (size_t i = 0; i < r->n_tl; i++) {
+        const tl_interval *t = &r->tl[i];
+        fprintf(f, "%d %d %d %.9g %.9g\n", t->gpu, t->phase, t->state, t->t0, t->t1);
+    }
+    fprintf(f, "\n\n# block 1: phase name t_start_s t_end_s\n");
+    for (int p = 0; p < PH_COUNT; p++) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (size_t i = 0; i < r->n_tl; i++) {
+            if (r->tl[i].phase != p)
+                continue;
+            lo = fmin(lo, r->tl[i].t0);
+            hi = fmax(hi, r->tl[i].t1);
+        }
+        if (lo <= hi)
+            fprintf(f, "%d %s %.9g %.9g\n", p, tl_phase_name[p], lo, hi);
+    }
+    return ts_atomic_commit(&a, e);
+}
+
+static int write_cdf_dat(const run_record *r, const int32_t *len, size_t n,
+                         const char *path, ts_err *e)
+{
+    ts_atomic a;
+    if (ts_atomic_open(&a, path, e))
+        return -1;
+    FILE *f = a.f;
+    fprintf(f, "# tailsim response-length CDF, run %lld (%.*s, %.*s), %zu responses\n",
+            (long long)r->id, FIELD(r->command), FIELD(r->scenario), n);
+    fprintf(f, "# block 0: length_tokens fraction_le\n");
+    if (n)
+        fprintf(f, "%d 0\n", len[0]);
+    for (size_t i = 0; i < n; i++)
+        if (i + 1 == n || len[i + 1] != len[i])
+            fprintf(f, "%d %.9g\n", len[i], (double)(i + 1) / (double)n);
+    fprintf(f, "\n\n# block 1: label length_tokens fraction\n");
+    if (n) {
+        static const double ps[] = {0.5, 0.9, 0.99};
+        static const char *const names[] = {"p50", "p90", "p99"};
+        for (int i = 0; i < 3; i++)
+            fprintf(f, "%s %d %g\n", names[i], pct(len, n, ps[i]), ps[i]);
+        fprintf(f, "max %d 1\n", len[n - 1]);
+    }
+    return ts_atomic_commit(&a, e);
+}
+
+/* The last non-empty line of a small log file, into buf ("" if none). */
+static void last_line(const char *path, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (line[strspn(line, " \t^")])
+            snprintf(buf, cap, "%s", line + strspn(line, " \t"));
+    }
+    fclose(f);
+}
+
+/* Runs `gnuplot -d -c script dat <png.tmp> title`, then renames the image
+ * into place.  Returns 0, or -1 naming the script (gnuplot missing, failing,
+ * killed, or writing no image). */
+static int run_gnuplot(const char *script, const char *dat, const char *png,
+                       const char *title, const char *dir, ts_err *e)
+{
+    int rc = -1, fa_ok = 0;
+    char tmp[PATH_CAP + 32], log[PATH_CAP + 32], why[512];
+    pid_t pid = -1;
+    posix_spawn_file_actions_t fa;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", png, (long)getpid());
+    snprintf(log, sizeof log, "%s/.gnuplot.%ld.log", dir, (long)getpid());
+    char *argv[] = {"gnuplot", "-d", "-c", (char *)script, (char *)dat, tmp,
+                    (char *)title, NULL};
+    int err = posix_spawn_file_actions_init(&fa);
+    if (!err) {
+        fa_ok = 1;
+        err = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null",
+                                               O_WRONLY, 0);
+    }
+    if (!err)
+        err = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, log,
+                                               O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (!err)
+        err = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
+    if (err) {
+        if (err == ENOENT)
+            ts_errf(e, "%s: gnuplot not found on PATH (install gnuplot to draw reports)",
+                    script);
+        else
+            ts_errf(e, "%s: cannot start gnuplot: %s", script, strerror(err));
+        goto cleanup;
+    }
+    int status = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+        ;
+    if (w < 0) {
+        ts_errf(e, "%s: waiting for gnuplot: %s", script, strerror(errno));
+        goto cleanup;
+    }
+    last_line(log, why, sizeof why);
+    if (WIFSIGNALED(status)) {
+        ts_errf(e, "%s: gnuplot killed by signal %d", script, WTERMSIG(status));
+        goto cleanup;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+            ts_errf(e, "%s: gnuplot could not be run (exit 127)", script);
+        else
+            ts_errf(e, "%s: gnuplot failed (exit %d)%s%s", script,
+                    WIFEXITED(status) ? WEXITSTATUS(status) : -1, why[0] ? ": " : "", why);
+        goto cleanup;
+    }
+    struct stat st;
+    if (stat(tmp, &st) != 0 || st.st_size == 0) {
+        ts_errf(e, "%s: gnuplot wrote no image%s%s", script, why[0] ? ": " : "", why);
+        goto cleanup;
+    }
+    if (rename(tmp, png) != 0) {
+        ts_errf(e, "%s: cannot rename into place: %s", png, strerror(errno));
+        goto cleanup;
+    }
+    rc = 0;
+cleanup:
+    if (fa_ok)
+        posix_spawn_file_actions_destroy(&fa);
+    remove(log);
+    if (rc)
+        remove(tmp);
+    return rc;
+}
+
+/* Writes s into a Markdown table cell: '|' escaped, newlines flattened. */
+static void md_cell(FILE *f, const char *s, size_t cap)
+{
+    for (size_t i = 0; i < cap && s[i]; i++) {
+        if (s[i] == '|')
+            fputs("\\|", f);
+        else
+            fputc(s[i] == '\n' || s[i] == '\r' ? ' ' : s[i], f);
+    }
+}
+
+static void md_value(FILE *f, double v)
+{
+    if (isfinite(v) && v == floor(v) && fabs(v) < 1e15)
+        fprintf(f, "%.0f", v);
+    else
+        fprintf(f, "%.6g", v);
+}
+
+static void md_phases(FILE *f, const run_record *r)
+{
+    fprintf(f, "| phase | start (s) | end (s) | busy GPU-s | idle GPU-s | train GPU-s "
+               "| idle share |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int p = 0; p < PH_COUNT; p++) {
+        double lo = INFINITY, hi = -INFINITY, gs[3] = {0, 0, 0};
+        for (size_t i = 0; i < r->n_tl; i++) {
+            const tl_interval *t = &r->tl[i];
+            if (t->phase != p)
+                continue;
+            lo = fmin(lo, t->t0);
+            hi = fmax(hi, t->t1);
+            if (t->state >= 0 && t->state <= TL_TRAIN)
+                gs[t->state] += t->t1 - t->t0;
+        }
+        if (!(lo <= hi))
+            continue;
+        double tot = gs[0] + gs[1] + gs[2];
+        fprintf(f, "| %s | %.3f | %.3f | %.1f | %.1f | %.1f | %.1f%% |\n", tl_phase_name[p],
+                lo, hi, gs[0], gs[1], gs[2], tot > 0 ? 100.0 * gs[1] / tot : 0.0);
+    }
+}
+
+static int write_md(const run_record *r, const char *path, const int32_t *len,
+                    size_t n, ts_err *e)
+{
+    ts_atomic a;
+    if (ts_atomic_open(&a, path, e))
+        return -1;
+    FILE *f = a.f;
+    fprintf(f, "# tailsim run %lld: %.*s\n\n", (long long)r->id, FIELD(r->command));
+    fprintf(f, "| field | value |\n|---|---|\n| run | %lld |\n| command | ", (long long)r->id);
+    md_cell(f, r->command, sizeof r->command);
+    fputs(" |\n| scenario | ", f);
+    md_cell(f, r->scenario, sizeof r->scenario);
+    fprintf(f, " |\n| seed | %llu |\n| calibration | ", (unsigned long long)r->seed);
+    md_cell(f, r->calibration[0] ? r->calibration : "(none)", sizeof r->calibration);
+    fputs(" |\n| version | ", f);
+    md_cell(f, r->version, sizeof r->version);
+    fputs(" |\n| created | ", f);
+    md_cell(f, r->created, sizeof r->created);
+    fprintf(f, " |\n| GPUs / replicas / TP | %d / %d / %d |\n\n", r->gpus, r->replicas,
+            r->tp);
+
+    fputs("## Metrics\n\n", f);
+    if (r->n_metrics) {
+        fputs("| key | value |\n|---|---:|\n", f);
+        for (size_t i = 0; i < r->n_metrics; i++) {
+            fputs("| ", f);
+            md_cell(f, r->metrics[i].key, sizeof r->metrics[i].key);
+            fputs(" | ", f);
+            md_value(f, r->metrics[i].value);
+            fputs(" |\n", f);
+        }
+    } else {
+        fputs("No metrics recorded.\n", f);
+    }
+
+    fputs("\n## GPU timeline\n\n", f);
+    if (r->n_tl) {
+        fputs("![GPU timeline: busy / idle / drafter training per GPU](gantt.png)\n\n"
+              "Data: [gantt.dat](gantt.dat).\n\n", f);
+        md_phases(f, r);
+    } else {
+        fputs("No timeline recorded (no gantt.png).\n", f);
+    }
+
+    fputs("\n## Response lengths\n\n", f);
+    if (n) {
+        double sum = 0;
+        for (size_t i = 0; i < n; i++)
+            sum += len[i];
+        fputs("![Response length CDF](cdf.png)\n\nData: [cdf.dat](cdf.dat).\n\n", f);
+        fprintf(f, "| responses | mean | p50 | p90 | p99 | max |\n"
+                   "|---:|---:|---:|---:|---:|---:|\n"
+                   "| %zu | %.1f | %d | %d | %d | %d |\n", n, sum / (double)n,
+                pct(len, n, 0.5), pct(len, n, 0.9), pct(len, n, 0.99), len[n - 1]);
+    } else {
+        fputs("No responses recorded (no cdf.png).\n", f);
+    }
+    return ts_atomic_commit(&a, e);
+}
+
+int report_write(const run_record *r, const char *dir, ts_err *e)
+{
+    int rc = -1;
+    int32_t *len = NULL;
+    size_t n = r->n_resp;
+    char gp[PATH_CAP], dat[PATH_CAP], png[PATH_CAP], md[PATH_CAP], title[512];
+    if (mkdir_p(dir, e))
+        goto cleanup;
+    if (n && !(len = malloc(n * sizeof *len))) {
+        ts_errf(e, "out of memory sorting %zu response lengths", n);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < n; i++)
+        len[i] = r->resp[i].length;
+    if (n)
+        qsort(len, n, sizeof *len, cmp_i32);
+
+    /* Gantt chart. */
+    if (join(dat, dir, "gantt.dat", e) || join(png, dir, "gantt.png", e) ||
+        write_gantt_dat(r, dat, e))
+        goto cleanup;
+    if (r->n_tl) {
+        snprintf(title, sizeof title, "run %lld: %.*s %.*s, %d GPUs - GPU timeline by phase",
+                 (long long)r->id, FIELD(r->command), FIELD(r->scenario), r->gpus);
+        if (ts_find_data("reports", "gantt", ".gp", gp, sizeof gp, e) ||
+            run_gnuplot(gp, dat, png, title, dir, e))
+            goto cleanup;
+    } else {
+        remove(png); /* no stale chart from an earlier report in this directory */
+    }
+
+    /* Length CDF. */
+    if (join(dat, dir, "cdf.dat", e) || join(png, dir, "cdf.png", e) ||
+        write_cdf_dat(r, len, n, dat, e))
+        goto cleanup;
+    if (n) {
+        snprintf(title, sizeof title, "run %lld: %.*s %.*s - response lengths (%zu responses)",
+                 (long long)r->id, FIELD(r->command), FIELD(r->scenario), n);
+        if (ts_find_data("reports", "cdf", ".gp", gp, sizeof gp, e) ||
+            run_gnuplot(gp, dat, png, title, dir, e))
+            goto cleanup;
+    } else {
+        remove(png);
+    }
+
+    if (join(md, dir, "report.md", e) || write_md(r, md, len, n, e))
+        goto cleanup;
+    rc = 0;
+cleanup:
+    free(len);
+    return rc;
+}

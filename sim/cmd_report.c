@@ -1,0 +1,119 @@
+/*
+ * `tailsim report [--db FILE] [--run ID] -o DIR`: loads one stored run (the
+ * latest by default) from the results store and writes its Gantt chart,
+ * length CDF and Markdown report into DIR (created if missing), then prints
+ * the paths written, one per line.  Exit status: 0 success, 1 runtime error
+ * (missing database, unknown run, gnuplot failure; one "tailsim: ..." line on
+ * stderr), 2 usage error.  The database is never created by this command:
+ * a missing file is an error rather than a new empty store.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "reports/report.h"
+#include "sim/cmd.h"
+#include "sim/store.h"
+
+static void report_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tailsim report [--db FILE] [--run ID] -o DIR\n\n"
+            "Writes the Gantt chart, response-length CDF and Markdown report of a\n"
+            "stored run into DIR (created if missing):\n"
+            "  DIR/gantt.dat DIR/gantt.png DIR/cdf.dat DIR/cdf.png DIR/report.md\n\n"
+            "  --db FILE    results database (default tailsim.db)\n"
+            "  --run ID     run id, or 'latest' (default latest)\n"
+            "  -o, --out DIR  output directory (required)\n"
+            "  -h, --help   this help\n\n"
+            "Needs gnuplot on PATH.\n");
+}
+
+/* Takes the value of option argv[*i] ("--opt VALUE" or "--opt=VALUE").
+ * Returns the value, or NULL when missing. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (!strncmp(a, name, n) && a[n] == '=')
+        return a + n + 1;
+    if (*i + 1 >= argc)
+        return NULL;
+    return argv[++*i];
+}
+
+static int matches(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
+}
+
+int cmd_report(int argc, char **argv)
+{
+    const char *db = "tailsim.db", *out = NULL, *run = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **dst = NULL, *name = NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            report_usage(stdout);
+            return 0;
+        } else if (matches(a, "--db")) {
+            dst = &db, name = "--db";
+        } else if (matches(a, "--run")) {
+            dst = &run, name = "--run";
+        } else if (matches(a, "--out")) {
+            dst = &out, name = "--out";
+        } else if (!strcmp(a, "-o")) {
+            dst = &out, name = "-o";
+        } else {
+            fprintf(stderr, "tailsim: report: unexpected argument '%s'\n", a);
+            report_usage(stderr);
+            return 2;
+        }
+        const char *v = opt_value(argc, argv, &i, name);
+        if (!v || !*v) {
+            fprintf(stderr, "tailsim: report: %s needs a value\n", name);
+            return 2;
+        }
+        *dst = v;
+    }
+    if (!out) {
+        fprintf(stderr, "tailsim: report: missing -o DIR\n");
+        report_usage(stderr);
+        return 2;
+    }
+    int64_t id = 0;
+    if (run && strcmp(run, "latest") && ts_parse_i64(run, 1, INT64_MAX, &id) != 0) {
+        fprintf(stderr, "tailsim: report: --run: '%s' is not a run id (a positive "
+                        "integer or 'latest')\n", run);
+        return 2;
+    }
+    if (access(db, F_OK) != 0) {
+        fprintf(stderr, "tailsim: %s: no such database (run a simulation first, or "
+                        "pass --db FILE)\n", db);
+        return 1;
+    }
+
+    int rc = 1;
+    ts_err e = {""};
+    store *s = NULL;
+    run_record *r = NULL;
+    if (store_open(db, &s, &e) || store_load_run(s, id, &r, &e) || report_write(r, out, &e)) {
+        fprintf(stderr, "tailsim: %s\n", e.msg);
+        goto cleanup;
+    }
+    static const char *const files[] = {"gantt.dat", "gantt.png", "cdf.dat", "cdf.png",
+                                        "report.md"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", out, files[i]);
+        if (access(p, F_OK) == 0)
+            printf("%s\n", p);
+    }
+    rc = 0;
+cleanup:
+    run_record_free(r);
+    store_close(s);
+    return rc;
+}
