@@ -192,14 +192,12 @@ static int print_json(const run_record *rec, const char *model, const char *hw)
                                                                : json_real(m->value));
     }
     json_t *ph = json_object();
-    for (size_t i = 0; i < rec->n_metrics; i++) {
-        const char *k = rec->metrics[i].key;
-        size_t l = strlen(k);
-        if (l > 2 && !strcmp(k + l - 2, "_s") && strcmp(k, "step_s") && strcmp(k, "wall_s")) {
-            char name[48];
-            snprintf(name, sizeof name, "%.*s", (int)(l - 2), k);
-            json_object_set_new(ph, name, json_real(rec->metrics[i].value));
-        }
+    for (int p = 0; p < PH_COUNT; p++) {
+        char key[48];
+        double v;
+        snprintf(key, sizeof key, "%s_s", tl_phase_name[p]);
+        if (run_get_metric(rec, key, &v) == 0)
+            json_object_set_new(ph, tl_phase_name[p], json_real(v));
     }
     json_object_set_new(o, "phases_s", ph);
     char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(10));

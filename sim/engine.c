@@ -1,17 +1,26 @@
 /*
- * Event queue: a binary min-heap of (time, sequence number, slot) entries, plus
- * a slot table holding each pending event's handler, context and argument and
- * its current heap position (so cancel is O(log n)).  Event ids combine the
- * slot index with a per-slot generation count, so a stale id (event already
- * run or cancelled, slot reused) is recognised and rejected.
+ * Event queue: a binary min-heap of (time, sequence number, slot, generation)
+ * entries plus a slot table holding each pending event's handler, context and
+ * argument.  Event ids combine the slot index with the slot's generation, which
+ * is bumped whenever the slot is released, so a stale id (event already run or
+ * cancelled, slot reused) is recognised and rejected.
  *
- * Cost: schedule, cancel and step are O(log n) in pending events; the heap
- * keys live inline in the heap array for cache locality.  Every simulated
- * rollout iteration is one schedule + one step, so this is the hottest code
- * in tailsim: bench/bench_engine.c measures it (goal >= 1e7 events/s).
+ * Cancellation is lazy: engine_cancel() releases the slot at once (O(1)) and
+ * leaves the heap entry behind; an entry whose generation no longer matches
+ * its slot is dropped when it reaches the top.  Sifts therefore touch only
+ * the heap array, never the slot table, which keeps them cache-friendly.
  *
- * Invariants: heap[i] <= heap[2i+1], heap[2i+2] under (t, seq); for every
- * pending slot s, heap[slots[s].pos].slot == s; free slots have pos == -1.
+ * While a handler runs, its own entry stays at the top of the heap
+ * (top_stale): the first event the handler schedules takes that place with
+ * one sift-down instead of a removal plus an insertion; engine_step() removes
+ * the entry itself when the handler scheduled nothing.
+ *
+ * Cost: schedule and step O(log n), cancel O(1).  Every simulated rollout
+ * iteration is one schedule + one step, so this is the hottest code in
+ * tailsim: bench/bench_engine.c measures it (goal >= 1e7 events/s).
+ *
+ * Invariants: heap[i] <= heap[2i+1], heap[2i+2] under (t, seq); live ==
+ * number of heap entries whose generation matches their slot's.
  */
 #include "sim/engine.h"
 
@@ -23,34 +32,41 @@ typedef struct heap_ent {
     double t;      /* s */
     uint64_t seq;  /* scheduling order, tie-breaker */
     uint32_t slot;
+    uint32_t gen;  /* slot generation when scheduled */
 } heap_ent;
 
 typedef struct slot {
     engine_fn fn;
     void *ctx;
     uint64_t arg;
-    int64_t pos;   /* index in heap, -1 when free */
-    uint32_t gen;  /* bumped every time the slot is released */
+    uint32_t gen;       /* bumped every time the slot is released */
     uint32_t next_free;
 } slot;
 
 struct engine {
     heap_ent *heap;
-    size_t n, cap;
+    size_t n, cap;       /* heap entries, live or dead */
+    size_t live;         /* pending events */
     slot *slots;
     size_t n_slots, cap_slots;
-    uint32_t free_head; /* UINT32_MAX when empty */
+    uint32_t free_head;  /* NO_SLOT when empty */
     uint64_t seq;
     uint64_t events;
     double now;
     int stop;
+    int top_stale;       /* heap[0] is the event now running, not yet removed */
 };
 
 #define NO_SLOT UINT32_MAX
 
 static inline int ent_less(const heap_ent *a, const heap_ent *b)
 {
-    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+    return (a->t < b->t) | ((a->t == b->t) & (a->seq < b->seq));
+}
+
+static inline int ent_live(const engine *e, const heap_ent *h)
+{
+    return e->slots[h->slot].gen == h->gen;
 }
 
 engine *engine_new(void)
@@ -71,39 +87,56 @@ void engine_free(engine *e)
     free(e);
 }
 
-static void sift_up(engine *e, size_t i)
+static void sift_up(heap_ent *h, size_t i)
 {
-    heap_ent x = e->heap[i];
+    heap_ent x = h[i];
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (!ent_less(&x, &e->heap[p]))
+        if (!ent_less(&x, &h[p]))
             break;
-        e->heap[i] = e->heap[p];
-        e->slots[e->heap[i].slot].pos = (int64_t)i;
+        h[i] = h[p];
         i = p;
     }
-    e->heap[i] = x;
-    e->slots[x.slot].pos = (int64_t)i;
+    h[i] = x;
 }
 
-static void sift_down(engine *e, size_t i)
+/* Branch-light sift-down: the child choice is computed, not branched on,
+ * because with random event times it is unpredictable.  Needs h[n] to be
+ * readable (the heap array always has one spare entry, see ensure_cap). */
+static void sift_down(heap_ent *h, size_t n, size_t i)
 {
-    heap_ent x = e->heap[i];
-    size_t n = e->n;
+    heap_ent x = h[i];
+    h[n] = (heap_ent){1e308, UINT64_MAX, 0, 0}; /* sentinel: never less */
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n)
             break;
-        if (c + 1 < n && ent_less(&e->heap[c + 1], &e->heap[c]))
-            c++;
-        if (!ent_less(&e->heap[c], &x))
+        c += (size_t)ent_less(&h[c + 1], &h[c]);
+        if (!ent_less(&h[c], &x))
             break;
-        e->heap[i] = e->heap[c];
-        e->slots[e->heap[i].slot].pos = (int64_t)i;
+        h[i] = h[c];
         i = c;
     }
-    e->heap[i] = x;
-    e->slots[x.slot].pos = (int64_t)i;
+    h[i] = x;
+}
+
+static void pop_top(engine *e)
+{
+    e->heap[0] = e->heap[--e->n];
+    if (e->n > 1)
+        sift_down(e->heap, e->n, 0);
+}
+
+/* Removes the running event's entry if a handler left it at the top, then
+ * drops cancelled entries from the top, so heap[0] (if any) is live. */
+static void settle(engine *e)
+{
+    if (e->top_stale) {
+        e->top_stale = 0;
+        pop_top(e);
+    }
+    while (e->n > 0 && !ent_live(e, &e->heap[0]))
+        pop_top(e);
 }
 
 static uint32_t slot_alloc(engine *e)
@@ -130,9 +163,7 @@ static uint32_t slot_alloc(engine *e)
 
 static void slot_release(engine *e, uint32_t s)
 {
-    e->slots[s].pos = -1;
-    e->slots[s].gen++;
-    if (e->slots[s].gen == 0)
+    if (++e->slots[s].gen == 0)
         e->slots[s].gen = 1;
     e->slots[s].next_free = e->free_head;
     e->free_head = s;
@@ -141,7 +172,7 @@ static void slot_release(engine *e, uint32_t s)
 event_id engine_schedule(engine *e, double t, engine_fn fn, void *ctx, uint64_t arg)
 {
     TS_CHECK(t >= e->now && fn != NULL);
-    if (e->n == e->cap) {
+    if (e->n + 1 >= e->cap) { /* keep one spare entry for the sentinel */
         size_t nc = e->cap ? 2 * e->cap : 64;
         heap_ent *nh = realloc(e->heap, nc * sizeof *nh);
         if (!nh)
@@ -152,51 +183,49 @@ event_id engine_schedule(engine *e, double t, engine_fn fn, void *ctx, uint64_t 
     uint32_t s = slot_alloc(e);
     if (s == NO_SLOT)
         return 0;
-    e->slots[s].fn = fn;
-    e->slots[s].ctx = ctx;
-    e->slots[s].arg = arg;
-    size_t i = e->n++;
-    e->heap[i] = (heap_ent){t, e->seq++, s};
-    sift_up(e, i);
-    return ((uint64_t)e->slots[s].gen << 32) | s;
-}
-
-/* Removes heap entry i, restoring the heap property. */
-static void heap_remove(engine *e, size_t i)
-{
-    size_t last = --e->n;
-    if (i == last)
-        return;
-    e->heap[i] = e->heap[last];
-    e->slots[e->heap[i].slot].pos = (int64_t)i;
-    if (i > 0 && ent_less(&e->heap[i], &e->heap[(i - 1) / 2]))
-        sift_up(e, i);
-    else
-        sift_down(e, i);
+    slot *sl = &e->slots[s];
+    sl->fn = fn;
+    sl->ctx = ctx;
+    sl->arg = arg;
+    heap_ent h = {t, e->seq++, s, sl->gen};
+    if (e->top_stale) { /* take the running event's place */
+        e->top_stale = 0;
+        e->heap[0] = h;
+        sift_down(e->heap, e->n, 0);
+    } else {
+        e->heap[e->n] = h;
+        sift_up(e->heap, e->n++);
+    }
+    e->live++;
+    return ((uint64_t)sl->gen << 32) | s;
 }
 
 int engine_cancel(engine *e, event_id id)
 {
     uint32_t s = (uint32_t)(id & 0xffffffffu);
     uint32_t gen = (uint32_t)(id >> 32);
-    if (id == 0 || s >= e->n_slots || e->slots[s].gen != gen || e->slots[s].pos < 0)
+    if (id == 0 || s >= e->n_slots || e->slots[s].gen != gen)
         return -1;
-    heap_remove(e, (size_t)e->slots[s].pos);
+    /* a released slot's gen has moved on; a pending one matches exactly */
     slot_release(e, s);
+    e->live--;
     return 0;
 }
 
 int engine_step(engine *e)
 {
+    settle(e);
     if (e->n == 0)
         return 0;
     heap_ent top = e->heap[0];
     slot sl = e->slots[top.slot];
-    heap_remove(e, 0);
     slot_release(e, top.slot);
+    e->live--;
+    e->top_stale = 1;
     e->now = top.t;
     e->events++;
     sl.fn(e, sl.ctx, sl.arg);
+    settle(e);
     return 1;
 }
 
@@ -204,6 +233,7 @@ uint64_t engine_run(engine *e, double until)
 {
     uint64_t start = e->events;
     e->stop = 0;
+    settle(e);
     while (e->n > 0 && !e->stop && e->heap[0].t <= until)
         engine_step(e);
     return e->events - start;
@@ -212,10 +242,11 @@ uint64_t engine_run(engine *e, double until)
 void engine_stop(engine *e) { e->stop = 1; }
 double engine_now(const engine *e) { return e->now; }
 uint64_t engine_events(const engine *e) { return e->events; }
-size_t engine_pending(const engine *e) { return e->n; }
+size_t engine_pending(const engine *e) { return e->live; }
 
-int engine_peek(const engine *e, double *t)
+int engine_peek(engine *e, double *t)
 {
+    settle(e);
     if (e->n == 0)
         return -1;
     *t = e->heap[0].t;

@@ -31,7 +31,7 @@ void engine_free(engine *e);
  * Returns the event's id, or 0 on allocation failure. */
 event_id engine_schedule(engine *e, double t, engine_fn fn, void *ctx, uint64_t arg);
 
-/* Removes a pending event.  Returns 0, or -1 when the id is not pending
+/* Removes a pending event (O(1)).  Returns 0, or -1 when the id is not pending
  * (already run, already cancelled, or never issued). */
 int engine_cancel(engine *e, event_id id);
 
@@ -50,6 +50,6 @@ double engine_now(const engine *e);       /* s */
 uint64_t engine_events(const engine *e);  /* events run since engine_new() */
 size_t engine_pending(const engine *e);   /* events waiting */
 /* Time of the earliest pending event; returns 0 and sets *t, or -1 if none. */
-int engine_peek(const engine *e, double *t);
+int engine_peek(engine *e, double *t);
 
 #endif
