@@ -311,15 +311,18 @@ static __global__ void __launch_bounds__(128) attn_mma_kernel(AttnArgs a)
             const int r = 8 * n + 2 * t + rr;
             if (r >= rows)
                 continue;
-            const size_t orow = (size_t)(a.q_off[seq] + rb * tpw + r / G) * a.heads + kvh * G + r % G;
+            const size_t orow =
+                (size_t)(a.q_off[seq] + rb * tpw + r / G) * a.heads + kvh * G + r % G;
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 const int d = 8 * g + 64 * (i >> 2) + 2 * (i & 3);
                 const float lo = acc[i][n][rr] * inv[rr], hi = acc[i][n][2 + rr] * inv[rr];
                 if (direct)
-                    *reinterpret_cast<bf162 *>(a.out + orow * 128 + d) = __floats2bfloat162_rn(lo, hi);
+                    *reinterpret_cast<bf162 *>(a.out + orow * 128 + d) =
+                        __floats2bfloat162_rn(lo, hi);
                 else
-                    *reinterpret_cast<float2 *>(a.o_part + (pbase + r) * 128 + d) = make_float2(lo, hi);
+                    *reinterpret_cast<float2 *>(a.o_part + (pbase + r) * 128 + d) =
+                        make_float2(lo, hi);
             }
         }
     }

@@ -37,8 +37,9 @@
 
 /* ---- C reference --------------------------------------------------------- */
 
-/* Runs one chunk case with both versions against kref_chunk_attn.  Returns 0
- * pass, 1 mismatch, -1 error. */
+/* Runs one chunk case with both versions against kref_chunk_attn, with the
+ * tolerance of decode_attn.cu (bf16 softmax weights in version 2).  Returns
+ * 0 pass, 1 mismatch, -1 error. */
 static int check_case(kt_rng *rng, FILE *log, const int *ctx, const int *q_len,
                       int b, int heads, int kv_heads, int split_len)
 {
@@ -86,7 +87,7 @@ static int check_case(kt_rng *rng, FILE *log, const int *ctx, const int *q_len,
             goto cleanup;
         snprintf(what, sizeof what, "chunk_attn v%d b=%d heads=%d/%d tpw=%d split=%d",
                  version, b, heads, kv_heads, plan->tpw, plan->split_len);
-        if (kt_compare(log, what, ref, got, nq, KREF_BF16_EPS * kt_rms(ref, nq),
+        if (kt_compare(log, what, ref, got, nq, 2 * KREF_BF16_EPS * kt_rms(ref, nq),
                        KREF_BF16_EPS))
             bad = 1;
     }

@@ -37,7 +37,10 @@
 /* ---- C reference --------------------------------------------------------- */
 
 /* Runs one decode case on random data and compares with kref_decode_attn.
- * Returns 0 pass, 1 mismatch, -1 error. */
+ * Tolerance: 2 eps(bf16) rms(ref) + eps(bf16) |ref|; version 2 rounds the
+ * softmax weights to bf16 for the tensor cores (relative error 2^-9 each),
+ * which on short contexts reaches ~0.9 eps rms (seen in a host emulation of
+ * the kernel's fragment maps).  Returns 0 pass, 1 mismatch, -1 error. */
 static int check_case(kt_rng *rng, FILE *log, const int *ctx, int b, int heads,
                       int kv_heads, int split_len, int version)
 {
@@ -81,7 +84,7 @@ static int check_case(kt_rng *rng, FILE *log, const int *ctx, int b, int heads,
         goto cleanup;
     snprintf(what, sizeof what, "decode_attn v%d b=%d heads=%d/%d split=%d", version,
              b, heads, kv_heads, plan->split_len);
-    rc = kt_compare(log, what, ref, got, nq, KREF_BF16_EPS * kt_rms(ref, nq),
+    rc = kt_compare(log, what, ref, got, nq, 2 * KREF_BF16_EPS * kt_rms(ref, nq),
                     KREF_BF16_EPS) ? 1 : 0;
 cleanup:
     kt_attn_free(plan);

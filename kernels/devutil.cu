@@ -47,7 +47,7 @@ extern "C" int kt_device_open(kt_device *d)
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
-        kt_seterr(__FILE__, __LINE__, "no CUDA device (cudaGetDeviceCount: %s)",
+        kt_seterr(__FILE__, __LINE__, "cudaGetDeviceCount: %s",
                   e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
         (void)cudaGetLastError(); /* clear the sticky-free error */
         return 0;
@@ -148,6 +148,12 @@ extern "C" int kt_sync(void)
     return 0;
 }
 
+extern "C" int kt_copy(void *d_dst, const void *d_src, size_t bytes)
+{
+    CUDA_CHECK(cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice, 0));
+    return 0;
+}
+
 extern "C" int kt_upload_bf16(kt_bf16 *d_dst, const float *src, size_t n)
 {
     kt_bf16 *h = (kt_bf16 *)malloc((n ? n : 1) * sizeof *h);
@@ -228,6 +234,13 @@ static int flush_l2(unsigned salt)
     flush_kernel<<<1024, 256>>>(flush_buf, flush_n, salt);
     CUDA_CHECK(cudaGetLastError());
     return 0;
+}
+
+extern "C" void kt_close(void)
+{
+    kt_free(flush_buf);
+    flush_buf = NULL;
+    flush_n = 0;
 }
 
 extern "C" int kt_time(kt_launch_fn fn, void *ctx, int warmup, int reps, float *us)

@@ -46,6 +46,10 @@ typedef struct kt_device {
  * device or driver (kt_error() says why), -1 on any other failure. */
 int kt_device_open(kt_device *d);
 
+/* Frees what the kt_* functions keep between calls (the L2 flush buffer).
+ * Call once at the end; cannot fail. */
+void kt_close(void);
+
 /* Current SM and memory clocks in MHz, read through NVML (loaded at run
  * time).  Returns 0, or -1 with both set to 0 when NVML is unavailable. */
 int kt_clocks(int *sm_mhz, int *mem_mhz);
@@ -55,6 +59,8 @@ void kt_free(void *d);          /* NULL is a no-op */
 int kt_upload(void *d_dst, const void *src, size_t bytes);
 int kt_download(void *dst, const void *d_src, size_t bytes);
 int kt_sync(void);              /* waits for the device; reports async errors */
+/* Device-to-device copy on the default stream (asynchronous). */
+int kt_copy(void *d_dst, const void *d_src, size_t bytes);
 
 /* Fills n bf16 values with U(-scale, scale), never zero, from (seed, index)
  * on the device: the same seed gives the same data. */

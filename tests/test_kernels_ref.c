@@ -3,7 +3,9 @@
  * independent, naive formulation of the same math, or with an identity the
  * operation must satisfy, on seeded random inputs (never zeros).  Tolerance
  * is abs + |ref| * eps.  The GPU kernels are judged against these references
- * by `tailsim-validate selftest`, so these tests are the root of that chain.
+ * by `tailsim-validate selftest`, so these tests are the root of that chain;
+ * the last test runs that selftest when the program is built and skips
+ * itself when there is no GPU (exit status 77).
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -11,6 +13,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "kernels/ref/kref.h"
@@ -440,4 +444,19 @@ Test(kernels_ref, greedy_accept_batch_rows_independent)
     int want[9] = {1, 2, 9, 0, -1, -1, 5, 7, -1};
     for (int i = 0; i < 9; i++)
         cr_assert_eq(out[i], want[i], "index %d", i);
+}
+
+/* ---- the GPU side of the chain ------------------------------------------- */
+
+Test(kernels_ref, gpu_kernels_match_references, .timeout = 600)
+{
+    const char *bin = "build/tailsim-validate";
+    if (access(bin, X_OK) != 0)
+        cr_skip_test("%s not built (make validate needs nvcc)", bin);
+    int st = system("build/tailsim-validate selftest > build/selftest.log 2>&1");
+    cr_assert(st != -1 && WIFEXITED(st), "could not run %s", bin);
+    if (WEXITSTATUS(st) == 77)
+        cr_skip_test("no CUDA device");
+    cr_assert_eq(WEXITSTATUS(st), 0, "%s selftest failed (exit %d): see build/selftest.log",
+                 bin, WEXITSTATUS(st));
 }

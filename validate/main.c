@@ -1,0 +1,67 @@
+/*
+ * tailsim-validate: measures on a real GPU the operations tailsim's cost
+ * model prices, so that the model can be fitted and checked against them.
+ *
+ *   tailsim-validate selftest [--seed N]      every kernel vs its C reference
+ *   tailsim-validate calibrate [--quick] -o DIR   timings -> DIR/calib.csv, calib.db
+ *   tailsim-validate check CSV                (not yet) fit and hold-out error
+ *   tailsim-validate confirm [--trace FILE]   (not yet) mini rollout on the GPU
+ *
+ * Without a CUDA device, selftest and calibrate print "no CUDA device" and
+ * exit 77 (the conventional "skipped" status); 0 means success, 1 a failed
+ * check, 2 a usage or runtime error.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "validate/validate.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tailsim-validate COMMAND [options]\n"
+            "  selftest [--seed N]          run every kernel on random data and compare\n"
+            "                               with the C reference (exit 0 when all pass)\n"
+            "  calibrate [--quick] [--reps N] -o DIR\n"
+            "                               time every op over the model shapes; writes\n"
+            "                               DIR/calib.csv and DIR/calib.db\n"
+            "  check CSV                    (not yet implemented)\n"
+            "  confirm [--trace FILE]       (not yet implemented)\n"
+            "Exit status 77: no CUDA device (skipped).\n");
+}
+
+int val_open_device(kt_device *d)
+{
+    int rc = kt_device_open(d);
+    if (rc == 0)
+        fprintf(stderr, "tailsim-validate: no CUDA device: %s\n", kt_error());
+    else if (rc < 0)
+        fprintf(stderr, "tailsim-validate: opening the GPU: %s\n", kt_error());
+    else
+        printf("device: %s (sm_%d%d, %d SMs, L2 %.0f MiB, %.1f GiB)\n", d->name,
+               d->cc_major, d->cc_minor, d->sms, d->l2_bytes / 1048576.0,
+               d->mem_bytes / 1073741824.0);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "selftest") || !strcmp(cmd, "calibrate")) {
+        int rc = cmd[0] == 's' ? val_selftest(argc - 1, argv + 1)
+                               : val_calibrate(argc - 1, argv + 1);
+        kt_close();
+        return rc;
+    }
+    if (!strcmp(cmd, "check") || !strcmp(cmd, "confirm")) {
+        fprintf(stderr, "tailsim-validate: %s is not implemented yet\n", cmd);
+        return 2;
+    }
+    fprintf(stderr, "tailsim-validate: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}
