@@ -158,6 +158,8 @@ static int fill_metrics(run_record *rec, const rlstep_result *res, const trace *
     add(rec, "decode_tokens", (double)ro->decode_tokens, &oom);
     add(rec, "prefill_tokens", (double)ro->prefill_tokens, &oom);
     add(rec, "preemptions", (double)ro->preemptions, &oom);
+    add(rec, "spec_iterations", (double)ro->spec_iterations, &oom);
+    add(rec, "accept_len", ro->accept_len, &oom);
     add(rec, "events", (double)ro->events, &oom);
     if (!no_wall) {
         add(rec, "wall_s", wall, &oom);
@@ -169,7 +171,8 @@ static int fill_metrics(run_record *rec, const rlstep_result *res, const trace *
 static int is_integer_metric(const char *k)
 {
     static const char *ints[] = {"gpus", "tp", "replicas", "responses", "tokens", "decode_tokens",
-                                 "prefill_tokens", "preemptions", "events", "kv_tokens_per_replica"};
+                                 "prefill_tokens", "preemptions", "events", "kv_tokens_per_replica",
+                                 "spec_iterations"};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(k, ints[i]))
             return 1;

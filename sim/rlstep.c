@@ -50,6 +50,13 @@ int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
     cfg->kv_tokens = floor(kv);
     cfg->tail_threshold = s->tail_threshold;
     cfg->max_response = s->max_response;
+    int mode;
+    if (scenario_spec_mode(s, &mode, e))
+        return -1;
+    cfg->spec = (spec_mode)mode;
+    cfg->spec_patience = s->spec_patience;
+    cfg->sp = s->sp;
+    cfg->seed = s->seed;
     return 0;
 }
 

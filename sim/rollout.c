@@ -20,6 +20,18 @@
  * attention cost gets the running sum of per-sequence contexts, kept
  * incrementally (context sum += decode batch per iteration).
  *
+ * Speculative decoding (TLT): once a replica decodes speculatively (from the
+ * start, or adaptively after spec_patience consecutive decode iterations with
+ * at most tail_threshold requests running), its decoding requests live in a
+ * plain array instead of the heap, since each now advances by its own
+ * accepted count: an iteration drafts (cost_draft), verifies V tokens per
+ * sequence (cost_verify, V from the batch size), and each sequence gains the
+ * tokens drawn from the acceptance model (sim/specdec.c), never more than it
+ * has left.  The adaptive switch flushes the KV cache, sends every running
+ * request back to prefill (prompt + tokens so far) and cuts the prefill
+ * budget to a quarter, as TLT's engine does.  This only happens in the tail,
+ * so the O(batch) work per speculative iteration is small.
+ *
  * Invariants (checked in debug builds): kv_used == sum of KV tokens of the
  * prefilling and decoding requests <= kv capacity; dsum == sum of the decoding
  * requests' KV tokens; every response finishes exactly once.
@@ -33,6 +45,7 @@
 
 #include "common/util.h"
 #include "models/cost.h"
+#include "models/cost_spec.h"
 #include "sim/engine.h"
 
 enum { R_WAIT, R_PREFILL, R_DECODE, R_DONE };
@@ -49,6 +62,9 @@ typedef struct req {
     int64_t d_start;    /* replica decode counter when decoding began */
     int64_t fin;        /* decode counter value at which it finishes */
     int64_t admit;      /* admission order (preemption picks the largest) */
+    int32_t kv;         /* speculative decoding: KV tokens held */
+    int32_t acc;        /* speculative decoding: tokens of the verify in flight */
+    double q;           /* drafter quality for this sequence */
 } req;
 
 typedef struct chunk {
@@ -72,6 +88,16 @@ typedef struct replica {
     double kv_used;     /* tokens */
     double dsum;        /* sum of decoding requests' KV tokens */
     double t_last;      /* start of the iteration in flight, s */
+    int32_t chunk;      /* prefill token budget per iteration */
+    int spec_on;        /* decoding speculatively */
+    int patience;       /* consecutive tail decode iterations (adaptive switch) */
+    int32_t *sp;        /* speculative decoding requests, admission order */
+    spec_tree *sp_tree; /* their verify trees (parallel to sp; rebuilt when V changes) */
+    int32_t *sp_V;      /* budget each tree was built for (0: none yet) */
+    int32_t nsp;
+    int32_t sp_budget;  /* verify budget V of the iteration in flight */
+    double sp_ctx;      /* sum of their KV tokens */
+    gsl_rng *rng;       /* acceptance draws */
     replica_stats *st;
 } replica;
 
@@ -206,6 +232,11 @@ static int preempt_latest(sim *s, replica *rp)
         if (best < 0 || s->reqs[r].admit > s->reqs[best].admit)
             best = r, where = 1, idx = i;
     }
+    for (int32_t i = 0; i < rp->nsp; i++) {
+        int32_t r = rp->sp[i];
+        if (best < 0 || s->reqs[r].admit > s->reqs[best].admit)
+            best = r, where = 2, idx = i;
+    }
     if (best < 0)
         return -1;
     req *q = &s->reqs[best];
@@ -213,6 +244,14 @@ static int preempt_latest(sim *s, replica *rp)
         rp->kv_used -= q->done;
         memmove(&rp->pre[idx], &rp->pre[idx + 1], (size_t)(rp->npre - idx - 1) * sizeof *rp->pre);
         rp->npre--;
+    } else if (where == 2) {
+        rp->kv_used -= q->kv;
+        rp->sp_ctx -= q->kv;
+        size_t tail = (size_t)(rp->nsp - idx - 1);
+        memmove(&rp->sp[idx], &rp->sp[idx + 1], tail * sizeof *rp->sp);
+        memmove(&rp->sp_tree[idx], &rp->sp_tree[idx + 1], tail * sizeof *rp->sp_tree);
+        memmove(&rp->sp_V[idx], &rp->sp_V[idx + 1], tail * sizeof *rp->sp_V);
+        rp->nsp--;
     } else {
         double kv = dec_kv(q, rp->D);
         rp->kv_used -= kv;
@@ -231,6 +270,14 @@ static int preempt_latest(sim *s, replica *rp)
 
 static void iter_done(engine *e, void *ctx, uint64_t arg);
 
+/* Decode tokens the next iteration adds to the KV cache: one per decoding
+ * request, or V per speculative one (the verified draft tokens are written
+ * before the rejected ones are dropped). */
+static double decode_kv_need(const replica *rp)
+{
+    return rp->spec_on ? (double)rp->nsp * spec_budget_for_batch(rp->nsp) : (double)rp->nheap;
+}
+
 /* Plans the next iteration of rp and schedules its completion.  Returns 0
  * when an iteration was scheduled, 1 when the replica has nothing left. */
 static int plan(sim *s, engine *e, replica *rp)
@@ -238,16 +285,20 @@ static int plan(sim *s, engine *e, replica *rp)
     const rollout_cfg *cfg = s->cfg;
     double cap = cfg->kv_tokens;
     /* decode tokens must fit: preempt until they do */
-    while (rp->nheap > 0 && rp->kv_used + rp->nheap > cap)
+    while (rp->nheap + rp->nsp > 0 && rp->kv_used + decode_kv_need(rp) > cap)
         preempt_latest(s, rp);
     for (;;) {
-        int32_t n_dec = rp->nheap;
-        double budget = (double)cfg->chunk_tokens - n_dec;
-        double kv_free = cap - rp->kv_used - n_dec;
+        int32_t n_dec = rp->spec_on ? rp->nsp : rp->nheap;
+        int32_t V = rp->spec_on ? spec_budget_for_batch(n_dec) : 1;
+        double dec_tokens = (double)n_dec * V;
+        double budget = (double)rp->chunk - dec_tokens;
+        double kv_free = cap - rp->kv_used - dec_tokens;
         rp->nsched = 0;
         cost_batch b = {0};
-        b.n_decode = n_dec;
-        b.decode_ctx_sum = rp->dsum + n_dec;
+        if (!rp->spec_on) {
+            b.n_decode = n_dec;
+            b.decode_ctx_sum = rp->dsum + n_dec;
+        }
         /* continue prefills in admission order, then admit new requests */
         int32_t i = 0;
         for (;;) {
@@ -256,7 +307,7 @@ static int plan(sim *s, engine *e, replica *rp)
             int32_t r;
             if (i < rp->npre) {
                 r = rp->pre[i++];
-            } else if (rp->wn > 0 && rp->npre + rp->nheap < cfg->max_running) {
+            } else if (rp->wn > 0 && rp->npre + n_dec < cfg->max_running) {
                 r = wq_pop_front(rp);
                 req *q = &s->reqs[r];
                 q->state = R_PREFILL;
@@ -281,10 +332,29 @@ static int plan(sim *s, engine *e, replica *rp)
             b.prefill_kv_sum += (double)q->done + c;
         }
         if (n_dec > 0 || rp->nsched > 0) {
+            double dt;
+            if (rp->spec_on && n_dec > 0) {
+                /* draw every sequence's accepted tokens now, apply them at the end */
+                for (int32_t k = 0; k < n_dec; k++) {
+                    req *q = &s->reqs[rp->sp[k]];
+                    if (rp->sp_V[k] != V) {
+                        spec_tree_build(&cfg->sp, q->q, V, &rp->sp_tree[k]);
+                        rp->sp_V[k] = V;
+                    }
+                    int a = spec_sample(&cfg->sp, &rp->sp_tree[k], rp->rng);
+                    rp->st->spec_accepted += a;
+                    q->acc = a < q->target - q->gen ? a : q->target - q->gen;
+                }
+                dt = cost_draft(cfg->hw, cfg->llm, cfg->tp, n_dec, cfg->sp.depth, cfg->sp.topk,
+                                rp->sp_ctx) +
+                     cost_verify(cfg->hw, cfg->llm, cfg->tp, n_dec, V, rp->sp_ctx, &b);
+            } else {
+                dt = cost_iter(cfg->hw, cfg->llm, cfg->tp, &b);
+            }
             rp->sched_dec = n_dec;
-            rp->running_at_plan = rp->npre + rp->nheap;
+            rp->sp_budget = V;
+            rp->running_at_plan = rp->npre + n_dec;
             rp->t_last = engine_now(e);
-            double dt = cost_iter(cfg->hw, cfg->llm, cfg->tp, &b);
             TS_CHECK(dt > 0 && isfinite(dt));
             if (engine_schedule(e, engine_now(e) + dt, iter_done, s, (uint64_t)rp->id) == 0) {
                 s->failed = 1;
@@ -301,20 +371,89 @@ static int plan(sim *s, engine *e, replica *rp)
     }
 }
 
+static int cmp_admit(const void *a, const void *b, void *ctx)
+{
+    const req *reqs = ctx;
+    int64_t x = reqs[*(const int32_t *)a].admit, y = reqs[*(const int32_t *)b].admit;
+    return (x > y) - (x < y);
+}
+
+/* TLT's switch: flush the KV cache, send every running request back to
+ * prefill (prompt + tokens so far) in admission order, quarter the prefill
+ * budget, and decode speculatively from now on. */
+static void switch_to_spec(sim *s, replica *rp, double now)
+{
+    for (int32_t k = 0; k < rp->nheap; k++) {
+        int32_t r = rp->heap[k];
+        req *q = &s->reqs[r];
+        q->gen = dec_gen(q, rp->D);
+        q->state = R_PREFILL;
+        rp->pre[rp->npre++] = r;
+    }
+    rp->nheap = 0;
+    for (int32_t k = 0; k < rp->npre; k++) {
+        req *q = &s->reqs[rp->pre[k]];
+        q->need = q->prompt + q->gen;
+        q->done = 0;
+    }
+    /* insertion sort by admission order (tail batches are small) */
+    for (int32_t k = 1; k < rp->npre; k++) {
+        int32_t r = rp->pre[k], j = k;
+        while (j > 0 && cmp_admit(&rp->pre[j - 1], &r, s->reqs) > 0) {
+            rp->pre[j] = rp->pre[j - 1];
+            j--;
+        }
+        rp->pre[j] = r;
+    }
+    rp->kv_used = 0;
+    rp->dsum = 0;
+    rp->chunk = rp->chunk / 4 > 0 ? rp->chunk / 4 : 1;
+    rp->spec_on = 1;
+    rp->st->spec_on_s = now;
+}
+
 static void iter_done(engine *e, void *ctx, uint64_t arg)
 {
     sim *s = ctx;
+    const rollout_cfg *cfg = s->cfg;
     replica *rp = &s->reps[arg];
     double now = engine_now(e);
     double dt = now - rp->t_last;
     rp->st->iterations++;
     rp->st->busy_s += dt;
-    if (rp->running_at_plan <= s->cfg->tail_threshold)
+    if (rp->running_at_plan <= cfg->tail_threshold)
         rp->st->tail_s += dt;
     if (rp->running_at_plan > rp->st->peak_running)
         rp->st->peak_running = rp->running_at_plan;
-    /* decodes: every decoding request produced one token */
-    if (rp->sched_dec > 0) {
+    if (rp->spec_on && rp->sched_dec > 0) {
+        /* verify: each sequence gains its accepted tokens */
+        int32_t keep = 0;
+        rp->st->spec_iterations++;
+        rp->st->spec_seq_steps += rp->sched_dec;
+        for (int32_t k = 0; k < rp->nsp; k++) {
+            int32_t r = rp->sp[k];
+            req *q = &s->reqs[r];
+            q->gen += q->acc;
+            q->kv += q->acc;
+            rp->kv_used += q->acc;
+            rp->sp_ctx += q->acc;
+            rp->st->decode_tokens += q->acc;
+            rp->st->spec_tokens += q->acc;
+            if (q->gen >= q->target) {
+                rp->kv_used -= q->kv;
+                rp->sp_ctx -= q->kv;
+                finish(s, rp, r, now);
+            } else {
+                if (keep != k) {
+                    rp->sp_tree[keep] = rp->sp_tree[k];
+                    rp->sp_V[keep] = rp->sp_V[k];
+                }
+                rp->sp[keep++] = r;
+            }
+        }
+        rp->nsp = keep;
+    } else if (rp->sched_dec > 0) {
+        /* decodes: every decoding request produced one token */
         rp->D++;
         rp->kv_used += rp->sched_dec;
         rp->dsum += rp->sched_dec;
@@ -351,13 +490,26 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
             continue;
         }
         q->state = R_DECODE;
-        q->d_start = rp->D;
-        q->fin = rp->D + (q->target - q->gen);
-        rp->dsum += q->need;
-        heap_push(s, rp, r);
+        if (rp->spec_on) {
+            q->kv = q->need;
+            rp->sp_ctx += q->need;
+            rp->sp_V[rp->nsp] = 0;
+            rp->sp[rp->nsp++] = r;
+        } else {
+            q->d_start = rp->D;
+            q->fin = rp->D + (q->target - q->gen);
+            rp->dsum += q->need;
+            heap_push(s, rp, r);
+        }
     }
     rp->npre = keep;
-    assert(rp->kv_used <= s->cfg->kv_tokens + 0.5);
+    assert(rp->kv_used <= cfg->kv_tokens + 0.5);
+    /* TLT's adaptive switch: consecutive decode iterations in the tail */
+    if (cfg->spec == SPEC_ADAPTIVE && !rp->spec_on && rp->sched_dec > 0) {
+        rp->patience = rp->running_at_plan <= cfg->tail_threshold ? rp->patience + 1 : 0;
+        if (rp->patience >= cfg->spec_patience && rp->nheap + rp->npre > 0)
+            switch_to_spec(s, rp, now);
+    }
     plan(s, e, rp);
 }
 
@@ -420,6 +572,8 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         return ts_errf(e, "need at least one replica of at least one GPU");
     if (cfg->kv_tokens < 1)
         return ts_errf(e, "KV cache capacity is %.0f tokens: the model does not fit", cfg->kv_tokens);
+    if (cfg->spec != SPEC_OFF && spec_params_check(&cfg->sp, e))
+        return -1;
     sim s = {0};
     s.cfg = cfg;
     s.e = e;
@@ -448,10 +602,12 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
             int32_t len = p->resp[j];
             if (cfg->max_response > 0 && len > cfg->max_response)
                 len = cfg->max_response;
-            if ((double)p->prompt_tokens + len > cfg->kv_tokens) {
+            /* speculation writes up to 48 draft tokens beyond the sequence */
+            double margin = cfg->spec != SPEC_OFF ? spec_budget_for_batch(1) : 0;
+            if ((double)p->prompt_tokens + len + margin > cfg->kv_tokens) {
                 ts_errf(e, "prompt %zu response %d: prompt + response = %d tokens exceed the "
                            "KV cache capacity of one replica (%.0f tokens)",
-                        i, j, p->prompt_tokens + len, cfg->kv_tokens);
+                        i, j, p->prompt_tokens + len, cfg->kv_tokens - margin);
                 goto cleanup;
             }
             s.reqs[k] = (req){.prompt = p->prompt_tokens, .target = len, .replica = place[i]};
@@ -469,13 +625,27 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         rp->pre = malloc((size_t)rp->wcap * sizeof *rp->pre);
         rp->heap = malloc((size_t)rp->wcap * sizeof *rp->heap);
         rp->sched = malloc((size_t)rp->wcap * sizeof *rp->sched);
-        if (!rp->wq || !rp->pre || !rp->heap || !rp->sched) {
+        rp->sp = malloc((size_t)rp->wcap * sizeof *rp->sp);
+        /* at most max_running requests decode speculatively at once */
+        size_t nt = (size_t)(cfg->spec != SPEC_OFF ? (cfg->max_running < rp->wcap ? cfg->max_running : rp->wcap) : 0) + 1;
+        rp->sp_tree = malloc(nt * sizeof *rp->sp_tree);
+        rp->sp_V = calloc(nt, sizeof *rp->sp_V);
+        rp->rng = ts_rng_new(cfg->seed, (uint64_t)r);
+        rp->chunk = cfg->chunk_tokens;
+        rp->spec_on = cfg->spec == SPEC_ALWAYS;
+        rp->st->spec_on_s = rp->spec_on ? 0.0 : -1.0;
+        if (!rp->wq || !rp->pre || !rp->heap || !rp->sched || !rp->sp || !rp->rng || !rp->sp_tree ||
+            !rp->sp_V) {
             ts_errf(e, "out of memory for replica %d", r);
             goto cleanup;
         }
     }
-    for (size_t q = 0; q < n; q++)
-        wq_push_back(&s.reps[s.reqs[q].replica], (int32_t)q);
+    /* each sequence's drafter quality, drawn in trace order from its replica's stream */
+    for (size_t q = 0; q < n; q++) {
+        replica *rp = &s.reps[s.reqs[q].replica];
+        s.reqs[q].q = cfg->spec != SPEC_OFF ? spec_draw_quality(&cfg->sp, rp->rng) : 0.0;
+        wq_push_back(rp, (int32_t)q);
+    }
     s.unfinished = (int64_t)n;
     for (int r = 0; r < cfg->replicas; r++)
         plan(&s, eng, &s.reps[r]);
@@ -485,6 +655,7 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
     TS_CHECK(s.unfinished == 0);
     res->events = engine_events(eng);
     double idle = 0, tail = 0;
+    int64_t seq_steps = 0, accepted = 0;
     for (int r = 0; r < cfg->replicas; r++) {
         replica_stats *st = &res->rep[r];
         if (st->end_s > res->makespan_s)
@@ -492,10 +663,14 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         res->decode_tokens += st->decode_tokens;
         res->prefill_tokens += st->prefill_tokens;
         res->preemptions += st->preemptions;
+        res->spec_iterations += st->spec_iterations;
+        seq_steps += st->spec_seq_steps;
+        accepted += st->spec_accepted;
         tail += st->tail_s;
     }
     for (int r = 0; r < cfg->replicas; r++)
         idle += res->makespan_s - res->rep[r].busy_s;
+    res->accept_len = seq_steps > 0 ? (double)accepted / (double)seq_steps : 0.0;
     full_rate(cfg, t, res);
     double span = res->makespan_s * cfg->replicas;
     res->bubble_fraction = span > 0 ? idle / span : 0;
@@ -509,6 +684,11 @@ cleanup:
             free(s.reps[r].pre);
             free(s.reps[r].heap);
             free(s.reps[r].sched);
+            free(s.reps[r].sp);
+            free(s.reps[r].sp_tree);
+            free(s.reps[r].sp_V);
+            if (s.reps[r].rng)
+                gsl_rng_free(s.reps[r].rng);
         }
     free(s.reps);
     free(s.reqs);

@@ -9,7 +9,19 @@
 
 #include "common/err.h"
 #include "models/hw.h"
+#include "sim/specdec.h"
 #include "traces/trace.h"
+
+/* When a replica decodes speculatively (TLT). */
+typedef enum spec_mode {
+    SPEC_OFF = 0,      /* plain decoding throughout (VeRL) */
+    SPEC_ALWAYS,       /* speculation from the first token (TLT-base) */
+    SPEC_ADAPTIVE      /* on after `spec_patience` consecutive decode iterations
+                        * with at most tail_threshold running, then on for the
+                        * rest of the rollout; switching flushes the KV cache,
+                        * re-prefills every remaining request (prompt + tokens
+                        * so far) and cuts the prefill budget to a quarter */
+} spec_mode;
 
 typedef struct rollout_cfg {
     const hw_desc *hw;
@@ -21,6 +33,10 @@ typedef struct rollout_cfg {
     double kv_tokens;       /* KV capacity per replica, tokens */
     int tail_threshold;     /* a replica is "in the tail" with 1..this running */
     int max_response;       /* cap applied to trace lengths (0: none) */
+    spec_mode spec;         /* speculative decoding policy */
+    int spec_patience;      /* adaptive: decode iterations at or under the threshold */
+    spec_params sp;         /* acceptance model */
+    uint64_t seed;          /* acceptance draws: one stream per replica */
 } rollout_cfg;
 
 /* Per-replica outcome. */
@@ -32,6 +48,12 @@ typedef struct replica_stats {
     int64_t prefill_tokens; /* tokens prefilled, recomputation included */
     int64_t iterations;
     int64_t preemptions;
+    int64_t spec_iterations;/* verify steps */
+    int64_t spec_tokens;    /* tokens produced by verify steps */
+    int64_t spec_seq_steps; /* sequence-verifies (sum over verify steps of the batch) */
+    int64_t spec_accepted;  /* accepted tokens drawn, bonus included, before the
+                             * response's end truncates them */
+    double spec_on_s;       /* when speculation switched on, s (-1: never) */
     int32_t responses;      /* responses placed on it */
     int32_t peak_running;
 } replica_stats;
@@ -46,6 +68,8 @@ typedef struct rollout_result {
     int64_t decode_tokens;
     int64_t prefill_tokens;
     int64_t preemptions;
+    int64_t spec_iterations;  /* verify steps, all replicas */
+    double accept_len;        /* mean tokens per sequence per verify step (0: none) */
     uint64_t events;          /* engine events */
     double full_rate;         /* decode tokens/s of one replica at full batch, see rollout.c */
     double full_batch;        /* the batch size behind full_rate */

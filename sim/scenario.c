@@ -45,6 +45,13 @@ static const key_def keys[] = {
     {"train", "recompute", K_BOOL, OFF(recompute), 0, 1, "activation checkpointing"},
     {"train", "update_epochs", K_INT, OFF(update_epochs), 1, 64, "actor update passes"},
     {"train", "ref_model", K_BOOL, OFF(ref_model), 0, 1, "reference-policy forward pass"},
+    {"spec", "mode", K_STR, OFF(spec_mode), 0, 16, "off | always | adaptive"},
+    {"spec", "patience", K_INT, OFF(spec_patience), 1, 1 << 20, "tail decode iterations before the switch"},
+    {"spec", "depth", K_INT, OFF(sp.depth), 1, SPEC_MAX_DEPTH, "draft depth"},
+    {"spec", "topk", K_INT, OFF(sp.topk), 1, 15, "draft top-k"},
+    {"spec", "quality", K_DBL, OFF(sp.quality), 0.001, 0.999, "mean top-1 acceptance per position"},
+    {"spec", "decay", K_DBL, OFF(sp.decay), 0.01, 1, "acceptance decay per depth"},
+    {"spec", "kappa", K_DBL, OFF(sp.kappa), 0, 1e6, "Beta concentration of per-sequence quality"},
     {"trace", "file", K_STR, OFF(trace_file), 0, SCN_STR, "trace file (shared:PATH for ../shared)"},
     {"trace", "step", K_INT, OFF(trace_step), -1, 1 << 30, "step to replay (-1: first)"},
     {"trace", "dist", K_STR, OFF(dist), 0, SCN_STR, "generator distribution"},
@@ -74,6 +81,9 @@ static void scenario_defaults(scenario *s)
     s->update_epochs = 1;
     s->ref_model = 1;
     s->trace_step = -1;
+    snprintf(s->spec_mode, sizeof s->spec_mode, "off");
+    s->spec_patience = 10;
+    spec_params_default(&s->sp);
     snprintf(s->dist, sizeof s->dist, "mixture");
     s->prompts = 64;
     s->group = 8;
@@ -206,8 +216,22 @@ int scenario_set(scenario *s, const char *assignment, ts_err *e)
     return 0;
 }
 
+int scenario_spec_mode(const scenario *s, int *mode, ts_err *e)
+{
+    static const char *names[] = {"off", "always", "adaptive"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s->spec_mode, names[i])) {
+            *mode = i;
+            return 0;
+        }
+    return ts_errf(e, "%s: key 'spec.mode': '%s' is not off, always or adaptive", s->path, s->spec_mode);
+}
+
 int scenario_validate(const scenario *s, ts_err *e)
 {
+    int mode;
+    if (scenario_spec_mode(s, &mode, e))
+        return -1;
     if (s->gpus % s->tp)
         return ts_errf(e, "%s: rollout.tp = %d does not divide cluster.gpus = %d",
                        s->path, s->tp, s->gpus);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "sim/specdec.h"
 #include "traces/gen.h"
 
 #define SCN_STR 256
@@ -39,6 +40,10 @@ typedef struct scenario {
     int recompute;           /* activation checkpointing in the update */
     int update_epochs;       /* passes of the actor update over the batch */
     int ref_model;           /* 1: a reference-policy forward pass (KL) */
+    /* [spec] */
+    char spec_mode[16];      /* off | always | adaptive */
+    int spec_patience;       /* adaptive switch: tail decode iterations */
+    spec_params sp;          /* acceptance model */
     /* [trace] */
     char trace_file[SCN_STR];/* "" -> generate; "shared:PATH" -> $TAILSIM_SHARED/PATH */
     int trace_step;          /* step to replay, -1: the first */
@@ -55,6 +60,10 @@ int scenario_load(const char *name, scenario *s, ts_err *e);
 
 /* Applies one "section.key=value" override.  Returns 0 or -1. */
 int scenario_set(scenario *s, const char *assignment, ts_err *e);
+
+/* The [spec] mode as an index: 0 off, 1 always, 2 adaptive (enum spec_mode).
+ * Returns 0, or -1 for an unknown name. */
+int scenario_spec_mode(const scenario *s, int *mode, ts_err *e);
 
 /* Cross-field checks (TP divides GPUs, ...).  Returns 0 or -1. */
 int scenario_validate(const scenario *s, ts_err *e);

@@ -1,0 +1,202 @@
+/*
+ * Acceptance model of EAGLE-style tree speculation (see specdec.h for the
+ * model).  The tree is built by best-first enumeration of rank paths: the
+ * most probable unexpanded path is taken, and its first child (rank 1 one
+ * level deeper) and next sibling (rank + 1 at the same depth) become
+ * candidates; every path is reached exactly once this way, and since
+ * children are never more probable than their parent the result is the
+ * prefix-closed set of the `budget` most probable paths.
+ *
+ * The events "the target's path passes through node x" are disjoint for the
+ * nodes of one depth, so P(at least j tokens accepted) is the summed path
+ * probability of the tree's depth-j nodes (reach[j]).  spec_sample() draws
+ * one uniform u and accepts #{j : u < reach[j]} draft tokens, which has
+ * exactly that law.  spec_sample_walk() gets the same law the long way: at
+ * depth i it draws the target token's rank from the geometric law with q_i
+ * and stops at the first rank beyond topk or path outside the tree; the tests
+ * check the two against each other and against the expected value.
+ */
+#include "sim/specdec.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include <gsl/gsl_randist.h>
+
+void spec_params_default(spec_params *p)
+{
+    p->depth = 8;
+    p->topk = 4;
+    p->quality = 0.82;
+    p->decay = 0.98;
+    p->kappa = 20.0;
+}
+
+int spec_params_check(const spec_params *p, ts_err *e)
+{
+    if (p->depth < 1 || p->depth > SPEC_MAX_DEPTH)
+        return ts_errf(e, "spec depth %d out of range [1, %d]", p->depth, SPEC_MAX_DEPTH);
+    if (p->topk < 1 || p->topk > 15)
+        return ts_errf(e, "spec topk %d out of range [1, 15]", p->topk);
+    if (!(p->quality > 0 && p->quality < 1))
+        return ts_errf(e, "spec quality %g out of range (0, 1)", p->quality);
+    if (!(p->decay > 0 && p->decay <= 1))
+        return ts_errf(e, "spec decay %g out of range (0, 1]", p->decay);
+    if (!(p->kappa >= 0 && p->kappa < 1e9))
+        return ts_errf(e, "spec kappa %g out of range [0, 1e9)", p->kappa);
+    return 0;
+}
+
+int spec_budget_for_batch(int batch)
+{
+    if (batch <= 1)
+        return 48;
+    if (batch <= 4)
+        return 32;
+    if (batch <= 20)
+        return 16;
+    return 8;
+}
+
+static inline double q_at(const spec_params *p, double q, int depth)
+{
+    return q * pow(p->decay, depth - 1);
+}
+
+/* probability that the target's token is the rank-r candidate at a depth */
+static inline double rank_prob(double qi, int r)
+{
+    return qi * pow(1 - qi, r - 1);
+}
+
+typedef struct cand {
+    double prob;     /* path probability */
+    uint64_t path;   /* ranks, 4 bits per depth */
+    int depth;
+    int rank;        /* rank at the last depth */
+} cand;
+
+/* binary max-heap on prob (ties: smaller path first, for determinism) */
+static int cand_less(const cand *a, const cand *b)
+{
+    return a->prob < b->prob || (a->prob == b->prob && a->path > b->path);
+}
+
+static void cand_push(cand *h, int *n, cand c)
+{
+    int i = (*n)++;
+    while (i > 0) {
+        int p = (i - 1) / 2;
+        if (!cand_less(&h[p], &c))
+            break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = c;
+}
+
+static cand cand_pop(cand *h, int *n)
+{
+    cand top = h[0], x = h[--(*n)];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && cand_less(&h[c], &h[c + 1]))
+            c++;
+        if (!cand_less(&x, &h[c]))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0)
+        h[i] = x;
+    return top;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+void spec_tree_build(const spec_params *p, double q, int budget, spec_tree *t)
+{
+    if (budget > SPEC_MAX_BUDGET)
+        budget = SPEC_MAX_BUDGET;
+    cand heap[2 * SPEC_MAX_BUDGET + 2];
+    int n = 0;
+    t->n = 0;
+    t->expected = 1.0; /* the bonus token */
+    for (int j = 0; j <= SPEC_MAX_DEPTH; j++)
+        t->reach[j] = 0.0;
+    t->reach[0] = 1.0;
+    cand_push(heap, &n, (cand){rank_prob(q_at(p, q, 1), 1), 1, 1, 1});
+    while (t->n < budget && n > 0) {
+        cand c = cand_pop(heap, &n);
+        t->node[t->n++] = c.path;
+        t->expected += c.prob;
+        t->reach[c.depth] += c.prob;
+        if (c.depth < p->depth) { /* first child */
+            double pc = c.prob * rank_prob(q_at(p, q, c.depth + 1), 1);
+            cand_push(heap, &n, (cand){pc, c.path | ((uint64_t)1 << (4 * c.depth)), c.depth + 1, 1});
+        }
+        if (c.rank < p->topk) { /* next sibling */
+            double qi = q_at(p, q, c.depth);
+            double ps = c.prob / rank_prob(qi, c.rank) * rank_prob(qi, c.rank + 1);
+            uint64_t mask = (uint64_t)0xf << (4 * (c.depth - 1));
+            uint64_t path = (c.path & ~mask) | ((uint64_t)(c.rank + 1) << (4 * (c.depth - 1)));
+            cand_push(heap, &n, (cand){ps, path, c.depth, c.rank + 1});
+        }
+    }
+    qsort(t->node, (size_t)t->n, sizeof t->node[0], cmp_u64);
+}
+
+static int in_tree(const spec_tree *t, uint64_t path)
+{
+    int lo = 0, hi = t->n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (t->node[mid] == path)
+            return 1;
+        if (t->node[mid] < path)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return 0;
+}
+
+int spec_sample(const spec_params *p, const spec_tree *t, gsl_rng *r)
+{
+    double u = gsl_rng_uniform(r);
+    int a = 0;
+    while (a < p->depth && u < t->reach[a + 1])
+        a++;
+    return a + 1;
+}
+
+int spec_sample_walk(const spec_params *p, double q, const spec_tree *t, gsl_rng *r)
+{
+    int accepted = 0;
+    uint64_t path = 0;
+    for (int d = 1; d <= p->depth; d++) {
+        unsigned int rank = gsl_ran_geometric(r, q_at(p, q, d));
+        if (rank > (unsigned int)p->topk)
+            break;
+        path |= (uint64_t)rank << (4 * (d - 1));
+        if (!in_tree(t, path))
+            break;
+        accepted++;
+    }
+    return accepted + 1;
+}
+
+double spec_draw_quality(const spec_params *p, gsl_rng *r)
+{
+    if (p->kappa <= 0)
+        return p->quality;
+    double q = gsl_ran_beta(r, p->quality * p->kappa, (1 - p->quality) * p->kappa);
+    return fmin(fmax(q, 1e-6), 1 - 1e-6);
+}

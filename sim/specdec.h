@@ -1,0 +1,74 @@
+/*
+ * Speculative-decoding acceptance model (EAGLE-style draft trees).
+ *
+ * The drafter proposes, at every depth i = 1..depth, candidates ranked by its
+ * own probability.  The target's next token is the drafter's rank-r candidate
+ * with probability q_i (1 - q_i)^(r - 1) (a geometric rank law), where
+ * q_i = q * decay^(i - 1): q is the drafter's quality for this sequence and
+ * deeper positions are harder because the drafter runs on its own hidden
+ * states.  The verify tree holds the `budget` nodes (rank paths with ranks <=
+ * topk, depth <= depth) of highest path probability, as EAGLE-2's dynamic tree
+ * does; it is prefix-closed.  A verify step accepts the longest path of the
+ * tree that matches the target, plus the bonus token the target produces
+ * itself, so
+ *
+ *     E[accepted | q] = 1 + sum over tree nodes of P(node's path is correct).
+ *
+ * Per-sequence heterogeneity: q ~ Beta(mean * kappa, (1 - mean) * kappa),
+ * drawn once per sequence (kappa = 0: every sequence has q = mean).
+ */
+#ifndef TS_SPECDEC_H
+#define TS_SPECDEC_H
+
+#include <stdint.h>
+
+#include <gsl/gsl_rng.h>
+
+#include "common/err.h"
+
+#define SPEC_MAX_DEPTH 15
+#define SPEC_MAX_BUDGET 256
+
+typedef struct spec_params {
+    int depth;            /* draft steps d */
+    int topk;             /* candidates kept per expanded node */
+    double quality;       /* mean per-position top-1 acceptance q */
+    double decay;         /* q_i = q * decay^(i-1) */
+    double kappa;         /* Beta concentration of per-sequence q (0: none) */
+} spec_params;
+
+/* TLT's defaults: depth 8, top-k 4; quality 0.82 and decay 0.98 chosen so that the
+ * expected accepted length at budget 48, averaged over the Beta spread of
+ * sequences (kappa 20), is 6.52: TLT reports an average of 6.53. */
+void spec_params_default(spec_params *p);
+int spec_params_check(const spec_params *p, ts_err *e);
+
+/* TLT's verify budget by batch size: 1 -> 48, 2-4 -> 32, 5-20 -> 16, else 8. */
+int spec_budget_for_batch(int batch);
+
+/* The verify tree for one quality and budget: node rank paths packed 4 bits
+ * per depth (depth 1 in the low bits), sorted for lookup. */
+typedef struct spec_tree {
+    int n;                       /* nodes (<= budget) */
+    uint64_t node[SPEC_MAX_BUDGET];
+    double reach[SPEC_MAX_DEPTH + 1]; /* reach[j]: P(at least j draft tokens accepted),
+                                       * the summed path probability of the tree's
+                                       * depth-j nodes; reach[0] = 1 */
+    double expected;             /* E[accepted tokens per verify], bonus included */
+} spec_tree;
+
+/* Builds the tree of the `budget` most probable nodes for quality q (best-
+ * first enumeration, O(budget log budget)). */
+void spec_tree_build(const spec_params *p, double q, int budget, spec_tree *t);
+
+/* Samples the tokens one verify step produces (1 .. depth + 1) from the
+ * tree's reach probabilities: one uniform draw, O(depth). */
+int spec_sample(const spec_params *p, const spec_tree *t, gsl_rng *r);
+/* The same law sampled the long way, by walking the target's token ranks
+ * through the tree (used by the tests as an independent check). */
+int spec_sample_walk(const spec_params *p, double q, const spec_tree *t, gsl_rng *r);
+
+/* Draws a sequence's quality. */
+double spec_draw_quality(const spec_params *p, gsl_rng *r);
+
+#endif
