@@ -19,6 +19,7 @@ static const command commands[] = {
     {"calib", cmd_calib, "calib vidur FILE --hw h100: check the cost model against measured operator times"},
     {"rollout", cmd_rollout, "rollout SCENARIO: simulate the rollout phase and its bubble"},
     {"rlstep", cmd_rlstep, "rlstep SCENARIO: simulate one synchronous RL step (all phases)"},
+    {"specdec", cmd_specdec, "specdec SCENARIO: plain vs speculative decoding throughput per batch size"},
     {"report", cmd_report, "report --run ID -o DIR: Gantt chart, length CDF and tables of a stored run"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
