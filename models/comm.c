@@ -13,9 +13,12 @@
  * nodes: with one NIC per GPU (rail-optimized, as on DGX H100) every ring
  * channel crosses the NIC, so the NIC is the bottleneck for the bandwidth
  * term, while the latency term counts the intra-node steps at nvlink_lat and
- * the inter-node ones at nic_lat.  Bandwidth terms are scaled by ar_eff, the
- * bus efficiency NCCL reaches (fitted to Vidur's H100 DGX all-reduce
- * measurements, see models/hw/h100.ini).  Pure functions of their arguments,
+ * the inter-node ones at nic_lat, and every call pays coll_lat_s once (kernel
+ * launch and the peers' synchronization; Vidur's all-reduce times, taken
+ * through torch.distributed, show ~20 us of it at every size).  Bandwidth
+ * terms are scaled by ar_eff, the bus efficiency NCCL reaches.  ar_eff,
+ * nvlink_lat and coll_lat_s are fitted to Vidur's H100 DGX all-reduce
+ * measurements (models/hw/h100.ini).  Pure functions of their arguments,
  * seconds, cannot fail; 0 for n <= 1 or no bytes.
  */
 #include "models/comm.h"
@@ -57,7 +60,7 @@ double comm_allreduce(const hw_desc *hw, double bytes, int n)
     if (n <= 1 || bytes <= 0)
         return 0.0;
     topo t = topo_of(hw, n);
-    return 2.0 * ring_lat(&t) + 2.0 * (n - 1) / n * bytes / t.bw;
+    return hw->coll_lat_s + 2.0 * ring_lat(&t) + 2.0 * (n - 1) / n * bytes / t.bw;
 }
 
 double comm_allgather(const hw_desc *hw, double bytes_out, int n)
@@ -65,7 +68,7 @@ double comm_allgather(const hw_desc *hw, double bytes_out, int n)
     if (n <= 1 || bytes_out <= 0)
         return 0.0;
     topo t = topo_of(hw, n);
-    return ring_lat(&t) + (double)(n - 1) / n * bytes_out / t.bw;
+    return hw->coll_lat_s + ring_lat(&t) + (double)(n - 1) / n * bytes_out / t.bw;
 }
 
 double comm_reduce_scatter(const hw_desc *hw, double bytes_in, int n)
@@ -79,11 +82,11 @@ double comm_alltoall(const hw_desc *hw, double bytes, int n)
         return 0.0;
     topo t = topo_of(hw, n);
     if (t.nodes == 1)
-        return t.lat_intra + (double)(n - 1) / n * bytes / t.bw;
+        return hw->coll_lat_s + t.lat_intra + (double)(n - 1) / n * bytes / t.bw;
     /* off-node share through the NIC, on-node share over NVLink, concurrently */
     double off = (double)(n - t.local) / n * bytes / t.bw;
     double on = (double)(t.local - 1) / n * bytes / (hw->nvlink_bw * hw->ar_eff);
-    return t.lat_inter + (off > on ? off : on);
+    return hw->coll_lat_s + t.lat_inter + (off > on ? off : on);
 }
 
 double comm_p2p(const hw_desc *hw, double bytes, int intra)
@@ -91,8 +94,8 @@ double comm_p2p(const hw_desc *hw, double bytes, int intra)
     if (bytes <= 0)
         return 0.0;
     if (intra)
-        return hw->nvlink_lat + bytes / (hw->nvlink_bw * hw->ar_eff);
-    return hw->nic_lat + bytes / (hw->nic_bw * hw->ar_eff);
+        return hw->coll_lat_s + hw->nvlink_lat + bytes / (hw->nvlink_bw * hw->ar_eff);
+    return hw->coll_lat_s + hw->nic_lat + bytes / (hw->nic_bw * hw->ar_eff);
 }
 
 double comm_broadcast(const hw_desc *hw, double bytes, int n)
@@ -101,5 +104,5 @@ double comm_broadcast(const hw_desc *hw, double bytes, int n)
         return 0.0;
     /* pipelined ring broadcast: every byte crosses each link once */
     topo t = topo_of(hw, n);
-    return ring_lat(&t) + bytes / t.bw;
+    return hw->coll_lat_s + ring_lat(&t) + bytes / t.bw;
 }

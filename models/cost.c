@@ -11,27 +11,32 @@
  * and t_compute counts whole waves of output tiles: the output is cut into
  * ceil(m/tile_m) * ceil(n/tile_n) tiles, the SMs take them `sms` at a time,
  * and a partly filled last wave costs as much as a full one.  When there are
- * fewer tiles than SMs the library splits K across the idle SMs (split-K), so
- * a wave then costs a fraction of a full tile.  The rate of one SM is
- * peak_flops / sms * eff, with eff = gemm_eff * F / (F + gemm_half_flops) for
- * the GEMM's F FLOPs: small GEMMs spend a larger share of their time filling
- * and draining the tensor-core pipeline.
+ * fewer tiles than SMs the library splits K over the idle SMs (split-K, in
+ * slices at least 256 deep), so the one wave is that much shorter.  The
+ * padded FLOPs of the waves run at peak_flops * gemm_eff * F / (F +
+ * gemm_half_flops): with F the padded FLOPs, t_compute = (F + half) /
+ * (peak * gemm_eff), which never decreases as the GEMM grows.  gemm_lat_s is
+ * the pipeline fill and drain every GEMM pays on top of the launch.  The H100
+ * fit (models/hw/h100.ini) put the small-GEMM losses in gemm_lat_s and tile
+ * quantization and left gemm_half_flops at 0.
  *
  * Elementwise kernels (norms, RoPE, activation, residual add, embedding
  * gather) are streaming kernels: launch_s plus bytes over the streaming
  * bandwidth, scaled by how well the kernel that serving engines ship uses it
- * (kernel_bw below, fitted once to the Vidur H100 profiles; these are
- * properties of the kernels' code, so they carry over to H200).
+ * (kernel_bw below).  Attention is a roofline of its FLOPs at attn_eff and
+ * its KV bytes at mem_eff.
  *
  * cost_iter() is on the simulator's hot path (about a million calls per
  * simulated RL step): it prices one layer in closed form and multiplies by the
  * layer count, with no allocation, no file access and no loops over
- * sequences.  Attention uses the per-sequence sums the caller passes (sum of
- * contexts, sum of q*ctx), never a mean.  All functions are pure and cannot
- * fail; callers pass descriptions that hw_load()/llm_load() validated.
+ * sequences (a few hundred flops in all).  Attention uses the per-sequence
+ * sums the caller passes (sum of contexts, sum of q*ctx), never a mean.  It is
+ * GPU time only: no CPU scheduling overhead and no sampling.  All functions
+ * are pure and cannot fail; callers pass descriptions that hw_load() and
+ * llm_load() validated.
  *
- * Parameter values live in models/hw/<gpu>.ini; `tailsim calib vidur` checks
- * them against measured operator times.
+ * Parameter values live in models/hw/<gpu>.ini; `tailsim calib vidur FILE`
+ * checks them against Vidur's measured H100 operator times.
  */
 #include "models/cost.h"
 
@@ -41,12 +46,15 @@
 #include "models/comm.h"
 
 /* Fraction of the streaming bandwidth (hbm_bw * mem_eff) each elementwise
- * kernel reaches, as measured by Vidur on H100 with Sarathi-Serve kernels
- * (bf16): the residual add streams at full rate (its inputs are partly in L2),
- * SiLU*mul at ~2/3, RoPE (scalar loads, cos/sin cache) at ~1/2, RMSNorm (one
- * block per row, two passes) at ~1/3, the embedding gather at ~1/6. */
+ * kernel reaches, fitted once to Vidur's H100 profiles of Sarathi-Serve's
+ * kernels (bf16; `tailsim calib vidur` prints the errors): the residual add
+ * streams at full rate (counted as two passes: one operand is still in L2
+ * from the op that wrote it), SiLU*mul at ~2/3, RoPE (scalar loads, cos/sin cache) at ~0.6, RMSNorm
+ * (one block per row, two passes over it) at ~1/2, the embedding gather at
+ * ~0.2.  These describe the kernels' code, not the GPU, so they carry over to
+ * H200 through mem_eff. */
 enum kernel_kind { K_ADD, K_ACT, K_ROPE, K_NORM, K_GATHER, K_COUNT };
-static const double kernel_bw[K_COUNT] = {1.07, 0.66, 0.52, 0.35, 0.19};
+static const double kernel_bw[K_COUNT] = {1.00, 0.68, 0.60, 0.48, 0.22};
 
 static double kernel_time(const hw_desc *hw, enum kernel_kind k, double bytes)
 {
@@ -83,9 +91,9 @@ double cost_gemm(const hw_desc *hw, double m, double n, double k)
         waves = 1.0;
         kslice = k / split;
     }
-    /* FLOPs of one full wave; its efficiency rises with its size */
-    double f_wave = sms * 2.0 * tm * tn * kslice;
-    double t_comp = waves * (f_wave + hw->gemm_half_flops) / (hw->peak_flops * hw->gemm_eff);
+    /* padded FLOPs of the waves run, at gemm_eff * f_pad / (f_pad + half) */
+    double f_pad = waves * sms * 2.0 * tm * tn * kslice;
+    double t_comp = (f_pad + hw->gemm_half_flops) / (hw->peak_flops * hw->gemm_eff);
     return hw->launch_s + hw->gemm_lat_s + (t_comp > t_mem ? t_comp : t_mem);
 }
 
@@ -126,22 +134,24 @@ double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch 
         t += attn_time(hw, 4.0 * heads * hd * b->prefill_attn,
                        b->prefill_kv_sum * kv_tok + b->prefill_tokens * 2.0 * heads * hd * 2.0);
     t += cost_gemm(hw, T, h, heads * hd);                              /* O proj */
-    t += kernel_time(hw, K_ADD, 3.0 * act);                            /* residual */
+    t += kernel_time(hw, K_ADD, 2.0 * act);                            /* residual */
     t += kernel_time(hw, K_NORM, 2.0 * act);                           /* post-attn norm */
     t += cost_gemm(hw, T, m->gated ? 2.0 * ffn : ffn, h);              /* MLP up */
     t += kernel_time(hw, K_ACT, (m->gated ? 3.0 : 2.0) * T * ffn * 2.0);
     t += cost_gemm(hw, T, h, ffn);                                     /* MLP down */
-    t += kernel_time(hw, K_ADD, 3.0 * act);                            /* residual */
+    t += kernel_time(hw, K_ADD, 2.0 * act);                            /* residual */
     if (tp > 1)
         t += 2.0 * comm_allreduce(hw, act, tp);
     t *= m->layers;
 
+    if (m->vocab <= 0)
+        return t; /* no token embedding or LM head (e.g. a diffusion transformer) */
     /* embedding (vocab-parallel: gather + all-reduce), final norm, LM head */
     t += kernel_time(hw, K_GATHER, 2.0 * act);
     if (tp > 1)
         t += comm_allreduce(hw, act, tp);
     double rows = (double)b->n_decode + (double)b->n_prefill_seqs;
-    if (rows > 0 && m->vocab > 0) {
+    if (rows > 0) {
         t += kernel_time(hw, K_NORM, 2.0 * rows * h * 2.0);
         t += cost_gemm(hw, rows, (double)m->vocab / tp, h);
         if (tp > 1)
@@ -221,6 +231,6 @@ double cost_vidur_op(const hw_desc *hw, const llm_desc *m, int tp, const char *o
     if (!strcmp(op, "mlp_down_proj"))
         return cost_gemm(hw, T, h, ffn);
     if (!strcmp(op, "add"))
-        return kernel_time(hw, K_ADD, 3.0 * act);
+        return kernel_time(hw, K_ADD, 2.0 * act);
     return -1.0;
 }

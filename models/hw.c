@@ -61,6 +61,7 @@ static const key_spec hw_keys[] = {
     HW_I("efficiency", tile_m, 1, 1024, 0),
     HW_I("efficiency", tile_n, 1, 1024, 0),
     HW_D("efficiency", ar_eff, 0.01, 1, 0),
+    HW_D("efficiency", coll_lat_s, 0, 1e-2, 0),
     {"efficiency", "calibration", KT_STRING, offsetof(hw_desc, calibration),
      sizeof ((hw_desc *)0)->calibration, 0, 0, 0},
 };
@@ -232,15 +233,16 @@ int hw_load(const char *name, hw_desc *hw, ts_err *e)
     hw_desc d;
     memset(&d, 0, sizeof d);
     /* Defaults for the efficiency keys: the H100 fit (see models/hw/h100.ini). */
-    d.gemm_eff = 0.80;
-    d.gemm_half_flops = 4e9;
-    d.gemm_lat_s = 2e-6;
-    d.mem_eff = 0.90;
-    d.attn_eff = 0.55;
+    d.gemm_eff = 0.77;
+    d.gemm_half_flops = 0;
+    d.gemm_lat_s = 5e-6;
+    d.mem_eff = 0.83;
+    d.attn_eff = 0.38;
     d.launch_s = 1.5e-6;
     d.tile_m = 128;
-    d.tile_n = 256;
-    d.ar_eff = 0.75;
+    d.tile_n = 64;
+    d.ar_eff = 0.77;
+    d.coll_lat_s = 20e-6;
     snprintf(d.calibration, sizeof d.calibration, "defaults (uncalibrated)");
     _Static_assert(sizeof hw_keys / sizeof hw_keys[0] <= MAX_KEYS, "raise MAX_KEYS");
     if (parse_file("models/hw", name, hw_keys, sizeof hw_keys / sizeof hw_keys[0], &d,

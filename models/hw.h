@@ -27,6 +27,7 @@ typedef struct hw_desc {
     int tile_m, tile_n;     /* GEMM output tile, for wave/tile quantization */
     int sms;                /* streaming multiprocessors (waves = tiles / sms) */
     double ar_eff;          /* fraction of link bandwidth reached by all-reduce */
+    double coll_lat_s;      /* s, fixed cost of one collective call (launch, sync) (added field) */
     char calibration[128];  /* where the efficiency values came from */
 } hw_desc;
 

@@ -1,0 +1,435 @@
+/*
+ * Tests of models/: INI loading and its errors, parameter counts, the cost
+ * model's shape (monotone in work, per-sequence attention, memory-bound
+ * decode), collectives, memory, the Vidur CSV reader, and the acceptance
+ * check against Vidur's measured H100 operator times (GEMM-op MAPE <= 12% on
+ * each file; skipped when $TAILSIM_SHARED/profiles is absent).
+ */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "models/comm.h"
+#include "models/cost.h"
+#include "models/hw.h"
+#include "models/memory.h"
+#include "models/vidur.h"
+#include "sim/cmd.h"
+
+static hw_desc h100;
+static llm_desc q7;
+
+static void setup(void)
+{
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load("h100", &h100, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load("qwen2.5-7b", &q7, &e), 0, "%s", e.msg);
+}
+
+TestSuite(models, .init = setup);
+
+/* ---- INI files ------------------------------------------------------------ */
+
+static int load_all_in(const char *sub, int is_hw)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/%s", ts_data_root(), sub);
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "cannot open %s", dir);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l < 5 || strcmp(de->d_name + l - 4, ".ini"))
+            continue;
+        char path[8400];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        ts_err e = {{0}};
+        if (is_hw) {
+            hw_desc hw;
+            cr_expect_eq(hw_load(path, &hw, &e), 0, "%s: %s", path, e.msg);
+            cr_expect_gt(hw.peak_flops, 0);
+        } else {
+            llm_desc m;
+            cr_expect_eq(llm_load(path, &m, &e), 0, "%s: %s", path, e.msg);
+            cr_expect_gt(llm_params(&m), 1e8, "%s", path);
+        }
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+Test(models, every_shipped_ini_loads)
+{
+    cr_expect_geq(load_all_in("models/hw", 1), 2);
+    cr_expect_geq(load_all_in("models/llm", 0), 8);
+    static const char *const names[] = {
+        "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "deepseek-r1-distill-qwen-7b",
+        "llama-3.1-8b", "llama-3.1-70b", "llama-2-7b", "opensora-stdit3",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        llm_desc m;
+        ts_err e = {{0}};
+        cr_expect_eq(llm_load(names[i], &m, &e), 0, "%s", e.msg);
+        cr_expect_str_eq(m.name, names[i]);
+    }
+    hw_desc h200;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load("h200", &h200, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(h200.name, "h200");
+    cr_expect_gt(h200.hbm_bw, h100.hbm_bw);
+    cr_expect_eq(h100.sms, 132);
+    cr_expect_eq(h100.gpus_per_node, 8);
+    cr_expect(strlen(h100.calibration) > 0);
+}
+
+static void expect_near(double got, double want, double rel, const char *what)
+{
+    cr_expect(fabs(got - want) <= rel * want, "%s: %.4g, expected %.4g within %.0f%%", what, got,
+              want, rel * 100);
+}
+
+Test(models, llm_params_match_published_sizes)
+{
+    static const struct { const char *name; double params; } cases[] = {
+        {"qwen2.5-7b", 7.6e9}, {"qwen2.5-32b", 32.8e9}, {"llama-3.1-8b", 8.0e9},
+        {"llama-3.1-70b", 70.6e9}, {"qwen2.5-14b", 14.8e9}, {"llama-2-7b", 6.74e9},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        llm_desc m;
+        ts_err e = {{0}};
+        cr_assert_eq(llm_load(cases[i].name, &m, &e), 0, "%s", e.msg);
+        expect_near(llm_params(&m), cases[i].params, 0.02, cases[i].name);
+    }
+}
+
+/* Writes `text` to a fresh temporary file; its path goes to buf. */
+static void write_tmp(const char *text, char *buf, size_t n)
+{
+    snprintf(buf, n, "/tmp/tailsim-test-XXXXXX");
+    int fd = mkstemp(buf);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static const char good_llm[] =
+    "[model]\nlayers = 2\nhidden = 64\nheads = 4\nkv_heads = 2\nhead_dim = 16\n"
+    "ffn = 128\nvocab = 100\ntied = 0\ngated = 1\nqkv_bias = 0\n";
+
+/* Loads `text` as an LLM description and expects an error containing each of
+ * the NULL-terminated strings (the path is always expected). */
+static void expect_llm_error(const char *text, const char *want1, const char *want2)
+{
+    char path[64];
+    write_tmp(text, path, sizeof path);
+    llm_desc m;
+    ts_err e = {{0}};
+    int rc = llm_load(path, &m, &e);
+    unlink(path);
+    cr_assert_eq(rc, -1, "expected an error for:\n%s", text);
+    cr_expect(strstr(e.msg, path) != NULL, "message lacks the file: %s", e.msg);
+    if (want1)
+        cr_expect(strstr(e.msg, want1) != NULL, "message lacks '%s': %s", want1, e.msg);
+    if (want2)
+        cr_expect(strstr(e.msg, want2) != NULL, "message lacks '%s': %s", want2, e.msg);
+}
+
+Test(models, good_temporary_ini_loads)
+{
+    char path[64];
+    write_tmp(good_llm, path, sizeof path);
+    llm_desc m;
+    ts_err e = {{0}};
+    cr_expect_eq(llm_load(path, &m, &e), 0, "%s", e.msg);
+    unlink(path);
+    cr_expect_eq(m.layers, 2);
+    cr_expect_eq(m.ffn, 128);
+    cr_expect_eq(m.gated, 1);
+}
+
+Test(models, bad_ini_errors_name_file_line_and_key)
+{
+    /* unknown key on line 3 */
+    expect_llm_error("[model]\nlayers = 2\nlayerz = 3\n", ":3:", "layerz");
+    /* negative value on line 4 */
+    expect_llm_error("[model]\nlayers = 2\nhidden = 64\nheads = -4\n", ":4:", "heads");
+    /* not a number on line 2 */
+    expect_llm_error("[model]\nhidden = abc\n", ":2:", "hidden");
+    /* unknown section */
+    expect_llm_error("[modle]\nlayers = 2\n", ":2:", "modle");
+    /* missing key: everything but ffn */
+    char text[512];
+    snprintf(text, sizeof text, "%s", good_llm);
+    char *p = strstr(text, "ffn = 128\n");
+    memmove(p, p + 10, strlen(p + 10) + 1);
+    expect_llm_error(text, "missing", "ffn");
+    /* syntax error */
+    expect_llm_error("[model]\nlayers 2\n", ":2:", NULL);
+
+    /* hardware: out-of-range value and unknown key */
+    char path[64];
+    write_tmp("[gpu]\npeak_flops = -1\n", path, sizeof path);
+    hw_desc hw;
+    ts_err e = {{0}};
+    cr_expect_eq(hw_load(path, &hw, &e), -1);
+    cr_expect(strstr(e.msg, ":2:") && strstr(e.msg, "peak_flops"), "%s", e.msg);
+    unlink(path);
+    write_tmp("[gpu]\npeak_flops = 1e15\n[efficiency]\nwarp_speed = 9\n", path, sizeof path);
+    cr_expect_eq(hw_load(path, &hw, &e), -1);
+    cr_expect(strstr(e.msg, ":4:") && strstr(e.msg, "warp_speed"), "%s", e.msg);
+    unlink(path);
+    write_tmp("[gpu]\npeak_flops = 1e15\n", path, sizeof path);
+    cr_expect_eq(hw_load(path, &hw, &e), -1);
+    cr_expect(strstr(e.msg, "missing") && strstr(e.msg, "hbm_bw"), "%s", e.msg);
+    unlink(path);
+
+    cr_expect_eq(llm_load("no-such-model", &q7, &e), -1);
+    cr_expect(strstr(e.msg, "no-such-model") != NULL, "%s", e.msg);
+}
+
+/* ---- cost model ------------------------------------------------------------- */
+
+Test(models, gemm_is_monotone_and_roofline_bound)
+{
+    double prev = 0;
+    for (int m = 1; m <= 8192; m += (m < 64 ? 1 : 7)) {
+        double t = cost_gemm(&h100, m, 4096, 4096);
+        cr_expect_geq(t, prev, "m=%d: %.3g < %.3g", m, t, prev);
+        prev = t;
+        double floor_c = 2.0 * m * 4096.0 * 4096.0 / h100.peak_flops;
+        double floor_m = 2.0 * 4096.0 * 4096.0 / h100.hbm_bw;
+        cr_expect_gt(t, floor_c);
+        cr_expect_gt(t, floor_m);
+    }
+    cr_expect_eq(cost_gemm(&h100, 0, 10, 10), 0.0);
+    /* a large GEMM runs near gemm_eff of peak */
+    double t = cost_gemm(&h100, 8192, 8192, 8192);
+    double eff = 2.0 * 8192.0 * 8192.0 * 8192.0 / t / h100.peak_flops;
+    cr_expect(eff > 0.9 * h100.gemm_eff && eff <= h100.gemm_eff, "eff %.3f", eff);
+}
+
+Test(models, more_tokens_never_cheaper)
+{
+    double prev = 0;
+    for (int T = 1; T <= 16384; T += (T < 128 ? 1 : 61)) {
+        double t = cost_prefill_chunk(&h100, &q7, 1, T, 0);
+        cr_expect_geq(t, prev, "prefill T=%d", T);
+        prev = t;
+    }
+    for (int tp = 1; tp <= 8; tp *= 2) {
+        prev = 0;
+        for (int b = 1; b <= 1024; b++) {
+            double t = cost_decode_iter(&h100, &q7, tp, b, 1000.0 * b);
+            cr_expect_geq(t, prev, "decode tp=%d b=%d", tp, b);
+            prev = t;
+        }
+    }
+    for (int b = 1; b <= 512; b *= 2)
+        cr_expect_gt(cost_decode_iter(&h100, &q7, 1, b, 2.0 * 4096 * b),
+                     cost_decode_iter(&h100, &q7, 1, b, 4096.0 * b), "ctx 2x, b=%d", b);
+    cost_batch empty = {0};
+    cr_expect_eq(cost_iter(&h100, &q7, 1, &empty), 0.0);
+}
+
+Test(models, attention_uses_per_sequence_sums)
+{
+    /* {100, 100000} and {50050, 50050}: same sum, same cost; the sum decides */
+    cost_batch a = {.n_decode = 2, .decode_ctx_sum = 100.0 + 100000.0};
+    cost_batch b = {.n_decode = 2, .decode_ctx_sum = 50050.0 + 50050.0};
+    cr_expect_float_eq(cost_iter(&h100, &q7, 1, &a), cost_iter(&h100, &q7, 1, &b), 1e-12);
+    cost_batch c = {.n_decode = 2, .decode_ctx_sum = 2000.0};
+    cr_expect_gt(cost_iter(&h100, &q7, 1, &a), cost_iter(&h100, &q7, 1, &c));
+    double long_ctx = cost_decode_iter(&h100, &q7, 1, 1, 65536);
+    double short_ctx = cost_decode_iter(&h100, &q7, 1, 1, 1024);
+    cr_expect_gt(long_ctx, short_ctx);
+    /* a mixed batch costs more than either part */
+    cost_batch mix = {.n_decode = 32, .decode_ctx_sum = 32 * 4096.0, .n_prefill_seqs = 1,
+                      .prefill_tokens = 512, .prefill_attn = 512.0 * (1000 + 256.5),
+                      .prefill_kv_sum = 1512};
+    cost_batch dec = {.n_decode = 32, .decode_ctx_sum = 32 * 4096.0};
+    cr_expect_gt(cost_iter(&h100, &q7, 1, &mix), cost_iter(&h100, &q7, 1, &dec));
+    cr_expect_gt(cost_iter(&h100, &q7, 1, &mix),
+                 cost_prefill_chunk(&h100, &q7, 1, 512, 1000));
+}
+
+Test(models, small_batch_decode_is_weight_bandwidth_bound)
+{
+    double ideal = mem_weights(&q7, 1) / (h100.hbm_bw * h100.mem_eff);
+    double t = cost_decode_iter(&h100, &q7, 1, 1, 1024);
+    expect_near(t, ideal, 0.15, "qwen2.5-7b decode bs=1");
+    double kv = 8 * 1024 * mem_kv_per_token(&q7, 1);
+    double t8 = cost_decode_iter(&h100, &q7, 1, 8, 8 * 1024);
+    expect_near(t8, ideal + kv / (h100.hbm_bw * h100.mem_eff), 0.15, "qwen2.5-7b decode bs=8");
+    /* TP splits the weights: faster per iteration */
+    cr_expect_lt(cost_decode_iter(&h100, &q7, 2, 1, 1024), t);
+}
+
+Test(models, training_costs)
+{
+    double f = cost_train_fwd(&h100, &q7, 4096, 4096.0 * 4096.0);
+    cr_expect_gt(f, 2.0 * 7e9 * 4096 / h100.peak_flops);
+    cr_expect_float_eq(cost_train_fwd_bwd(&h100, &q7, 4096, 4096.0 * 4096.0, 0), 3 * f, 1e-12);
+    cr_expect_float_eq(cost_train_fwd_bwd(&h100, &q7, 4096, 4096.0 * 4096.0, 1), 4 * f, 1e-12);
+    /* the same tokens in one long sequence cost more than in short ones */
+    cr_expect_gt(cost_train_fwd(&h100, &q7, 32768, 32768.0 * 32768.0),
+                 cost_train_fwd(&h100, &q7, 32768, 8 * 4096.0 * 4096.0));
+}
+
+Test(models, vidur_op_names)
+{
+    static const char *const ops[] = {
+        "emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
+        "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add",
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        cr_expect_gt(cost_vidur_op(&h100, &q7, 2, ops[i], 256), 0.0, "%s", ops[i]);
+    cr_expect_eq(cost_vidur_op(&h100, &q7, 1, "attn_decode", 16), -1.0);
+}
+
+/* ---- comm and memory -------------------------------------------------------- */
+
+Test(models, collectives)
+{
+    cr_expect_eq(comm_allreduce(&h100, 1e6, 1), 0.0);
+    double intra = comm_allreduce(&h100, 64e6, 8);
+    double inter = comm_allreduce(&h100, 64e6, 16);
+    cr_expect_gt(inter, intra);
+    cr_expect_gt(comm_allreduce(&h100, 128e6, 8), intra);
+    cr_expect_gt(comm_allgather(&h100, 64e6, 16), comm_allgather(&h100, 64e6, 8));
+    cr_expect_gt(comm_alltoall(&h100, 64e6, 16), comm_alltoall(&h100, 64e6, 8));
+    cr_expect_gt(comm_p2p(&h100, 1e8, 0), comm_p2p(&h100, 1e8, 1));
+    cr_expect_gt(comm_broadcast(&h100, 15e9, 64), comm_broadcast(&h100, 15e9, 8));
+    /* ring all-reduce of a large buffer on NVLink: ~2(n-1)/n * bytes / (bw * eff) */
+    expect_near(intra, 2.0 * 7 / 8 * 64e6 / (h100.nvlink_bw * h100.ar_eff), 0.15, "allreduce");
+}
+
+Test(models, memory)
+{
+    cr_expect_float_eq(mem_kv_per_token(&q7, 1), 28.0 * 2 * 4 * 128 * 2, 1e-9);
+    cr_expect_float_eq(mem_kv_per_token(&q7, 8), 28.0 * 2 * 1 * 128 * 2, 1e-9); /* replicated */
+    cr_expect_gt(mem_kv_capacity(&h100, &q7, 1, 0.9, 1e9), 0.0);
+    llm_desc l70;
+    ts_err e = {{0}};
+    cr_assert_eq(llm_load("llama-3.1-70b", &l70, &e), 0, "%s", e.msg);
+    cr_expect_leq(mem_kv_capacity(&h100, &l70, 1, 0.9, 1e9), 0.0);
+    cr_expect_gt(mem_kv_capacity(&h100, &l70, 8, 0.9, 1e9), 0.0);
+    expect_near(mem_weights(&q7, 1), 2 * llm_params(&q7), 0.001, "weights tp1");
+    cr_expect_lt(mem_weights(&q7, 4), mem_weights(&q7, 1) / 3.5);
+    double p = llm_params(&q7);
+    cr_expect_float_eq(mem_model_states(&q7, 0, 8), 16 * p, 1e-3 * p);
+    cr_expect_float_eq(mem_model_states(&q7, 3, 8), 2 * p, 1e-3 * p);
+    cr_expect_lt(mem_model_states(&q7, 2, 8), mem_model_states(&q7, 1, 8));
+    cr_expect_lt(mem_act_per_token(&q7, 1), mem_act_per_token(&q7, 0));
+}
+
+/* ---- Vidur CSVs -------------------------------------------------------------- */
+
+static const char *shared_dir(void)
+{
+    const char *s = getenv("TAILSIM_SHARED");
+    return s && *s ? s : "../shared";
+}
+
+static void vidur_acceptance(const char *file)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/profiles/vidur-h100/%s", shared_dir(), file);
+    if (access(path, R_OK))
+        cr_skip_test("%s not found (set TAILSIM_SHARED)", path);
+    vidur_table t;
+    ts_err e = {{0}};
+    cr_assert_eq(vidur_load(path, "median", &t, &e), 0, "%s", e.msg);
+    cr_expect_gt(t.n, 1000);
+    vidur_report r;
+    vidur_evaluate(&t, &h100, &r);
+    for (int o = 0; o < VOP_COUNT; o++) {
+        if (!vidur_op_is_gemm(o))
+            continue;
+        cr_expect_eq(r.ops[o].n, (int)t.n, "%s", vidur_op_names[o]);
+        cr_expect_leq(r.ops[o].mape, 12.0, "%s %s: MAPE %.2f%%", file, vidur_op_names[o],
+                      r.ops[o].mape);
+    }
+    cr_expect_leq(r.gemm_mape, 12.0);
+    cr_expect_leq(r.overall_mape, 25.0);
+    vidur_free(&t);
+}
+
+Test(models, vidur_llama2_7b_gemm_mape)
+{
+    vidur_acceptance("llama-2-7b-mlp.csv");
+}
+
+Test(models, vidur_codellama_34b_gemm_mape)
+{
+    vidur_acceptance("codellama-34b-mlp.csv");
+}
+
+Test(models, vidur_csv_errors_name_line_and_column)
+{
+    static const char header[] =
+        "time_stats.attn_pre_proj.median,n_head,n_kv_head,n_embd,n_expanded_embd,vocab_size,"
+        "use_gated_mlp,num_tokens,num_tensor_parallel_workers\n";
+    char text[1024], path[64];
+    vidur_table t;
+    ts_err e = {{0}};
+
+    snprintf(text, sizeof text, "%s0.05,32,32,4096,11008,32000,True,16,1\n", header);
+    write_tmp(text, path, sizeof path);
+    cr_expect_eq(vidur_load(path, "median", &t, &e), 0, "%s", e.msg);
+    cr_expect_eq(t.n, 1);
+    cr_expect_eq(t.rows[0].arch.head_dim, 128);
+    vidur_free(&t);
+    vidur_free(NULL);
+    unlink(path);
+
+    snprintf(text, sizeof text, "%s0.05,32,32,4096,11008,32000,True,16,1\nfast,32,32,4096,11008,32000,True,16,1\n",
+             header);
+    write_tmp(text, path, sizeof path);
+    cr_expect_eq(vidur_load(path, "median", &t, &e), -1);
+    cr_expect(strstr(e.msg, path) && strstr(e.msg, ":3:") &&
+              strstr(e.msg, "time_stats.attn_pre_proj.median"), "%s", e.msg);
+    unlink(path);
+
+    snprintf(text, sizeof text, "%s0.05,32,32,4096,11008,32000,maybe,16,1\n", header);
+    write_tmp(text, path, sizeof path);
+    cr_expect_eq(vidur_load(path, "median", &t, &e), -1);
+    cr_expect(strstr(e.msg, ":2:") && strstr(e.msg, "use_gated_mlp"), "%s", e.msg);
+    unlink(path);
+
+    snprintf(text, sizeof text, "%s0.05,32,32,4096\n", header);
+    write_tmp(text, path, sizeof path);
+    cr_expect_eq(vidur_load(path, "median", &t, &e), -1);
+    cr_expect(strstr(e.msg, ":2:") && strstr(e.msg, "fields"), "%s", e.msg);
+    unlink(path);
+
+    write_tmp("time_stats.attn_pre_proj.median,n_head\n0.1,32\n", path, sizeof path);
+    cr_expect_eq(vidur_load(path, "median", &t, &e), -1);
+    cr_expect(strstr(e.msg, ":1:") && strstr(e.msg, "n_kv_head"), "%s", e.msg);
+    unlink(path);
+}
+
+Test(models, calib_command_exit_codes)
+{
+    cr_redirect_stderr();
+    char a0[] = "calib", a1[] = "vidur", a2[] = "--hw", a3[] = "h100", bad[] = "--bogus",
+         none[] = "/nonexistent/file.csv", help[] = "--help";
+    char *usage_err[] = {a0, a1, bad, NULL};
+    cr_expect_eq(cmd_calib(3, usage_err), 2);
+    char *no_file[] = {a0, a1, a2, a3, NULL};
+    cr_expect_eq(cmd_calib(4, no_file), 2);
+    char *missing[] = {a0, a1, none, NULL};
+    cr_expect_eq(cmd_calib(3, missing), 1);
+    char *h[] = {a0, help, NULL};
+    cr_redirect_stdout();
+    cr_expect_eq(cmd_calib(2, h), 0);
+}
