@@ -77,7 +77,7 @@ run: deps
 	sh tools/run-main.sh
 
 check: deps
-	@$(MAKE) --no-print-directory $(B)/tailsim $(TESTS)
+	@$(MAKE) --no-print-directory $(B)/tailsim $(TESTS) validate
 	@sh tools/run-tests.sh $(TESTS)
 
 bench: deps
