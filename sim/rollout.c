@@ -98,6 +98,7 @@ typedef struct replica {
     int32_t sp_budget;  /* verify budget V of the iteration in flight */
     double sp_ctx;      /* sum of their KV tokens */
     gsl_rng *rng;       /* acceptance draws */
+    int32_t *it_buf;    /* scratch for rollout_iter callbacks (6 x wcap), or NULL */
     replica_stats *st;
 } replica;
 
@@ -278,6 +279,30 @@ static double decode_kv_need(const replica *rp)
     return rp->spec_on ? (double)rp->nsp * spec_budget_for_batch(rp->nsp) : (double)rp->nheap;
 }
 
+/* Describes the iteration just planned to cfg->on_iter (validation replay).
+ * O(batch); only runs when a callback is set. */
+static void report_iter(sim *s, replica *rp, double t0, double dt, int32_t n_dec, int32_t V)
+{
+    int32_t w = rp->wcap;
+    int32_t *seq = rp->it_buf, *ctx = seq + w, *acc = ctx + w;
+    int32_t *cseq = acc + w, *clen = cseq + w, *cdone = clen + w;
+    for (int32_t k = 0; k < n_dec; k++) {
+        int32_t r = rp->spec_on ? rp->sp[k] : rp->heap[k];
+        const req *q = &s->reqs[r];
+        seq[k] = r;
+        ctx[k] = rp->spec_on ? q->kv : (int32_t)dec_kv(q, rp->D);
+        acc[k] = rp->spec_on ? q->acc : 1;
+    }
+    for (int32_t k = 0; k < rp->nsched; k++) {
+        cseq[k] = rp->sched[k].r;
+        clen[k] = rp->sched[k].c;
+        cdone[k] = s->reqs[rp->sched[k].r].done;
+    }
+    rollout_iter it = {rp->id, t0, dt, n_dec, seq, ctx, rp->spec_on ? V : 0,
+                       rp->spec_on ? acc : NULL, rp->nsched, cseq, clen, cdone};
+    s->cfg->on_iter(s->cfg->on_iter_ctx, &it);
+}
+
 /* Plans the next iteration of rp and schedules its completion.  Returns 0
  * when an iteration was scheduled, 1 when the replica has nothing left. */
 static int plan(sim *s, engine *e, replica *rp)
@@ -351,6 +376,8 @@ static int plan(sim *s, engine *e, replica *rp)
             } else {
                 dt = cost_iter(cfg->hw, cfg->llm, cfg->tp, &b);
             }
+            if (cfg->on_iter)
+                report_iter(s, rp, engine_now(e), dt, n_dec, V);
             rp->sched_dec = n_dec;
             rp->sp_budget = V;
             rp->running_at_plan = rp->npre + n_dec;
@@ -630,6 +657,10 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         size_t nt = (size_t)(cfg->spec != SPEC_OFF ? (cfg->max_running < rp->wcap ? cfg->max_running : rp->wcap) : 0) + 1;
         rp->sp_tree = malloc(nt * sizeof *rp->sp_tree);
         rp->sp_V = calloc(nt, sizeof *rp->sp_V);
+        if (cfg->on_iter && !(rp->it_buf = malloc(6 * (size_t)rp->wcap * sizeof *rp->it_buf))) {
+            ts_errf(e, "out of memory for replica %d", r);
+            goto cleanup;
+        }
         rp->rng = ts_rng_new(cfg->seed, (uint64_t)r);
         rp->chunk = cfg->chunk_tokens;
         rp->spec_on = cfg->spec == SPEC_ALWAYS;
@@ -687,6 +718,7 @@ cleanup:
             free(s.reps[r].sp);
             free(s.reps[r].sp_tree);
             free(s.reps[r].sp_V);
+            free(s.reps[r].it_buf);
             if (s.reps[r].rng)
                 gsl_rng_free(s.reps[r].rng);
         }

@@ -23,6 +23,24 @@ typedef enum spec_mode {
                         * so far) and cuts the prefill budget to a quarter */
 } spec_mode;
 
+/* One planned iteration of one replica, as the simulator decided it: the
+ * validation program replays these on a GPU with real kernels.  Arrays are
+ * valid only during the callback. */
+typedef struct rollout_iter {
+    int replica;
+    double t0, dt;            /* predicted start and duration, s */
+    int n_dec;                /* decoding sequences */
+    const int32_t *dec_seq;   /* their response indices (trace order) */
+    const int32_t *dec_ctx;   /* their KV tokens before this iteration */
+    int spec_budget;          /* verify budget V; 0: plain decode */
+    const int32_t *dec_acc;   /* speculative: tokens each gains (NULL: plain) */
+    int n_chunks;             /* prefill chunks */
+    const int32_t *chunk_seq; /* response index */
+    const int32_t *chunk_len; /* tokens in the chunk */
+    const int32_t *chunk_done;/* tokens of that prefill already in the KV cache */
+} rollout_iter;
+typedef void (*rollout_iter_fn)(void *ctx, const rollout_iter *it);
+
 typedef struct rollout_cfg {
     const hw_desc *hw;
     const llm_desc *llm;
@@ -37,6 +55,8 @@ typedef struct rollout_cfg {
     int spec_patience;      /* adaptive: decode iterations at or under the threshold */
     spec_params sp;         /* acceptance model */
     uint64_t seed;          /* acceptance draws: one stream per replica */
+    rollout_iter_fn on_iter;/* optional: called for every planned iteration */
+    void *on_iter_ctx;
 } rollout_cfg;
 
 /* Per-replica outcome. */

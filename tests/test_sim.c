@@ -309,3 +309,55 @@ Test(sim, same_seed_same_json_byte_for_byte, .timeout = 120)
     free(b);
     free(c);
 }
+
+typedef struct iter_acc {
+    int64_t iters, dec_tokens, chunk_tokens;
+    double busy;
+    int bad_ctx;
+} iter_acc;
+
+static void count_iter(void *ctx, const rollout_iter *it)
+{
+    iter_acc *a = ctx;
+    a->iters++;
+    a->busy += it->dt;
+    for (int k = 0; k < it->n_dec; k++) {
+        a->dec_tokens += it->dec_acc ? it->dec_acc[k] : 1;
+        if (it->dec_ctx[k] < 100) /* every context includes its 100-token prompt */
+            a->bad_ctx++;
+    }
+    for (int k = 0; k < it->n_chunks; k++)
+        a->chunk_tokens += it->chunk_len[k];
+}
+
+Test(sim, iteration_callback_describes_every_iteration)
+{
+    trace *t = uniform_trace(40, 700, 100);
+    int32_t long_len = 9000;
+    trace_add(t, 0, 40, -1, 100, &long_len, 1, NULL);
+    for (int mode = 0; mode < 2; mode++) {
+        rollout_cfg c = base_cfg(2);
+        c.spec = mode ? SPEC_ADAPTIVE : SPEC_OFF;
+        c.spec_patience = 10;
+        spec_params_default(&c.sp);
+        iter_acc a = {0};
+        c.on_iter = count_iter;
+        c.on_iter_ctx = &a;
+        rollout_result r;
+        cr_assert_eq(rollout_run(&c, t, &r, NULL), 0);
+        int64_t iters = r.rep[0].iterations + r.rep[1].iterations;
+        cr_assert_eq(a.iters, iters);
+        cr_assert_lt(fabs(a.busy - (r.rep[0].busy_s + r.rep[1].busy_s)), 1e-9 * a.busy);
+        cr_assert_eq(a.chunk_tokens, r.prefill_tokens);
+        /* each completed prefill yields one token outside the decode counts:
+         * 41 first prefills, plus (adaptive) the re-prefills after the switch */
+        if (mode == 0)
+            cr_assert_eq(a.dec_tokens + 41, r.decode_tokens);
+        else
+            cr_assert(a.dec_tokens + 41 < r.decode_tokens && r.decode_tokens <= a.dec_tokens + 41 + 2 * 64,
+                      "decode %lld, from iterations %lld", (long long)r.decode_tokens, (long long)a.dec_tokens);
+        cr_assert_eq(a.bad_ctx, 0);
+        rollout_result_free(&r);
+    }
+    trace_free(t);
+}
