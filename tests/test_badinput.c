@@ -1,0 +1,161 @@
+/*
+ * The catalogue of bad inputs: each case writes its input files into a fresh
+ * directory, runs one tailsim command, and checks that it fails with a
+ * non-zero exit, that stderr names the file, line and field (or flag) at
+ * fault, and that nothing was written where the command would have written.
+ * One ParameterizedTest case per entry.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct bad_case {
+    const char *name;
+    const char *file;     /* input written to $D/<file>, or NULL */
+    const char *content;  /* its content (may hold NUL-free binary junk) */
+    const char *cmd;      /* run with $D replaced by the case directory */
+    int exit_code;        /* expected exit status */
+    const char *expect1;  /* substrings stderr must contain ("" = none) */
+    const char *expect2;
+    const char *absent;   /* a path under $D that must not exist afterwards, or NULL */
+} bad_case;
+
+#define SCN_HEAD "[cluster]\ngpus = 8\nhw = h100\n[model]\nname = qwen2.5-7b\n"
+#define SCN(body) SCN_HEAD body
+#define T "build/tailsim "
+
+static const bad_case cases[] = {
+    /* rollout JSONL */
+    {"jsonl_empty", "t.jsonl", "", T "trace stats $D/t.jsonl", 1, "t.jsonl", "no records", NULL},
+    {"jsonl_negative_len", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5,-3]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1", "field 'output'", NULL},
+    {"jsonl_zero_len", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[0]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1", "'output'", NULL},
+    {"jsonl_float_len", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5.5]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1", "'output'", NULL},
+    {"jsonl_huge_len", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[9223372036854775807]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1", "'output'", NULL},
+    {"jsonl_overflow_len", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[99999999999999999999999]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1", "", NULL},
+    {"jsonl_nan", "t.jsonl", "{\"step\":0,\"input\":NaN,\"output\":[5]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1", "", NULL},
+    {"jsonl_missing_output", "t.jsonl", "{\"step\":0,\"input\":10}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1", "'output'", NULL},
+    {"jsonl_missing_input", "t.jsonl", "{\"step\":0,\"output\":[3]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1", "'input'", NULL},
+    {"jsonl_truncated_line2", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5]}\n{\"step\":0,\"inp", T "trace stats $D/t.jsonl", 1, "t.jsonl:2", "", NULL},
+    {"jsonl_wrong_type", "t.jsonl", "{\"step\":\"zero\",\"input\":10,\"output\":[5]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1", "'step'", NULL},
+    {"jsonl_empty_output", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1", "'output'", NULL},
+    {"binary_junk", "t.bin", "\x7f" "ELF\x01\x02\x03\xff\xfe garbage", T "trace stats $D/t.bin", 1, "t.bin:1", "", NULL},
+    {"missing_file", NULL, NULL, T "trace stats $D/none.jsonl", 1, "none.jsonl", "", NULL},
+    /* plain CSV */
+    {"csv_missing_field", "t.csv", "step,prompt_id,prompt_tokens,response_tokens\n0,0,10,5\n0,1,10\n", T "trace stats $D/t.csv", 1, "t.csv:3", "response_tokens", NULL},
+    {"csv_extra_field", "t.csv", "step,prompt_id,prompt_tokens,response_tokens\n0,0,10,5,1,9\n", T "trace stats $D/t.csv", 1, "t.csv:2", "", NULL},
+    {"csv_negative_prompt", "t.csv", "step,prompt_id,prompt_tokens,response_tokens\n0,0,-10,5\n", T "trace stats $D/t.csv", 1, "t.csv:2", "prompt_tokens", NULL},
+    {"csv_not_a_number", "t.csv", "step,prompt_id,prompt_tokens,response_tokens\n0,0,10,abc\n", T "trace stats $D/t.csv", 1, "t.csv:2", "response_tokens", NULL},
+    {"csv_header_only", "t.csv", "step,prompt_id,prompt_tokens,response_tokens\n", T "trace stats $D/t.csv", 1, "t.csv", "no records", NULL},
+    {"csv_bad_header", "t.csv", "a,b,c\n1,2,3\n", T "trace stats $D/t.csv", 1, "t.csv:1", "", NULL},
+    /* Vidur CSV */
+    {"vidur_zero_decode", "v.csv", "num_prefill_tokens,num_decode_tokens\n100,0\n", T "trace stats $D/v.csv", 1, "v.csv:2", "num_decode_tokens", NULL},
+    {"vidur_fraction", "v.csv", "num_prefill_tokens,num_decode_tokens\n100,54.5\n", T "trace stats $D/v.csv", 1, "v.csv:2", "num_decode_tokens", NULL},
+    /* trace gen flags: nothing written */
+    {"gen_bad_dist", NULL, NULL, T "trace gen --dist weird --prompts 2 --group 2 --seed 1 -o $D/g.csv", 2, "--dist", "", "g.csv"},
+    {"gen_zero_fixed", NULL, NULL, T "trace gen --dist fixed:0 --prompts 2 --group 2 --seed 1 -o $D/g.csv", 2, "fixed", "", "g.csv"},
+    {"gen_negative_prompts", NULL, NULL, T "trace gen --dist fixed:5 --prompts -2 --group 2 --seed 1 -o $D/g.csv", 2, "--prompts", "", "g.csv"},
+    {"gen_unwritable", NULL, NULL, T "trace gen --dist fixed:5 --prompts 2 --group 2 --seed 1 -o $D/no/dir/g.csv", 1, "g.csv", "", NULL},
+    /* scenarios */
+    {"scn_unknown_key", "s.ini", SCN("[rollout]\ntp = 2\nbogus = 1\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:8", "rollout.bogus", "r.db"},
+    {"scn_negative_gpus", "s.ini", "[cluster]\ngpus = -8\n[model]\nname = qwen2.5-7b\n", T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:2", "cluster.gpus", "r.db"},
+    {"scn_zero_gpus", "s.ini", "[cluster]\ngpus = 0\n[model]\nname = qwen2.5-7b\n", T "rollout $D/s.ini", 1, "s.ini:2", "cluster.gpus", NULL},
+    {"scn_nan", "s.ini", SCN("[rollout]\nmem_util = nan\n"), T "rollout $D/s.ini", 1, "s.ini:7", "rollout.mem_util", NULL},
+    {"scn_overflow", "s.ini", SCN("[rollout]\nmax_running = 99999999999999999999\n"), T "rollout $D/s.ini", 1, "s.ini:7", "rollout.max_running", NULL},
+    {"scn_tp_not_dividing", "s.ini", SCN("[rollout]\ntp = 3\n"), T "rollout $D/s.ini --db $D/r.db", 1, "tp = 3", "does not divide", "r.db"},
+    {"scn_unknown_model", "s.ini", "[cluster]\ngpus = 8\n[model]\nname = gpt-17\n", T "rollout $D/s.ini", 1, "gpt-17", "unknown", NULL},
+    {"scn_unknown_hw", "s.ini", "[cluster]\ngpus = 8\nhw = tpu9\n[model]\nname = qwen2.5-7b\n", T "rollout $D/s.ini", 1, "tpu9", "unknown", NULL},
+    {"scn_missing_model", "s.ini", "[cluster]\ngpus = 8\n", T "rollout $D/s.ini", 1, "s.ini", "model.name", NULL},
+    {"scn_syntax", "s.ini", SCN("[rollout\ntp = 2\n"), T "rollout $D/s.ini", 1, "s.ini:6", "", NULL},
+    {"scn_model_does_not_fit", "s.ini", "[cluster]\ngpus = 8\n[model]\nname = llama-3.1-70b\n[rollout]\ntp = 1\n", T "rollout $D/s.ini --db $D/r.db", 1, "llama-3.1-70b", "does not fit", "r.db"},
+    {"scn_kv_below_one_request", "s.ini", SCN("[rollout]\nmem_util = 0.2\nreserve_gb = 0\n[trace]\ndist = fixed:60000\nprompts = 2\ngroup = 1\ncap = 60000\n"), T "rollout $D/s.ini --db $D/r.db", 1, "KV cache capacity", "", "r.db"},
+    {"scn_bad_spec_mode", "s.ini", SCN("[spec]\nmode = sometimes\n"), T "rollout $D/s.ini", 1, "spec.mode", "sometimes", NULL},
+    {"scn_bad_dist", "s.ini", SCN("[trace]\ndist = poisson\n"), T "rollout $D/s.ini", 1, "trace.dist", "", NULL},
+    {"set_bad_syntax", "s.ini", SCN(""), T "rollout $D/s.ini --set rollout.tp", 1, "--set", "section.key=value", NULL},
+    {"set_unknown_key", "s.ini", SCN(""), T "rollout $D/s.ini --set train.nope=1", 1, "--set", "train.nope", NULL},
+    {"set_threshold_zero", "s.ini", SCN(""), T "rollout $D/s.ini --set rollout.tail_threshold=0", 1, "rollout.tail_threshold", "", NULL},
+    {"seed_negative", "s.ini", SCN(""), T "rollout $D/s.ini --seed -1", 2, "--seed", "", NULL},
+    {"unknown_scenario", NULL, NULL, T "rlstep no-such-scenario", 1, "no-such-scenario", "unknown", NULL},
+    {"trace_override_bad", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5,-3]}\n", T "rlstep dapo-32b-polytrace --trace $D/t.jsonl --db $D/r.db", 1, "t.jsonl:1", "'output'", "r.db"},
+    /* databases */
+    {"db_not_a_database", "r.db", "this is not a database, just text\n", T "rlstep dapo-32b-polytrace --set trace.file= --set trace.prompts=4 --db $D/r.db", 1, "r.db", "not a database", NULL},
+    {"db_missing_dir", NULL, NULL, T "rlstep dapo-32b-polytrace --set trace.file= --set trace.prompts=4 --db $D/no/dir/r.db", 1, "r.db", "", NULL},
+    {"report_no_db", NULL, NULL, T "report --db $D/none.db -o $D/out", 1, "none.db", "", "out"},
+    {"report_corrupt_db", "r.db", "garbage garbage garbage garbage garbage garbage garbage garbage garbage", T "report --db $D/r.db -o $D/out", 1, "r.db", "not a database", "out/report.md"},
+    /* calibration CSV */
+    {"calib_not_vidur", "p.csv", "a,b\n1,2\n", T "calib vidur $D/p.csv --hw h100", 1, "p.csv:1", "", NULL},
+    {"calib_unknown_hw", "p.csv", "a,b\n1,2\n", T "calib vidur $D/p.csv --hw a100x", 1, "a100x", "", NULL},
+    /* usage */
+    {"unknown_command", NULL, NULL, T "frobnicate", 2, "unknown command", "frobnicate", NULL},
+    {"rollout_no_scenario", NULL, NULL, T "rollout", 2, "SCENARIO", "", NULL},
+};
+#define N_CASES (sizeof cases / sizeof cases[0])
+
+/* The parameters are indices: Criterion runs each case in a fresh process of
+ * this binary, where pointers into the table (ASLR) would not be valid. */
+static int case_index[N_CASES];
+
+ParameterizedTestParameters(badinput, catalogue)
+{
+    for (size_t i = 0; i < N_CASES; i++)
+        case_index[i] = (int)i;
+    return cr_make_param_array(int, case_index, N_CASES);
+}
+
+/* Replaces every "$D" in cmd by dir. */
+static void expand(const char *cmd, const char *dir, char *out, size_t n)
+{
+    size_t o = 0;
+    for (const char *p = cmd; *p && o + 1 < n; p++) {
+        if (p[0] == '$' && p[1] == 'D') {
+            o += (size_t)snprintf(out + o, n - o, "%s", dir);
+            p++;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o < n ? o : n - 1] = 0;
+}
+
+ParameterizedTest(int *idx, badinput, catalogue, .timeout = 60)
+{
+    const bad_case *c = &cases[*idx];
+    char dir[256];
+    snprintf(dir, sizeof dir, "build/badinput/%s", c->name);
+    char cmd[2048], full[4096], path[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    cr_assert_eq(system(cmd), 0);
+    if (c->file) {
+        snprintf(path, sizeof path, "%s/%s", dir, c->file);
+        FILE *f = fopen(path, "wb");
+        cr_assert_not_null(f);
+        fwrite(c->content, 1, strlen(c->content), f);
+        fclose(f);
+    }
+    expand(c->cmd, dir, cmd, sizeof cmd);
+    snprintf(full, sizeof full, "%s >%s/stdout 2>%s/stderr </dev/null", cmd, dir, dir);
+    int st = system(full);
+    cr_assert(WIFEXITED(st), "%s: did not exit normally", c->name);
+    snprintf(path, sizeof path, "%s/stderr", dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char err[4096] = {0};
+    size_t n = fread(err, 1, sizeof err - 1, f);
+    err[n] = 0;
+    fclose(f);
+    cr_assert_eq(WEXITSTATUS(st), c->exit_code, "%s: exit %d, expected %d; stderr: %s", c->name,
+                 WEXITSTATUS(st), c->exit_code, err);
+    cr_assert(strstr(err, c->expect1), "%s: stderr lacks '%s': %s", c->name, c->expect1, err);
+    cr_assert(strstr(err, c->expect2), "%s: stderr lacks '%s': %s", c->name, c->expect2, err);
+    cr_assert(n > 0 && strchr(err, '\n'), "%s: no message", c->name);
+    cr_assert(!strstr(err, "Segmentation") && !strstr(err, "internal check"), "%s: %s", c->name, err);
+    if (c->absent) {
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, c->absent);
+        cr_assert_neq(stat(path, &sb), 0, "%s: %s was written", c->name, c->absent);
+    }
+}
