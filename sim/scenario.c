@@ -152,9 +152,19 @@ typedef struct load_ctx {
 static char *scn_reader(char *str, int num, void *stream)
 {
     load_ctx *c = stream;
+    if (c->failed)
+        return NULL;
     char *r = fgets(str, num, c->f);
-    if (r)
-        c->line++;
+    if (!r)
+        return NULL;
+    c->line++;
+    /* inih reports an unclosed section only after reading on; name it here */
+    const char *p = r + strspn(r, " \t");
+    if (*p == '[' && !strchr(p, ']')) {
+        ts_errf(c->e, "%s:%d: section name not closed with ']'", c->path, c->line);
+        c->failed = 1;
+        return NULL;
+    }
     return r;
 }
 
