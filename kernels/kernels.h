@@ -165,6 +165,154 @@ int kt_greedy_accept(const int *d_draft, const int *d_target, int b, int V,
                      int *d_n_accept, int *d_out);
 int kt_accept_selftest(uint64_t seed, FILE *log);
 
+
+/* ---- decoder layer and stack (layer.cu) ---------------------------------- */
+
+/* TP-local shapes of a Qwen2.5-style decoder (the model's heads, kv_heads,
+ * ffn and vocab divided by the tensor-parallel degree; hidden whole).  No
+ * all-reduce is run: one GPU computes its slice, the cost model prices the
+ * communication separately.  Needs hidden, ffn, vocab multiples of 8, hd a
+ * multiple of 16 (128 for the tensor-core attention), heads a multiple of
+ * kv_heads with G = heads / kv_heads <= 16.  vocab 0: no embedding, final
+ * norm or LM head (a bare stack, as the drafter and the trainer use). */
+typedef struct kt_model_shape {
+    int layers;
+    int hidden, heads, kv_heads, head_dim, ffn, vocab;
+    int qkv_bias;      /* 1: the QKV projection has a bias (Qwen2) */
+    float rms_eps;     /* 1e-6 for Qwen2.5 */
+    double rope_theta; /* 1e6 for Qwen2.5 */
+} kt_model_shape;
+
+typedef struct kt_model kt_model;
+/* Allocates the weights once and fills them from seed: linear weights
+ * U(-a, a) with a = sqrt(3 / fan_in) (unit gain), biases U(-0.5, 0.5), norm
+ * weights and the embedding U(-1, 1); never zero.  Also owns the cuBLASLt
+ * handles and an activation workspace that grows with the largest step
+ * planned.  NULL on failure. */
+kt_model *kt_model_new(const kt_model_shape *s, uint64_t seed);
+void kt_model_free(kt_model *m);
+size_t kt_model_weight_bytes(const kt_model *m);   /* bytes of weights */
+size_t kt_model_layer_bytes(const kt_model *m);    /* one layer's weights */
+size_t kt_model_work_bytes(const kt_model *m);     /* activation workspace now */
+
+/* The KV cache of b sequences for every layer of m: sequence i owns cap[i]
+ * token rows (K and V [rows, kv_heads, head_dim] per layer), filled with
+ * random values at creation so that any length can stand for a context that
+ * was never prefilled.  Lengths start at 0.  NULL on failure. */
+typedef struct kt_kv kt_kv;
+kt_kv *kt_kv_new(const kt_model *m, int b, const int *cap);
+void kt_kv_free(kt_kv *kv);
+size_t kt_kv_bytes(const kt_kv *kv);
+int kt_kv_len(const kt_kv *kv, int seq);
+/* Sets the cached length of seq (0..cap): truncating drops tokens (draft
+ * rollback); growing declares the random rows to be context. */
+int kt_kv_set_len(kt_kv *kv, int seq, int len);
+
+/* One forward step over sequences seqs[0..b-1] of kv, q_len[i] >= 0 new
+ * tokens each (q_len NULL: decode, one token each, with the decode
+ * attention kernel), at positions kt_kv_len(seq) ..  Logits: for the last
+ * new token of each sequence with q_len > 0, or for every new token when
+ * all_logits (verification of V draft tokens).  Planning is host work
+ * (attention plan, uploads, growing the workspace): keep it out of timed
+ * regions.  A step stays valid until a length of one of its sequences
+ * changes; it uses the model's workspace, so run steps of one model one at
+ * a time.  NULL on failure (bad shape, capacity exceeded). */
+typedef struct kt_step kt_step;
+kt_step *kt_step_plan(kt_model *m, kt_kv *kv, const int *seqs, const int *q_len, int b,
+                      int all_logits);
+void kt_step_free(kt_step *st);
+int kt_step_tokens(const kt_step *st);      /* new tokens T = sum q_len */
+int kt_step_logit_rows(const kt_step *st);  /* rows of logits */
+double kt_step_ctx_sum(const kt_step *st);  /* attended context tokens, after the append */
+/* Full forward: embed d_tokens [T] (ids in [0, vocab)), every layer
+ * (appending K/V at the new positions; lengths unchanged), final norm and LM
+ * head over the logit rows.  d_logits [rows, vocab] and d_argmax [rows] may
+ * each be NULL (the logits then stay in the workspace). */
+int kt_step_forward(kt_step *st, const int *d_tokens, kt_bf16 *d_logits, int *d_argmax);
+/* The residual stream [T, hidden] in the workspace: after kt_step_forward,
+ * the last layer's output before the final norm (EAGLE's feature). */
+kt_bf16 *kt_step_hidden(kt_step *st);
+/* Layer l alone, in place on kt_step_hidden() (timing one layer). */
+int kt_step_layer(kt_step *st, int l);
+/* lengths += q_len for the step's sequences; the step is spent. */
+int kt_step_commit(kt_step *st);
+/* Plan, forward, commit, free: one call per step. */
+int kt_forward_decode(kt_model *m, kt_kv *kv, const int *seqs, int b, const int *d_tokens,
+                      kt_bf16 *d_logits, int *d_argmax);
+int kt_forward_chunk(kt_model *m, kt_kv *kv, const int *seqs, const int *q_len, int b,
+                     const int *d_tokens, int all_logits, kt_bf16 *d_logits, int *d_argmax);
+int kt_layer_selftest(uint64_t seed, FILE *log);
+
+/* ---- EAGLE drafter (drafter.cu) ------------------------------------------ */
+
+/* fc (2 hidden -> hidden) over [embedding(token) ; feature], one decoder
+ * layer of the target's shape (own weights, own one-layer KV cache), own
+ * final norm, and the target's embedding and LM head (shared, not copied).
+ * A draft of depth d and width k is a beam tree: step 0 runs the root (last
+ * accepted token, target hidden state) and keeps its top-k tokens; each
+ * later step runs the k frontier nodes of every sequence, takes each node's
+ * top-k, and keeps the k best paths by cumulative log-probability.  k = 1
+ * is a chain.  See drafter.cu for the attention mask of tree nodes. */
+typedef struct kt_drafter kt_drafter;
+kt_drafter *kt_drafter_new(kt_model *target, uint64_t seed);
+void kt_drafter_free(kt_drafter *d);
+/* The drafter's one-layer cache for b sequences of capacity cap[i] (leave
+ * room for 1 + (depth - 1) * topk draft rows beyond the prefix). */
+kt_kv *kt_drafter_kv_new(kt_drafter *d, int b, const int *cap);
+
+typedef struct kt_draft kt_draft;
+/* Plans a draft over seqs[0..b-1] of kv (prefix lengths as they are now).
+ * Host work.  depth >= 1, 1 <= topk <= 8. */
+kt_draft *kt_draft_plan(kt_drafter *d, kt_kv *kv, const int *seqs, int b, int depth,
+                        int topk);
+void kt_draft_free(kt_draft *p);
+/* Sets the root inputs: d_tokens [b], d_hidden [b, hidden] (device). */
+int kt_draft_input(kt_draft *p, const int *d_tokens, const kt_bf16 *d_hidden);
+/* Runs draft step t (0 <= t < depth); steps must first run in order once,
+ * after which any step may be repeated (timing). */
+int kt_draft_step(kt_draft *p, int t);
+/* Runs all steps.  Outputs (device, [b, depth, topk]): tokens, parent
+ * index within the previous depth's topk (0 at depth 0), cumulative
+ * log-probability.  Any may be NULL.  The cache keeps the draft rows until
+ * kt_kv_set_len() rolls each sequence back. */
+int kt_draft_run(kt_draft *p, int *d_tokens, int *d_parents, float *d_scores);
+int kt_drafter_selftest(uint64_t seed, FILE *log);
+
+/* ---- training forward and backward of a layer stack (train.cu) ----------- */
+
+/* A trainer for m's layers (m's weights; embedding and LM head unused) on
+ * micro-batches of n packed sequences of lens[i] tokens (causal within each,
+ * positions 0..len-1, each len <= KT_TRAIN_MAX_LEN: the attention backward
+ * materialises the softmax).  recompute 0 keeps every layer's activations
+ * for the backward; 1 keeps only each layer's input and recomputes the
+ * layer's forward during the backward (activation checkpointing).  Weight
+ * gradients are fp32 and accumulate across backward calls.  Every device
+ * allocation is tracked.  NULL on failure. */
+#define KT_TRAIN_MAX_LEN 8192
+typedef struct kt_train kt_train;
+kt_train *kt_train_new(kt_model *m, const int *lens, int n, int recompute);
+void kt_train_free(kt_train *t);
+int kt_train_tokens(const kt_train *t);
+/* d_x [T, hidden] -> d_y [T, hidden] (d_y may be NULL). */
+int kt_train_forward(kt_train *t, const kt_bf16 *d_x, kt_bf16 *d_y);
+/* From d_dy = dL/dy [T, hidden]: weight gradients += , d_dx = dL/dx (may be
+ * NULL).  Needs a kt_train_forward of the same micro-batch first. */
+int kt_train_backward(kt_train *t, const kt_bf16 *d_dy, kt_bf16 *d_dx);
+int kt_train_zero_grads(kt_train *t);
+typedef struct kt_train_mem {
+    size_t weights;      /* the layers' weights (owned by the model) */
+    size_t grads;        /* fp32 weight gradients */
+    size_t activations;  /* saved for the backward */
+    size_t scratch;      /* transient buffers, attention scratch, cuBLASLt */
+    size_t total;        /* weights + the rest: the tracked peak */
+    size_t device_used;  /* cudaMemGetInfo: device memory in use now */
+} kt_train_mem;
+void kt_train_memory(const kt_train *t, kt_train_mem *mem);
+/* FLOPs of one forward (fwd) and one forward + backward (recompute adds a
+ * second forward), counting the full causal score matrices computed. */
+double kt_train_flops(const kt_train *t, int backward);
+int kt_train_selftest(uint64_t seed, FILE *log);
+
 #ifdef __cplusplus
 }
 #endif

@@ -35,8 +35,17 @@
  * are pure and cannot fail; callers pass descriptions that hw_load() and
  * llm_load() validated.
  *
- * Parameter values live in models/hw/<gpu>.ini; `tailsim calib vidur FILE`
- * checks them against Vidur's measured H100 operator times.
+ * The per-op predictors (cost_kernel, cost_attn_decode, cost_attn_chunk,
+ * with cost_gemm and cost_stream) are the pieces cost_iter() adds up, with
+ * the same arithmetic, so that a measured kernel time can be compared with
+ * exactly what the simulator charges for it (models/calib.c maps each row of
+ * a calibration CSV to one of them; models/fit.c fits hw_desc's parameters
+ * through them).
+ *
+ * Parameter values live in models/hw/<gpu>.ini, replaced by a fit when
+ * models/calib/<gpu>.csv exists; `tailsim calib vidur FILE` checks them
+ * against Vidur's measured H100 operator times, `tailsim calib check CSV`
+ * against a calibration CSV.
  */
 #include "models/cost.h"
 
@@ -53,12 +62,20 @@
  * (one block per row, two passes over it) at ~1/2, the embedding gather at
  * ~0.2.  These describe the kernels' code, not the GPU, so they carry over to
  * H200 through mem_eff. */
-enum kernel_kind { K_ADD, K_ACT, K_ROPE, K_NORM, K_GATHER, K_COUNT };
+enum { K_ADD = COST_K_ADD, K_ACT = COST_K_ACT, K_ROPE = COST_K_ROPE, K_NORM = COST_K_NORM,
+       K_GATHER = COST_K_GATHER, K_COUNT = COST_K_COUNT };
 static const double kernel_bw[K_COUNT] = {1.00, 0.68, 0.60, 0.48, 0.22};
 
-static double kernel_time(const hw_desc *hw, enum kernel_kind k, double bytes)
+static double kernel_time(const hw_desc *hw, cost_kernel_kind k, double bytes)
 {
     return hw->launch_s + bytes / (hw->hbm_bw * hw->mem_eff * kernel_bw[k]);
+}
+
+double cost_kernel(const hw_desc *hw, cost_kernel_kind kind, double bytes)
+{
+    if (bytes <= 0 || (int)kind < 0 || kind >= COST_K_COUNT)
+        return 0.0;
+    return kernel_time(hw, kind, bytes);
 }
 
 double cost_stream(const hw_desc *hw, double bytes)
@@ -106,6 +123,26 @@ static double attn_time(const hw_desc *hw, double flops, double kv_bytes)
     return hw->launch_s + (tc > tm ? tc : tm);
 }
 
+double cost_attn_decode(const hw_desc *hw, double heads, double kv_heads, double head_dim,
+                        double batch, double ctx_sum)
+{
+    if (batch <= 0)
+        return 0.0;
+    double kv_tok = 2.0 * kv_heads * head_dim * 2.0; /* K+V bytes/token */
+    return attn_time(hw, 4.0 * heads * head_dim * ctx_sum,
+                     ctx_sum * kv_tok + batch * 2.0 * heads * head_dim * 2.0);
+}
+
+double cost_attn_chunk(const hw_desc *hw, double heads, double kv_heads, double head_dim,
+                       double q_tokens, double attn_sum, double kv_sum)
+{
+    if (q_tokens <= 0)
+        return 0.0;
+    double kv_tok = 2.0 * kv_heads * head_dim * 2.0;
+    return attn_time(hw, 4.0 * heads * head_dim * attn_sum,
+                     kv_sum * kv_tok + q_tokens * 2.0 * heads * head_dim * 2.0);
+}
+
 double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b)
 {
     double T = (double)b->n_decode + (double)b->prefill_tokens;
@@ -126,13 +163,11 @@ double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch 
     t += kernel_time(hw, K_NORM, 2.0 * act);                           /* input norm */
     t += cost_gemm(hw, T, (heads + 2.0 * kvh) * hd, h);                /* QKV */
     t += kernel_time(hw, K_ROPE, 2.0 * T * (heads + kvh) * hd * 2.0);  /* RoPE q, k */
-    double kv_tok = 2.0 * kvh * hd * 2.0;                              /* K+V bytes/token */
     if (b->n_decode > 0)
-        t += attn_time(hw, 4.0 * heads * hd * b->decode_ctx_sum,
-                       b->decode_ctx_sum * kv_tok + b->n_decode * 2.0 * heads * hd * 2.0);
+        t += cost_attn_decode(hw, heads, kvh, hd, b->n_decode, b->decode_ctx_sum);
     if (b->prefill_tokens > 0)
-        t += attn_time(hw, 4.0 * heads * hd * b->prefill_attn,
-                       b->prefill_kv_sum * kv_tok + b->prefill_tokens * 2.0 * heads * hd * 2.0);
+        t += cost_attn_chunk(hw, heads, kvh, hd, b->prefill_tokens, b->prefill_attn,
+                             b->prefill_kv_sum);
     t += cost_gemm(hw, T, h, heads * hd);                              /* O proj */
     t += kernel_time(hw, K_ADD, 2.0 * act);                            /* residual */
     t += kernel_time(hw, K_NORM, 2.0 * act);                           /* post-attn norm */

@@ -19,6 +19,39 @@ double cost_gemm(const hw_desc *hw, double m, double n, double k);
 /* A streaming elementwise kernel moving `bytes` bytes, s. */
 double cost_stream(const hw_desc *hw, double bytes);
 
+/* ---- per-op predictors (what `tailsim calib check` fits and checks) ------
+ * cost_iter() below is the sum of these over one layer, with the same
+ * arithmetic, so a prediction for one measured op is the simulator's price
+ * for it.  All pure; they cannot fail and return 0 for empty work. */
+
+/* The elementwise kernels serving engines run between the GEMMs. */
+typedef enum cost_kernel_kind {
+    COST_K_ADD,             /* residual add */
+    COST_K_ACT,             /* SiLU(gate) * up */
+    COST_K_ROPE,            /* rotary embedding of q and k */
+    COST_K_NORM,            /* RMSNorm */
+    COST_K_GATHER,          /* embedding gather */
+    COST_K_COUNT
+} cost_kernel_kind;
+
+/* One elementwise kernel of `kind` moving `bytes` bytes (the cost model's
+ * count: each input read once, each output written once), s: launch_s plus
+ * bytes at the kind's fraction of the streaming bandwidth. */
+double cost_kernel(const hw_desc *hw, cost_kernel_kind kind, double bytes);
+
+/* Decode attention of `batch` sequences, one query token each, over
+ * contexts summing to ctx_sum tokens, with `heads` query heads and
+ * `kv_heads` KV heads of head_dim (TP-local), s. */
+double cost_attn_decode(const hw_desc *hw, double heads, double kv_heads, double head_dim,
+                        double batch, double ctx_sum);
+
+/* Causal attention of chunks (prefill chunks, or V verified tokens per
+ * sequence): q_tokens query tokens in all, attn_sum (query, key) pairs
+ * (per chunk q*(ctx_before + (q+1)/2)), kv_sum KV tokens read (per chunk
+ * ctx_before + q), s. */
+double cost_attn_chunk(const hw_desc *hw, double heads, double kv_heads, double head_dim,
+                       double q_tokens, double attn_sum, double kv_sum);
+
 /* A batch of work for one forward pass of the model on one TP group. */
 typedef struct cost_batch {
     int n_decode;           /* sequences producing one token each */

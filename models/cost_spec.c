@@ -11,6 +11,12 @@
  * of `budget` tokens at each sequence's context (tree attention reads the same
  * KV as a causal chunk), plus the LM head over every verified token rather
  * than one row per sequence.
+ *
+ * Draft extend: after each verify, EAGLE feeds the accepted tokens back
+ * through the drafter (one layer, fc, LM head for the last token of each
+ * sequence) so that the next draft starts from the target's newest hidden
+ * state.  Drafter training (TLT's spot trainer) is a training step of the
+ * one-layer model plus the fc.
  */
 #include "models/cost_spec.h"
 
@@ -51,5 +57,34 @@ double cost_verify(const hw_desc *hw, const llm_desc *m, int tp, int batch, int 
         if (tp > 1)
             t += comm_allgather(hw, (double)batch * (budget - 1) * m->vocab * 2.0, tp);
     }
+    return t;
+}
+
+double cost_draft_extend(const hw_desc *hw, const llm_desc *m, int tp, int batch, double tokens,
+                         double ctx_sum)
+{
+    if (batch <= 0 || tokens <= 0)
+        return 0.0;
+    llm_desc one = *m;
+    one.layers = 1;
+    double per = tokens / batch;
+    double t = cost_gemm(hw, tokens, (double)m->hidden / tp, 2.0 * m->hidden);
+    t += cost_iter(hw, &one, tp, &(cost_batch){.n_prefill_seqs = batch,
+                                               .prefill_tokens = (int)(tokens + 0.5),
+                                               .prefill_attn = per * ctx_sum + tokens * (per + 1) / 2,
+                                               .prefill_kv_sum = ctx_sum + tokens});
+    return t;
+}
+
+double cost_draft_train_step(const hw_desc *hw, const llm_desc *m, int seqs, int window)
+{
+    if (seqs <= 0 || window <= 0)
+        return 0.0;
+    llm_desc one = *m;
+    one.layers = 1;
+    double tokens = (double)seqs * window;
+    /* fc 2h -> h: forward, input and weight gradients */
+    double t = 3.0 * cost_gemm(hw, tokens, m->hidden, 2.0 * m->hidden);
+    t += cost_train_fwd_bwd(hw, &one, tokens, (double)seqs * window * window, 0);
     return t;
 }

@@ -22,4 +22,17 @@ double cost_draft(const hw_desc *hw, const llm_desc *m, int tp, int batch, int d
 double cost_verify(const hw_desc *hw, const llm_desc *m, int tp, int batch, int budget,
                    double ctx_sum, const cost_batch *extra);
 
+/* EAGLE's draft extend after a verify: the drafter (fc + one layer + the
+ * shared LM head for each sequence's last token) runs over the tokens just
+ * accepted, `tokens` in all over `batch` sequences, to produce the hidden
+ * states the next draft starts from (SGLang's forward_draft_extend_after_decode). */
+double cost_draft_extend(const hw_desc *hw, const llm_desc *m, int tp, int batch, double tokens,
+                         double ctx_sum);
+
+/* One drafter training step on one GPU: forward + backward of the fc layer and
+ * the decoder layer over `seqs` windows of `window` tokens, with the loss
+ * through the frozen LM head (its weight gradient is not needed but its
+ * input gradient is: priced as a full LM-head backward, a small overestimate). */
+double cost_draft_train_step(const hw_desc *hw, const llm_desc *m, int seqs, int window);
+
 #endif

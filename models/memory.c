@@ -78,3 +78,24 @@ double mem_act_per_token(const llm_desc *m, int recompute)
     double per_layer = (recompute ? 2.0 : 34.0) * m->hidden;
     return m->layers * per_layer;
 }
+
+double mem_act_layer_per_token(const llm_desc *m, double act_factor, int checkpointed)
+{
+    return (checkpointed ? 2.0 : act_factor) * m->hidden;
+}
+
+double mem_model_states_params(double params, int zero_stage, int dp)
+{
+    double p = params;
+    double n = dp < 1 ? 1.0 : (double)dp;
+    switch (zero_stage) {
+    case 0:
+        return 16.0 * p;
+    case 1:
+        return 4.0 * p + 12.0 * p / n;
+    case 2:
+        return 2.0 * p + 14.0 * p / n;
+    default:
+        return 16.0 * p / n;
+    }
+}

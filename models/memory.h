@@ -23,4 +23,13 @@ double mem_model_states(const llm_desc *m, int zero_stage, int dp);
  * hidden per layer (the layer input) with full recomputation (added). */
 double mem_act_per_token(const llm_desc *m, int recompute);
 
+/* Training activations of one layer per token per GPU (no TP/SP split),
+ * bytes: act_factor * hidden when the layer keeps its activations (34 for a
+ * decoder with flash attention, Korthikanti et al. 2022), 2 * hidden (its
+ * bf16 input) when it is checkpointed.  Cannot fail. */
+double mem_act_layer_per_token(const llm_desc *m, double act_factor, int checkpointed);
+/* Model states per GPU of `params` parameters under ZeRO stage (0..3) over
+ * dp GPUs, with the accounting of mem_model_states(), bytes. */
+double mem_model_states_params(double params, int zero_stage, int dp);
+
 #endif

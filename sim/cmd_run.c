@@ -18,9 +18,10 @@
 
 #include "common/util.h"
 #include "sim/cmd.h"
+#include "sim/cmd_run.h"
 #include "sim/rlstep.h"
 #include "sim/store.h"
-#include "traces/gen.h"
+
 
 typedef struct run_opts {
     const char *scenario;
@@ -31,6 +32,8 @@ typedef struct run_opts {
     uint64_t seed;
     const char *sets[64];
     int n_sets;
+    int steps;             /* --steps N */
+    const char *policy;    /* --policy NAME (NULL: the scenario's policy.name) */
 } run_opts;
 
 static void run_usage(FILE *f, const char *cmd)
@@ -43,6 +46,11 @@ static void run_usage(FILE *f, const char *cmd)
             "  --trace FILE        replay FILE (JSONL, CSV or Vidur CSV) instead of the scenario's trace\n"
             "  --seed S            seed of the generated trace (overrides trace.seed)\n"
             "  --set SEC.KEY=VAL   override a scenario key (repeatable), e.g. --set rollout.tp=4\n"
+            "  --policy NAME       long-tail policy: verl, tlt-base, tlt (default: policy.name,\n"
+            "                      else the scenario's [spec] keys as given)\n"
+            "  --steps N           replay N RL steps (trace steps from trace.step on, or generated\n"
+            "                      with seed trace.seed + k), carrying the drafter across steps;\n"
+            "                      metrics are means over the steps, per_step holds each step's\n"
             "  --db FILE           save the run (metrics, per-GPU timeline, responses) to SQLite\n"
             "  --json              print one JSON object instead of a table\n"
             "  --no-wall           leave out wall_s and events_per_s (byte-identical output)\n"
@@ -61,8 +69,10 @@ static int parse_run_opts(int argc, char **argv, run_opts *o)
         {"trace", required_argument, 0, 't'}, {"seed", required_argument, 0, 's'},
         {"set", required_argument, 0, 'S'},   {"db", required_argument, 0, 'd'},
         {"json", no_argument, 0, 'j'},        {"no-wall", no_argument, 0, 'W'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},        {"steps", required_argument, 0, 'n'},
+        {"policy", required_argument, 0, 'p'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
+    o->steps = 1;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -72,6 +82,16 @@ static int parse_run_opts(int argc, char **argv, run_opts *o)
         case 'j': o->json = 1; break;
         case 'W': o->no_wall = 1; break;
         case 'h': run_usage(stdout, argv[0]); return 0;
+        case 'p': o->policy = optarg; break;
+        case 'n': {
+            int64_t v;
+            if (ts_parse_i64(optarg, 1, 100000, &v)) {
+                fprintf(stderr, "tailsim %s: --steps '%s': expected an integer in [1, 100000]\n", argv[0], optarg);
+                return 2;
+            }
+            o->steps = (int)v;
+            break;
+        }
         case 's': {
             int64_t v;
             if (ts_parse_i64(optarg, 0, INT64_MAX, &v)) {
@@ -101,34 +121,15 @@ static int parse_run_opts(int argc, char **argv, run_opts *o)
 }
 
 /* Loads or generates the trace of a scenario. */
-static trace *scenario_trace(const scenario *s, const char *override, ts_err *e)
-{
-    char path[1024];
-    const char *file = override;
-    if (!file && scenario_trace_path(s, path, sizeof path) == 0)
-        file = path;
-    if (file) {
-        trace *all = NULL;
-        if (trace_load(file, &all, e))
-            return NULL;
-        trace *one = trace_select_step(all, s->trace_step, e);
-        trace_free(all);
-        return one;
-    }
-    gen_params p;
-    if (scenario_gen_params(s, &p, e))
-        return NULL;
-    return gen_trace(&p, e);
-}
-
 static void add(run_record *r, const char *k, double v, int *oom)
 {
     if (run_add_metric(r, k, v))
         *oom = 1;
 }
 
-static int fill_metrics(run_record *rec, const rlstep_result *res, const trace *t, int full,
-                        double wall, int no_wall)
+/* The metrics of one step, in the order the table and JSON print them. */
+static int step_metrics(run_record *rec, const rlstep_result *res, const trace *t, int full,
+                        double quality)
 {
     int oom = 0;
     const rollout_result *ro = &res->ro;
@@ -149,6 +150,7 @@ static int fill_metrics(run_record *rec, const rlstep_result *res, const trace *
         add(rec, "rollout_share", res->step_s > 0 ? ro->makespan_s / res->step_s : 0, &oom);
     }
     add(rec, "bubble_fraction", ro->bubble_fraction, &oom);
+    add(rec, "train_fraction", ro->train_fraction, &oom);
     add(rec, "tail_fraction", ro->tail_fraction, &oom);
     add(rec, "rollout_utilization", ro->utilization, &oom);
     if (full)
@@ -160,26 +162,68 @@ static int fill_metrics(run_record *rec, const rlstep_result *res, const trace *
     add(rec, "preemptions", (double)ro->preemptions, &oom);
     add(rec, "spec_iterations", (double)ro->spec_iterations, &oom);
     add(rec, "accept_len", ro->accept_len, &oom);
+    add(rec, "drafter_quality", quality, &oom);
+    add(rec, "drafter_gpu_steps", (double)ro->drafter_gpu_steps, &oom);
+    add(rec, "spot_step_s", ro->spot_step_s, &oom);
+    add(rec, "off_policy_fraction", 0.0, &oom);
+    add(rec, "mean_staleness", 0.0, &oom);
     add(rec, "events", (double)ro->events, &oom);
-    if (!no_wall) {
-        add(rec, "wall_s", wall, &oom);
-        add(rec, "events_per_s", wall > 0 ? (double)ro->events / wall : 0, &oom);
-    }
     return oom ? -1 : 0;
+}
+
+int run_multistep_metrics(run_record *rec, const multistep_result *r, trace *const *steps,
+                          int full, json_t **per_step)
+{
+    run_record **one = calloc((size_t)r->steps, sizeof *one);
+    int rc = -1;
+    if (per_step)
+        *per_step = NULL;
+    if (!one)
+        return -1;
+    for (int k = 0; k < r->steps; k++)
+        if (!(one[k] = run_record_new()) ||
+            step_metrics(one[k], &r->step[k], steps[k], full, r->quality[k]))
+            goto done;
+    json_t *ps = per_step ? json_object() : NULL;
+    for (size_t i = 0; i < one[0]->n_metrics; i++) {
+        const char *key = one[0]->metrics[i].key;
+        double sum = 0;
+        json_t *arr = ps ? json_array() : NULL;
+        for (int k = 0; k < r->steps; k++) {
+            sum += one[k]->metrics[i].value;
+            if (arr)
+                json_array_append_new(arr, json_real(one[k]->metrics[i].value));
+        }
+        if (ps)
+            json_object_set_new(ps, key, arr);
+        if (run_add_metric(rec, key, sum / r->steps)) {
+            json_decref(ps);
+            goto done;
+        }
+    }
+    if (per_step)
+        *per_step = ps;
+    rc = 0;
+done:
+    for (int k = 0; k < r->steps; k++)
+        run_record_free(one[k]);
+    free(one);
+    return rc;
 }
 
 static int is_integer_metric(const char *k)
 {
     static const char *ints[] = {"gpus", "tp", "replicas", "responses", "tokens", "decode_tokens",
                                  "prefill_tokens", "preemptions", "events", "kv_tokens_per_replica",
-                                 "spec_iterations"};
+                                 "spec_iterations", "drafter_gpu_steps"};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(k, ints[i]))
             return 1;
     return 0;
 }
 
-static int print_json(const run_record *rec, const char *model, const char *hw)
+static int print_json(const run_record *rec, const char *model, const char *hw, const char *pol,
+                      int steps, json_t *per_step)
 {
     json_t *o = json_object();
     json_object_set_new(o, "command", json_string(rec->command));
@@ -189,10 +233,13 @@ static int print_json(const run_record *rec, const char *model, const char *hw)
     json_object_set_new(o, "calibration", json_string(rec->calibration));
     json_object_set_new(o, "version", json_string(rec->version));
     json_object_set_new(o, "seed", json_integer((json_int_t)rec->seed));
+    json_object_set_new(o, "policy", json_string(pol));
+    json_object_set_new(o, "steps", json_integer(steps));
     for (size_t i = 0; i < rec->n_metrics; i++) {
         const metric *m = &rec->metrics[i];
-        json_object_set_new(o, m->key, is_integer_metric(m->key) ? json_integer((json_int_t)llround(m->value))
-                                                               : json_real(m->value));
+        json_object_set_new(o, m->key, is_integer_metric(m->key) && steps == 1
+                                           ? json_integer((json_int_t)llround(m->value))
+                                           : json_real(m->value));
     }
     json_t *ph = json_object();
     for (int p = 0; p < PH_COUNT; p++) {
@@ -203,6 +250,7 @@ static int print_json(const run_record *rec, const char *model, const char *hw)
             json_object_set_new(ph, tl_phase_name[p], json_real(v));
     }
     json_object_set_new(o, "phases_s", ph);
+    json_object_set(o, "per_step", per_step);
     char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
     json_decref(o);
     if (!txt)
@@ -212,19 +260,40 @@ static int print_json(const run_record *rec, const char *model, const char *hw)
     return 0;
 }
 
-static void print_table(const run_record *rec, const char *model, const char *hw)
+static void print_table(const run_record *rec, const char *model, const char *hw, const char *pol,
+                        int steps)
 {
-    printf("%s  scenario %s  model %s  hw %s  seed %llu\ncalibration: %s\n\n", rec->command,
-           rec->scenario, model, hw, (unsigned long long)rec->seed, rec->calibration);
+    printf("%s  scenario %s  model %s  hw %s  seed %llu  policy %s", rec->command, rec->scenario,
+           model, hw, (unsigned long long)rec->seed, pol);
+    if (steps > 1)
+        printf("  steps %d (means over steps)", steps);
+    printf("\ncalibration: %s\n\n", rec->calibration);
     for (size_t i = 0; i < rec->n_metrics; i++) {
         const metric *m = &rec->metrics[i];
-        if (is_integer_metric(m->key))
+        if (is_integer_metric(m->key) && steps == 1)
             printf("  %-22s %14.0f\n", m->key, m->value);
         else if (fabs(m->value) >= 1e6)
             printf("  %-22s %14.4g\n", m->key, m->value);
         else
             printf("  %-22s %14.4f\n", m->key, m->value);
     }
+}
+
+int run_setup(const char *name, const char *const *sets, int n_sets, int have_seed, uint64_t seed,
+              scenario *s, hw_desc *hw, llm_desc *m, ts_err *e)
+{
+    if (scenario_load(name, s, e))
+        return -1;
+    for (int i = 0; i < n_sets; i++)
+        if (scenario_set(s, sets[i], e))
+            return -1;
+    if (have_seed)
+        s->seed = seed;
+    if (scenario_validate(s, e) || hw_load(s->hw, hw, e) || llm_load(s->model, m, e))
+        return -1;
+    if (s->gpus_per_node > 0)
+        hw->gpus_per_node = s->gpus_per_node;
+    return 0;
 }
 
 static int run_common(int argc, char **argv, int full)
@@ -238,31 +307,28 @@ static int run_common(int argc, char **argv, int full)
     scenario s;
     hw_desc hw;
     llm_desc m;
-    trace *t = NULL;
+    trace **steps = NULL;
     run_record *rec = NULL;
-    rlstep_result res;
+    json_t *per_step = NULL;
+    multistep_result res;
     memset(&res, 0, sizeof res);
     int rc = 1;
-    if (scenario_load(o.scenario, &s, &e))
+    if (run_setup(o.scenario, o.sets, o.n_sets, o.have_seed, o.seed, &s, &hw, &m, &e))
         goto fail;
-    for (int i = 0; i < o.n_sets; i++)
-        if (scenario_set(&s, o.sets[i], &e))
-            goto fail;
-    if (o.have_seed)
-        s.seed = o.seed;
-    if (scenario_validate(&s, &e) || hw_load(s.hw, &hw, &e) || llm_load(s.model, &m, &e))
+    const char *pname = o.policy ? o.policy : s.policy;
+    const policy *pol = NULL;
+    if (pname[0] && !(pol = policy_find(pname))) {
+        ts_errf(&e, "unknown policy '%s' (verl, tlt-base, tlt)", pname);
         goto fail;
-    if (s.gpus_per_node > 0)
-        hw.gpus_per_node = s.gpus_per_node;
-    if (!(t = scenario_trace(&s, o.trace, &e)))
-        goto fail;
-    if (!(rec = run_record_new())) {
+    }
+    if (!(steps = calloc((size_t)o.steps, sizeof *steps)) || !(rec = run_record_new())) {
         ts_errf(&e, "out of memory");
         goto fail;
     }
+    if (policy_load_steps(&s, o.trace, o.steps, steps, &e))
+        goto fail;
     double w0 = ts_wall_s();
-    int src = full ? rlstep_run(&s, &hw, &m, t, &res, rec, &e)
-                   : rlstep_rollout(&s, &hw, &m, t, &res, rec, &e);
+    int src = policy_run(&s, pol, &hw, &m, steps, o.steps, full, &res, rec, &e);
     double wall = ts_wall_s() - w0;
     if (src)
         goto fail;
@@ -271,10 +337,18 @@ static int run_common(int argc, char **argv, int full)
     snprintf(rec->calibration, sizeof rec->calibration, "%s", hw.calibration);
     snprintf(rec->version, sizeof rec->version, "%s", TS_VERSION);
     rec->seed = s.seed;
-    rec->gpus = res.gpus;
-    rec->replicas = res.replicas;
-    rec->tp = res.tp;
-    if (fill_metrics(rec, &res, t, full, wall, o.no_wall)) {
+    rec->gpus = res.step[0].gpus;
+    rec->replicas = res.step[0].replicas;
+    rec->tp = res.step[0].tp;
+    int oom = run_multistep_metrics(rec, &res, steps, full, o.json && o.steps > 1 ? &per_step : NULL);
+    if (!o.no_wall && !oom) {
+        double ev = 0;
+        for (int k = 0; k < res.steps; k++)
+            ev += (double)res.step[k].ro.events;
+        add(rec, "wall_s", wall, &oom);
+        add(rec, "events_per_s", wall > 0 ? ev / wall : 0, &oom);
+    }
+    if (oom) {
         ts_errf(&e, "out of memory");
         goto fail;
     }
@@ -287,13 +361,14 @@ static int run_common(int argc, char **argv, int full)
         if (sr)
             goto fail;
     }
+    const char *shown = pol ? pol->name : "custom";
     if (o.json) {
-        if (print_json(rec, m.name, hw.name)) {
+        if (print_json(rec, m.name, hw.name, shown, o.steps, per_step)) {
             ts_errf(&e, "out of memory printing JSON");
             goto fail;
         }
     } else {
-        print_table(rec, m.name, hw.name);
+        print_table(rec, m.name, hw.name, shown, o.steps);
     }
     if (o.db)
         fprintf(stderr, "tailsim: saved run %lld to %s\n", (long long)rec->id, o.db);
@@ -302,9 +377,13 @@ static int run_common(int argc, char **argv, int full)
 fail:
     fprintf(stderr, "tailsim %s: %s\n", argv[0], e.msg);
 done:
-    rlstep_result_free(&res);
+    json_decref(per_step);
+    multistep_result_free(&res);
     run_record_free(rec);
-    trace_free(t);
+    if (steps)
+        for (int k = 0; k < o.steps; k++)
+            trace_free(steps[k]);
+    free(steps);
     return rc;
 }
 

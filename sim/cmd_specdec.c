@@ -127,8 +127,7 @@ int cmd_specdec(int argc, char **argv)
             double ctx_sum = (double)b * ctxs[ci];
             double acc = mean_accept(&s.sp, V, s.seed);
             double t_plain = cost_decode_iter(&hw, &m, s.tp, b, ctx_sum);
-            double t_spec = cost_draft(&hw, &m, s.tp, b, s.sp.depth, s.sp.topk, ctx_sum) +
-                            cost_verify(&hw, &m, s.tp, b, V, ctx_sum, NULL);
+            double t_spec = spec_iter_cost(&s.sp, &hw, &m, s.tp, b, V, ctx_sum, b * acc, NULL);
             double plain = b / t_plain, spec = b * acc / t_spec;
             if (json) {
                 json_t *o = json_object();

@@ -4,7 +4,9 @@
  *   sync      FSDP shards -> inference weights: each TP group all-gathers its
  *             shard (weights/tp bytes) from all GPUs.
  *   rollout   sim/rollout.c on gpus/tp replicas; a replica's GPUs are busy
- *             until its last response ends, then idle until the slowest one.
+ *             until its last response ends, then idle until the slowest one,
+ *             or, with TLT's spot trainer, training the drafter (TL_TRAIN)
+ *             from train_start_s after their end until the slowest one.
  *   reward    reward_step_s + reward_per_response_s * responses / gpus, on
  *             the CPU: the GPUs are idle.
  *   old_logp  a forward pass over every (prompt + response) sequence;
@@ -57,6 +59,8 @@ int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
     cfg->spec_patience = s->spec_patience;
     cfg->sp = s->sp;
     cfg->seed = s->seed;
+    cfg->spot = s->spot;
+    cfg->dp = s->dp;
     return 0;
 }
 
@@ -83,10 +87,12 @@ static int rollout_phase(const scenario *s, const hw_desc *hw, const llm_desc *m
     if (!rec)
         return 0;
     for (int g = 0; g < s->gpus; g++) {
-        double end = res->ro.rep[g / s->tp].end_s;
+        const replica_stats *st = &res->ro.rep[g / s->tp];
+        double end = st->end_s, T = res->ro.makespan_s;
+        double train0 = st->train_s > 0 ? T - st->train_s : T; /* spot trainer from here */
         if (run_add_interval(rec, g, PH_ROLLOUT, TL_BUSY, t0, t0 + end) ||
-            (end < res->ro.makespan_s &&
-             run_add_interval(rec, g, PH_ROLLOUT, TL_IDLE, t0 + end, t0 + res->ro.makespan_s)))
+            (end < train0 && run_add_interval(rec, g, PH_ROLLOUT, TL_IDLE, t0 + end, t0 + train0)) ||
+            (train0 < T && run_add_interval(rec, g, PH_ROLLOUT, TL_TRAIN, t0 + train0, t0 + T)))
             return ts_errf(e, "out of memory for the timeline");
     }
     size_t k = 0;

@@ -20,17 +20,13 @@
  * attention cost gets the running sum of per-sequence contexts, kept
  * incrementally (context sum += decode batch per iteration).
  *
- * Speculative decoding (TLT): once a replica decodes speculatively (from the
- * start, or adaptively after spec_patience consecutive decode iterations with
- * at most tail_threshold requests running), its decoding requests live in a
- * plain array instead of the heap, since each now advances by its own
- * accepted count: an iteration drafts (cost_draft), verifies V tokens per
- * sequence (cost_verify, V from the batch size), and each sequence gains the
- * tokens drawn from the acceptance model (sim/specdec.c), never more than it
- * has left.  The adaptive switch flushes the KV cache, sends every running
- * request back to prefill (prompt + tokens so far) and cuts the prefill
- * budget to a quarter, as TLT's engine does.  This only happens in the tail,
- * so the O(batch) work per speculative iteration is small.
+ * Speculative decoding (TLT) lives in sim/rollout_spec.c: once a replica
+ * decodes speculatively (from the start, or adaptively after spec_patience
+ * consecutive decode iterations with at most tail_threshold requests
+ * running), its decoding requests leave the heap for a plain array, since
+ * each advances by its own accepted count.  The spot trainer (TLT) is priced
+ * at the end (rollout_run): a replica that has finished trains the drafter
+ * until the last replica finishes.
  *
  * Invariants (checked in debug builds): kv_used == sum of KV tokens of the
  * prefilling and decoding requests <= kv capacity; dsum == sum of the decoding
@@ -46,72 +42,8 @@
 #include "common/util.h"
 #include "models/cost.h"
 #include "models/cost_spec.h"
-#include "sim/engine.h"
+#include "sim/rollout_impl.h"
 
-enum { R_WAIT, R_PREFILL, R_DECODE, R_DONE };
-
-typedef struct req {
-    int32_t prompt;     /* prompt tokens */
-    int32_t target;     /* response length, tokens */
-    int32_t gen;        /* tokens generated (while decoding: as of d_start) */
-    int32_t need;       /* tokens to prefill in this admission */
-    int32_t done;       /* tokens of it prefilled so far */
-    int32_t state;
-    int32_t hpos;       /* index in the decode heap */
-    int32_t replica;
-    int64_t d_start;    /* replica decode counter when decoding began */
-    int64_t fin;        /* decode counter value at which it finishes */
-    int64_t admit;      /* admission order (preemption picks the largest) */
-    int32_t kv;         /* speculative decoding: KV tokens held */
-    int32_t acc;        /* speculative decoding: tokens of the verify in flight */
-    double q;           /* drafter quality for this sequence */
-} req;
-
-typedef struct chunk {
-    int32_t r;          /* request */
-    int32_t c;          /* tokens in this chunk */
-} chunk;
-
-typedef struct replica {
-    int id;
-    int32_t *wq;        /* waiting deque (ring) */
-    int32_t wcap, whead, wn;
-    int32_t *pre;       /* prefilling requests, admission order */
-    int32_t npre;
-    int32_t *heap;      /* decoding requests, min-heap on fin */
-    int32_t nheap;
-    chunk *sched;       /* chunks of the iteration in flight */
-    int32_t nsched;
-    int32_t sched_dec;  /* decode tokens of the iteration in flight */
-    int32_t running_at_plan;
-    int64_t D;          /* decode iterations so far */
-    double kv_used;     /* tokens */
-    double dsum;        /* sum of decoding requests' KV tokens */
-    double t_last;      /* start of the iteration in flight, s */
-    int32_t chunk;      /* prefill token budget per iteration */
-    int spec_on;        /* decoding speculatively */
-    int patience;       /* consecutive tail decode iterations (adaptive switch) */
-    int32_t *sp;        /* speculative decoding requests, admission order */
-    spec_tree *sp_tree; /* their verify trees (parallel to sp; rebuilt when V changes) */
-    int32_t *sp_V;      /* budget each tree was built for (0: none yet) */
-    int32_t nsp;
-    int32_t sp_budget;  /* verify budget V of the iteration in flight */
-    double sp_ctx;      /* sum of their KV tokens */
-    gsl_rng *rng;       /* acceptance draws */
-    int32_t *it_buf;    /* scratch for rollout_iter callbacks (6 x wcap), or NULL */
-    replica_stats *st;
-} replica;
-
-typedef struct sim {
-    const rollout_cfg *cfg;
-    req *reqs;
-    replica *reps;
-    int64_t admit_seq;
-    double *finish_s;
-    int64_t unfinished;
-    int failed;
-    ts_err *e;
-} sim;
 
 /* ---- decode heap -------------------------------------------------------- */
 
@@ -197,19 +129,7 @@ static int32_t wq_pop_front(replica *rp)
 
 /* ---- request state ------------------------------------------------------ */
 
-/* KV tokens a decoding request holds: prompt + generated tokens that have
- * been fed back (the newest token enters the cache in the next iteration). */
-static inline double dec_kv(const req *q, int64_t D)
-{
-    return (double)q->need + (double)(D - q->d_start);
-}
-
-static inline int32_t dec_gen(const req *q, int64_t D)
-{
-    return q->gen + (int32_t)(D - q->d_start);
-}
-
-static void finish(sim *s, replica *rp, int32_t r, double t)
+void ro_finish(sim *s, replica *rp, int32_t r, double t)
 {
     s->reqs[r].state = R_DONE;
     s->finish_s[r] = t;
@@ -246,13 +166,7 @@ static int preempt_latest(sim *s, replica *rp)
         memmove(&rp->pre[idx], &rp->pre[idx + 1], (size_t)(rp->npre - idx - 1) * sizeof *rp->pre);
         rp->npre--;
     } else if (where == 2) {
-        rp->kv_used -= q->kv;
-        rp->sp_ctx -= q->kv;
-        size_t tail = (size_t)(rp->nsp - idx - 1);
-        memmove(&rp->sp[idx], &rp->sp[idx + 1], tail * sizeof *rp->sp);
-        memmove(&rp->sp_tree[idx], &rp->sp_tree[idx + 1], tail * sizeof *rp->sp_tree);
-        memmove(&rp->sp_V[idx], &rp->sp_V[idx + 1], tail * sizeof *rp->sp_V);
-        rp->nsp--;
+        ro_spec_remove(s, rp, idx);
     } else {
         double kv = dec_kv(q, rp->D);
         rp->kv_used -= kv;
@@ -359,20 +273,7 @@ static int plan(sim *s, engine *e, replica *rp)
         if (n_dec > 0 || rp->nsched > 0) {
             double dt;
             if (rp->spec_on && n_dec > 0) {
-                /* draw every sequence's accepted tokens now, apply them at the end */
-                for (int32_t k = 0; k < n_dec; k++) {
-                    req *q = &s->reqs[rp->sp[k]];
-                    if (rp->sp_V[k] != V) {
-                        spec_tree_build(&cfg->sp, q->q, V, &rp->sp_tree[k]);
-                        rp->sp_V[k] = V;
-                    }
-                    int a = spec_sample(&cfg->sp, &rp->sp_tree[k], rp->rng);
-                    rp->st->spec_accepted += a;
-                    q->acc = a < q->target - q->gen ? a : q->target - q->gen;
-                }
-                dt = cost_draft(cfg->hw, cfg->llm, cfg->tp, n_dec, cfg->sp.depth, cfg->sp.topk,
-                                rp->sp_ctx) +
-                     cost_verify(cfg->hw, cfg->llm, cfg->tp, n_dec, V, rp->sp_ctx, &b);
+                dt = ro_spec_plan(s, rp, V, &b);
             } else {
                 dt = cost_iter(cfg->hw, cfg->llm, cfg->tp, &b);
             }
@@ -398,47 +299,6 @@ static int plan(sim *s, engine *e, replica *rp)
     }
 }
 
-static int cmp_admit(const void *a, const void *b, void *ctx)
-{
-    const req *reqs = ctx;
-    int64_t x = reqs[*(const int32_t *)a].admit, y = reqs[*(const int32_t *)b].admit;
-    return (x > y) - (x < y);
-}
-
-/* TLT's switch: flush the KV cache, send every running request back to
- * prefill (prompt + tokens so far) in admission order, quarter the prefill
- * budget, and decode speculatively from now on. */
-static void switch_to_spec(sim *s, replica *rp, double now)
-{
-    for (int32_t k = 0; k < rp->nheap; k++) {
-        int32_t r = rp->heap[k];
-        req *q = &s->reqs[r];
-        q->gen = dec_gen(q, rp->D);
-        q->state = R_PREFILL;
-        rp->pre[rp->npre++] = r;
-    }
-    rp->nheap = 0;
-    for (int32_t k = 0; k < rp->npre; k++) {
-        req *q = &s->reqs[rp->pre[k]];
-        q->need = q->prompt + q->gen;
-        q->done = 0;
-    }
-    /* insertion sort by admission order (tail batches are small) */
-    for (int32_t k = 1; k < rp->npre; k++) {
-        int32_t r = rp->pre[k], j = k;
-        while (j > 0 && cmp_admit(&rp->pre[j - 1], &r, s->reqs) > 0) {
-            rp->pre[j] = rp->pre[j - 1];
-            j--;
-        }
-        rp->pre[j] = r;
-    }
-    rp->kv_used = 0;
-    rp->dsum = 0;
-    rp->chunk = rp->chunk / 4 > 0 ? rp->chunk / 4 : 1;
-    rp->spec_on = 1;
-    rp->st->spec_on_s = now;
-}
-
 static void iter_done(engine *e, void *ctx, uint64_t arg)
 {
     sim *s = ctx;
@@ -453,32 +313,7 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
     if (rp->running_at_plan > rp->st->peak_running)
         rp->st->peak_running = rp->running_at_plan;
     if (rp->spec_on && rp->sched_dec > 0) {
-        /* verify: each sequence gains its accepted tokens */
-        int32_t keep = 0;
-        rp->st->spec_iterations++;
-        rp->st->spec_seq_steps += rp->sched_dec;
-        for (int32_t k = 0; k < rp->nsp; k++) {
-            int32_t r = rp->sp[k];
-            req *q = &s->reqs[r];
-            q->gen += q->acc;
-            q->kv += q->acc;
-            rp->kv_used += q->acc;
-            rp->sp_ctx += q->acc;
-            rp->st->decode_tokens += q->acc;
-            rp->st->spec_tokens += q->acc;
-            if (q->gen >= q->target) {
-                rp->kv_used -= q->kv;
-                rp->sp_ctx -= q->kv;
-                finish(s, rp, r, now);
-            } else {
-                if (keep != k) {
-                    rp->sp_tree[keep] = rp->sp_tree[k];
-                    rp->sp_V[keep] = rp->sp_V[k];
-                }
-                rp->sp[keep++] = r;
-            }
-        }
-        rp->nsp = keep;
+        ro_spec_verify_done(s, rp, now);
     } else if (rp->sched_dec > 0) {
         /* decodes: every decoding request produced one token */
         rp->D++;
@@ -491,7 +326,7 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
             rp->kv_used -= kv;
             rp->dsum -= kv;
             heap_remove(s, rp, 0);
-            finish(s, rp, r, now);
+            ro_finish(s, rp, r, now);
         }
     }
     /* prefill chunks: a completed prefill yields the request's next token */
@@ -513,15 +348,12 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
         rp->st->decode_tokens++;
         if (q->gen >= q->target) {
             rp->kv_used -= q->need;
-            finish(s, rp, r, now);
+            ro_finish(s, rp, r, now);
             continue;
         }
         q->state = R_DECODE;
         if (rp->spec_on) {
-            q->kv = q->need;
-            rp->sp_ctx += q->need;
-            rp->sp_V[rp->nsp] = 0;
-            rp->sp[rp->nsp++] = r;
+            ro_spec_admit(s, rp, r);
         } else {
             q->d_start = rp->D;
             q->fin = rp->D + (q->target - q->gen);
@@ -535,7 +367,7 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
     if (cfg->spec == SPEC_ADAPTIVE && !rp->spec_on && rp->sched_dec > 0) {
         rp->patience = rp->running_at_plan <= cfg->tail_threshold ? rp->patience + 1 : 0;
         if (rp->patience >= cfg->spec_patience && rp->nheap + rp->npre > 0)
-            switch_to_spec(s, rp, now);
+            ro_spec_switch(s, rp, now);
     }
     plan(s, e, rp);
 }
@@ -600,6 +432,8 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
     if (cfg->kv_tokens < 1)
         return ts_errf(e, "KV cache capacity is %.0f tokens: the model does not fit", cfg->kv_tokens);
     if (cfg->spec != SPEC_OFF && spec_params_check(&cfg->sp, e))
+        return -1;
+    if (cfg->spot && drafter_params_check(&cfg->dp, e))
         return -1;
     sim s = {0};
     s.cfg = cfg;
@@ -699,12 +533,30 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         accepted += st->spec_accepted;
         tail += st->tail_s;
     }
-    for (int r = 0; r < cfg->replicas; r++)
-        idle += res->makespan_s - res->rep[r].busy_s;
+    /* TLT's spot trainer: a finished replica releases its KV cache, loads the
+     * drafter and trains it until the last replica finishes (a step cut off
+     * by the end of the rollout is not counted) */
+    if (cfg->spot) {
+        res->spot_step_s = cost_draft_train_step(cfg->hw, cfg->llm, cfg->dp.seqs, cfg->dp.window);
+        TS_CHECK(res->spot_step_s > 0 && isfinite(res->spot_step_s));
+    }
+    double train = 0;
+    for (int r = 0; r < cfg->replicas; r++) {
+        replica_stats *st = &res->rep[r];
+        idle += res->makespan_s - st->busy_s;
+        double free_s = res->makespan_s - st->end_s - cfg->dp.start_s;
+        if (cfg->spot && free_s > 0) {
+            st->train_s = free_s;
+            st->drafter_steps = (int64_t)floor(free_s / res->spot_step_s) * cfg->tp;
+            res->drafter_gpu_steps += st->drafter_steps;
+            train += free_s;
+        }
+    }
     res->accept_len = seq_steps > 0 ? (double)accepted / (double)seq_steps : 0.0;
     full_rate(cfg, t, res);
     double span = res->makespan_s * cfg->replicas;
-    res->bubble_fraction = span > 0 ? idle / span : 0;
+    res->bubble_fraction = span > 0 ? (idle - train) / span : 0;
+    res->train_fraction = span > 0 ? train / span : 0;
     res->tail_fraction = span > 0 ? tail / span : 0;
     res->utilization = span > 0 ? (double)res->decode_tokens / (span * res->full_rate) : 0;
     rc = 0;

@@ -55,6 +55,9 @@ typedef struct rollout_cfg {
     int spec_patience;      /* adaptive: decode iterations at or under the threshold */
     spec_params sp;         /* acceptance model */
     uint64_t seed;          /* acceptance draws: one stream per replica */
+    int spot;               /* 1: a replica that has finished trains the drafter
+                             * (TLT's spot trainer) until the rollout ends */
+    drafter_params dp;      /* spot trainer's batch and start-up time */
     rollout_iter_fn on_iter;/* optional: called for every planned iteration */
     void *on_iter_ctx;
 } rollout_cfg;
@@ -74,6 +77,8 @@ typedef struct replica_stats {
     int64_t spec_accepted;  /* accepted tokens drawn, bonus included, before the
                              * response's end truncates them */
     double spec_on_s;       /* when speculation switched on, s (-1: never) */
+    double train_s;         /* spot trainer: drafter-training time after end_s, s */
+    int64_t drafter_steps;  /* spot trainer: drafter steps, summed over the replica's GPUs */
     int32_t responses;      /* responses placed on it */
     int32_t peak_running;
 } replica_stats;
@@ -93,7 +98,11 @@ typedef struct rollout_result {
     uint64_t events;          /* engine events */
     double full_rate;         /* decode tokens/s of one replica at full batch, see rollout.c */
     double full_batch;        /* the batch size behind full_rate */
-    double bubble_fraction;   /* idle replica-time after each replica's end, over replicas*makespan */
+    double spot_step_s;       /* one drafter training step on one GPU, s (0: no spot trainer) */
+    int64_t drafter_gpu_steps;/* drafter steps the spot trainer ran, summed over GPUs */
+    double train_fraction;    /* drafter-training replica-time over replicas*makespan */
+    double bubble_fraction;   /* idle replica-time after each replica's end, drafter
+                               * training excluded, over replicas*makespan */
     double tail_fraction;     /* sum tail_s over replicas*makespan */
     double utilization;       /* decode tokens over replicas*makespan*full_rate */
 } rollout_result;

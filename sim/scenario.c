@@ -52,6 +52,15 @@ static const key_def keys[] = {
     {"spec", "quality", K_DBL, OFF(sp.quality), 0.001, 0.999, "mean top-1 acceptance per position"},
     {"spec", "decay", K_DBL, OFF(sp.decay), 0.01, 1, "acceptance decay per depth"},
     {"spec", "kappa", K_DBL, OFF(sp.kappa), 0, 1e6, "Beta concentration of per-sequence quality"},
+    {"spec", "spot", K_BOOL, OFF(spot), 0, 1, "spot-train the drafter on finished replicas"},
+    {"spec", "q_max", K_DBL, OFF(dp.q_max), 0.001, 0.999, "drafter quality trained to convergence"},
+    {"spec", "q_floor", K_DBL, OFF(dp.q_floor), 0.001, 0.999, "quality of a fully stale drafter"},
+    {"spec", "drift", K_DBL, OFF(dp.drift), 0, 1, "drafter quality lost per RL step (fraction of q - q_floor)"},
+    {"spec", "tau", K_DBL, OFF(dp.tau), 1e-3, 1e12, "drafter GPU-steps per 1/e of the gap to q_max"},
+    {"spec", "train_seqs", K_INT, OFF(dp.seqs), 1, 4096, "sequences per GPU per drafter step"},
+    {"spec", "train_window", K_INT, OFF(dp.window), 1, 1 << 20, "tokens per drafter training window"},
+    {"spec", "train_start_s", K_DBL, OFF(dp.start_s), 0, 3600, "s from a replica's end to its first drafter step"},
+    {"policy", "name", K_STR, OFF(policy), 0, 32, "long-tail policy (verl, tlt-base, tlt, ...)"},
     {"trace", "file", K_STR, OFF(trace_file), 0, SCN_STR, "trace file (shared:PATH for ../shared)"},
     {"trace", "step", K_INT, OFF(trace_step), -1, 1 << 30, "step to replay (-1: first)"},
     {"trace", "dist", K_STR, OFF(dist), 0, SCN_STR, "generator distribution"},
@@ -84,6 +93,7 @@ static void scenario_defaults(scenario *s)
     snprintf(s->spec_mode, sizeof s->spec_mode, "off");
     s->spec_patience = 10;
     spec_params_default(&s->sp);
+    drafter_params_default(&s->dp);
     snprintf(s->dist, sizeof s->dist, "mixture");
     s->prompts = 64;
     s->group = 8;

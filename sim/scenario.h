@@ -44,6 +44,10 @@ typedef struct scenario {
     char spec_mode[16];      /* off | always | adaptive */
     int spec_patience;       /* adaptive switch: tail decode iterations */
     spec_params sp;          /* acceptance model */
+    int spot;                /* TLT's spot trainer on finished replicas */
+    drafter_params dp;       /* drafter quality dynamics and spot-trainer batch */
+    /* [policy] */
+    char policy[32];         /* long-tail policy (sim/policy.h); "" = the [spec] keys as given */
     /* [trace] */
     char trace_file[SCN_STR];/* "" -> generate; "shared:PATH" -> $TAILSIM_SHARED/PATH */
     int trace_step;          /* step to replay, -1: the first */

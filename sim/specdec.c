@@ -15,6 +15,18 @@
  * depth i it draws the target token's rank from the geometric law with q_i
  * and stops at the first rank beyond topk or path outside the tree; the tests
  * check the two against each other and against the expected value.
+ *
+ * Drafter dynamics (drafter_next_quality): the defaults are assumptions, not
+ * fits, shaped after what TLT reports qualitatively (a frozen drafter's
+ * acceptance falls as RL moves the policy; the spot-trained one keeps it):
+ * q_floor 0.50 (a stale EAGLE head still gets about half of the top-1
+ * tokens right), drift 0.02 per RL step (a frozen drafter loses 1 - 1/e of
+ * its edge over about 50 steps), tau 2000 GPU-steps of 4 x 512 tokens (about
+ * 4M tokens, a fraction of one step's rollout data: a step's bubble saturates
+ * the training), q_max 0.8265 so that the trained steady state is the
+ * calibrated 0.82 (accepted length 6.53 at V 48).  The training batch is
+ * fastrl's: min(batch_size_per_gpu, 4) sequences, 512-token windows, from the
+ * last 2 RL steps' buffer (verl/workers/drafter/eagle_background_trainer.py).
  */
 #include "sim/specdec.h"
 
@@ -22,6 +34,8 @@
 #include <stdlib.h>
 
 #include <gsl/gsl_randist.h>
+
+#include "models/cost_spec.h"
 
 void spec_params_default(spec_params *p)
 {
@@ -198,5 +212,48 @@ double spec_draw_quality(const spec_params *p, gsl_rng *r)
     if (p->kappa <= 0)
         return p->quality;
     double q = gsl_ran_beta(r, p->quality * p->kappa, (1 - p->quality) * p->kappa);
+    return fmin(fmax(q, 1e-6), 1 - 1e-6);
+}
+
+double spec_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
+                      int batch, int V, double ctx_sum, double accepted, const cost_batch *extra)
+{
+    return cost_draft(hw, m, tp, batch, p->depth, p->topk, ctx_sum) +
+           cost_verify(hw, m, tp, batch, V, ctx_sum, extra) +
+           cost_draft_extend(hw, m, tp, batch, accepted, ctx_sum);
+}
+
+void drafter_params_default(drafter_params *p)
+{
+    p->q_max = 0.8265;
+    p->q_floor = 0.50;
+    p->drift = 0.02;
+    p->tau = 2000.0;
+    p->seqs = 4;
+    p->window = 512;
+    p->start_s = 1.0;
+}
+
+int drafter_params_check(const drafter_params *p, ts_err *e)
+{
+    if (!(p->q_floor > 0 && p->q_floor <= p->q_max && p->q_max < 1))
+        return ts_errf(e, "drafter: need 0 < q_floor (%g) <= q_max (%g) < 1", p->q_floor, p->q_max);
+    if (!(p->drift >= 0 && p->drift <= 1))
+        return ts_errf(e, "drafter: drift %g out of range [0, 1]", p->drift);
+    if (!(p->tau > 0))
+        return ts_errf(e, "drafter: tau %g must be positive", p->tau);
+    if (p->seqs < 1 || p->window < 1)
+        return ts_errf(e, "drafter: seqs %d and window %d must be positive", p->seqs, p->window);
+    if (!(p->start_s >= 0))
+        return ts_errf(e, "drafter: start_s %g must be non-negative", p->start_s);
+    return 0;
+}
+
+double drafter_next_quality(const drafter_params *p, double q, double gpu_steps)
+{
+    if (gpu_steps > 0 && q < p->q_max)
+        q = p->q_max - (p->q_max - q) * exp(-gpu_steps / p->tau);
+    if (q > p->q_floor)
+        q = p->q_floor + (q - p->q_floor) * (1.0 - p->drift);
     return fmin(fmax(q, 1e-6), 1 - 1e-6);
 }

@@ -25,6 +25,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "common/err.h"
+#include "models/cost.h"
 
 #define SPEC_MAX_DEPTH 15
 #define SPEC_MAX_BUDGET 256
@@ -70,5 +71,38 @@ int spec_sample_walk(const spec_params *p, double q, const spec_tree *t, gsl_rng
 
 /* Draws a sequence's quality. */
 double spec_draw_quality(const spec_params *p, gsl_rng *r);
+
+/* Duration of one speculative iteration of `batch` sequences whose contexts
+ * sum to ctx_sum, s: `depth` draft steps (cost_draft), the verify of V tokens
+ * per sequence with the prefill chunks of `extra` (may be NULL) sharing the
+ * pass (cost_verify), and the draft extend over the `accepted` tokens
+ * (cost_draft_extend).  Cannot fail. */
+double spec_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
+                      int batch, int V, double ctx_sum, double accepted, const cost_batch *extra);
+
+/* Drafter quality across RL steps (TLT's adaptive drafter).  Between steps
+ * the quality q (the mean per-position top-1 acceptance, spec_params.quality)
+ * first gains from the spot trainer's n drafter GPU-steps,
+ *     q <- q_max - (q_max - q) exp(-n / tau),
+ * then loses to the policy update (the target moved, the drafter did not),
+ *     q <- q_floor + (q - q_floor) (1 - drift).
+ * With enough spot training every step, q settles at
+ * q_floor + (q_max - q_floor)(1 - drift); without any, it decays
+ * geometrically toward q_floor. */
+typedef struct drafter_params {
+    double q_max;     /* quality of a drafter trained to convergence on the current policy */
+    double q_floor;   /* quality of a fully stale drafter */
+    double drift;     /* fraction of (q - q_floor) lost per RL step */
+    double tau;       /* drafter GPU-steps closing 1 - 1/e of the gap to q_max */
+    int seqs;         /* sequences per GPU per drafter step (fastrl: min(batch, 4)) */
+    int window;       /* tokens per training window (fastrl: 512) */
+    double start_s;   /* s from a replica's last response to its first drafter step */
+} drafter_params;
+
+/* Defaults and where they come from: see specdec.c. */
+void drafter_params_default(drafter_params *p);
+int drafter_params_check(const drafter_params *p, ts_err *e);
+/* The quality of the next RL step after `gpu_steps` drafter steps in this one. */
+double drafter_next_quality(const drafter_params *p, double q, double gpu_steps);
 
 #endif

@@ -46,34 +46,9 @@
 #pragma weak llm_load
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
-#define MAX_REPS 200
-
-typedef struct vmodel {
-    char name[64];
-    int hidden, heads, kv_heads, hd, ffn, vocab;
-} vmodel;
-
-typedef struct vcfg { /* a model at one tensor-parallel degree, local shapes */
-    const vmodel *m;
-    int tp, heads, kv, ffn, vocab;
-} vcfg;
-
-typedef struct calib {
-    int quick, warmup, reps;
-    size_t cap_tokens;   /* most KV tokens in one attention batch */
-    double copy_bw;      /* bytes/s, measured; 0 before */
-    double peak_flops;   /* FLOP/s of gemm_peak; 0 before */
-    vmodel models[2];
-    vcfg cfgs[8];
-    int ncfg;
-    calib_set set;
-    float us[MAX_REPS];
-    ts_err err;
-} calib;
-
 static const vmodel BUILTIN[2] = {
-    {"qwen2.5-7b", 3584, 28, 4, 128, 18944, 152064},
-    {"qwen2.5-32b", 5120, 40, 8, 128, 27648, 152064},
+    {"qwen2.5-7b", 3584, 28, 4, 128, 18944, 152064, 1},
+    {"qwen2.5-32b", 5120, 40, 8, 128, 27648, 152064, 1},
 };
 
 static void load_model(const vmodel *builtin, vmodel *out)
@@ -95,6 +70,7 @@ static void load_model(const vmodel *builtin, vmodel *out)
     out->hd = d.head_dim;
     out->ffn = d.ffn;
     out->vocab = d.vocab;
+    out->qkv_bias = d.qkv_bias;
     printf("models: %s from models/llm\n", builtin->name);
 }
 
@@ -113,7 +89,7 @@ static int add_cfg(calib *c, const vmodel *m, int tp)
     return 0;
 }
 
-static calib_row row_init(const char *op)
+calib_row calib_row_init(const char *op)
 {
     calib_row r;
     memset(&r, 0, sizeof r);
@@ -122,7 +98,7 @@ static calib_row row_init(const char *op)
 }
 
 /* Times fn, fills the statistics and clocks of r, prints it, stores it. */
-static int measure(calib *c, kt_launch_fn fn, void *arg, calib_row *r)
+int calib_measure(calib *c, kt_launch_fn fn, void *arg, calib_row *r)
 {
     if (kt_time(fn, arg, c->warmup, c->reps, c->us))
         return ts_errf(&c->err, "timing %s (m=%.0f n=%.0f k=%.0f b=%.0f): %s", r->op, r->m,
@@ -140,7 +116,7 @@ static int measure(calib *c, kt_launch_fn fn, void *arg, calib_row *r)
 }
 
 /* Allocates n bf16 on the device filled with U(-1, 1); NULL on failure. */
-static kt_bf16 *dev_random(calib *c, size_t n, uint64_t seed)
+kt_bf16 *calib_dev_random(calib *c, size_t n, uint64_t seed)
 {
     kt_bf16 *d = kt_malloc(n * sizeof *d);
     if (!d || kt_fill_bf16(d, n, seed, 1.0f)) {
@@ -165,13 +141,13 @@ static int sweep_copy(calib *c)
 {
     size_t bytes = (size_t)1 << 30;
     copy_arg a = {kt_malloc(bytes), NULL, bytes};
-    a.src = dev_random(c, bytes / 2, 1);
+    a.src = calib_dev_random(c, bytes / 2, 1);
     int rc = -1;
     if (a.dst && a.src) {
-        calib_row r = row_init("copy");
+        calib_row r = calib_row_init("copy");
         r.m = (double)bytes;
         r.bytes = 2.0 * bytes;
-        rc = measure(c, launch_copy, &a, &r);
+        rc = calib_measure(c, launch_copy, &a, &r);
         if (rc == 0)
             c->copy_bw = r.bytes / (r.median_us * 1e-6);
     } else if (!a.dst) {
@@ -196,13 +172,13 @@ static int time_gemm(calib *c, gemm_arg *a, const char *op, int m, int n, int k)
 {
     if (kt_gemm_plan(a->g, m, n, k))
         return ts_errf(&c->err, "gemm %d x %d x %d: %s", m, n, k, kt_error());
-    calib_row r = row_init(op);
+    calib_row r = calib_row_init(op);
     r.m = m;
     r.n = n;
     r.k = k;
     r.flops = 2.0 * m * n * k;
     r.bytes = 2.0 * ((double)m * k + (double)n * k + (double)m * n);
-    return measure(c, launch_gemm, a, &r);
+    return calib_measure(c, launch_gemm, a, &r);
 }
 
 static int sweep_gemm(calib *c)
@@ -235,7 +211,7 @@ static int sweep_gemm(calib *c)
         nw = nw > n * k ? nw : n * k;
         nc = nc > max_m * n ? nc : max_m * n;
     }
-    gemm_arg a = {kt_gemm_new(), dev_random(c, na, 2), dev_random(c, nw, 3), kt_malloc(nc * 2)};
+    gemm_arg a = {kt_gemm_new(), calib_dev_random(c, na, 2), calib_dev_random(c, nw, 3), kt_malloc(nc * 2)};
     int rc = -1;
     if (!a.g || !a.C) {
         ts_errf(&c->err, "gemm setup: %s", kt_error());
@@ -290,7 +266,7 @@ static int time_attn(calib *c, attn_arg *a, const vcfg *v, const int *ctx, const
     a->p = kt_attn_plan(ctx, qlen, b, v->heads, v->kv, 128, 0);
     if (!a->p)
         return ts_errf(&c->err, "attention plan (b=%d): %s", b, kt_error());
-    calib_row r = row_init(qlen ? "chunk_attn" : "decode_attn");
+    calib_row r = calib_row_init(qlen ? "chunk_attn" : "decode_attn");
     r.m = v->heads;
     r.n = v->kv;
     r.k = 128;
@@ -300,7 +276,7 @@ static int time_attn(calib *c, attn_arg *a, const vcfg *v, const int *ctx, const
     r.q_len = qlen ? qlen[0] : 1;
     r.flops = 4.0 * v->heads * 128 * kt_attn_pairs(a->p);
     r.bytes = 4.0 * v->kv * 128 * ctx_sum + 4.0 * q_rows * v->heads * 128;
-    int rc = measure(c, launch_attn, a, &r);
+    int rc = calib_measure(c, launch_attn, a, &r);
     kt_attn_free(a->p);
     a->p = NULL;
     return rc;
@@ -387,7 +363,7 @@ static int sweep_attn(calib *c, int chunk)
         max_heads = c->cfgs[i].heads > max_heads ? c->cfgs[i].heads : max_heads;
     }
     size_t nkv = c->cap_tokens * max_kv * 128, nq = (size_t)ATTN_MAX_Q_ROWS * max_heads * 128;
-    attn_arg a = {NULL, dev_random(c, nq, 4), dev_random(c, nkv, 5), dev_random(c, nkv, 6),
+    attn_arg a = {NULL, calib_dev_random(c, nq, 4), calib_dev_random(c, nkv, 5), calib_dev_random(c, nkv, 6),
                   kt_malloc(nq * 2), chunk};
     int *ctx = malloc(512 * sizeof *ctx), *qlen = malloc(512 * sizeof *qlen);
     int rc = -1;
@@ -456,8 +432,8 @@ static int sweep_rows(calib *c)
         vocab = v->m->vocab > vocab ? v->m->vocab : vocab;
     }
     size_t nx = (size_t)max_rows * width;
-    rows_arg a = {0, 0, 0, vocab, dev_random(c, nx, 8), dev_random(c, nx, 9),
-                  dev_random(c, (size_t)hidden, 10), dev_random(c, (size_t)vocab * hidden, 11),
+    rows_arg a = {0, 0, 0, vocab, calib_dev_random(c, nx, 8), calib_dev_random(c, nx, 9),
+                  calib_dev_random(c, (size_t)hidden, 10), calib_dev_random(c, (size_t)vocab * hidden, 11),
                   kt_malloc(max_rows * sizeof(int)), kt_malloc(max_rows * sizeof(int))};
     int *h = malloc(max_rows * sizeof *h);
     int rc = -1, seen[4][16], nseen[4] = {0};
@@ -490,7 +466,7 @@ static int sweep_rows(calib *c)
                 continue;
             seen[a.op][nseen[a.op]++] = a.n = widths[a.op];
             for (int j = 0; j < nr; j++) {
-                calib_row r = row_init(names[a.op]);
+                calib_row r = calib_row_init(names[a.op]);
                 a.rows = rs[j];
                 r.m = a.rows;
                 r.n = a.n;
@@ -504,7 +480,7 @@ static int sweep_rows(calib *c)
                                       6 * elems, 4 * elems + 4.0 * a.rows};
                 r.flops = fl[a.op];
                 r.bytes = by[a.op];
-                if (measure(c, launch_rows, &a, &r))
+                if (calib_measure(c, launch_rows, &a, &r))
                     goto cleanup;
             }
         }
@@ -541,7 +517,7 @@ static int sweep_verify(calib *c)
     int nb = c->quick ? (int)NELEM(qb) : (int)NELEM(fb);
     int nv = c->quick ? (int)NELEM(qv) : (int)NELEM(fv);
     const int vocab = c->models[0].vocab, max_rows = 128 * 49;
-    verify_arg a = {dev_random(c, (size_t)max_rows * vocab, 12), kt_malloc(max_rows * 4),
+    verify_arg a = {calib_dev_random(c, (size_t)max_rows * vocab, 12), kt_malloc(max_rows * 4),
                     kt_malloc(max_rows * 4), kt_malloc(128 * 4), kt_malloc(max_rows * 4),
                     0, 0, vocab};
     int *h = malloc(max_rows * sizeof *h), rc = -1;
@@ -559,7 +535,7 @@ static int sweep_verify(calib *c)
     }
     for (int i = 0; i < nb; i++)
         for (int j = 0; j < nv; j++) {
-            calib_row r = row_init("verify_accept");
+            calib_row r = calib_row_init("verify_accept");
             a.b = bs[i];
             a.V = vs[j];
             r.m = (double)a.b * (a.V + 1);
@@ -568,7 +544,7 @@ static int sweep_verify(calib *c)
             r.q_len = a.V;
             r.flops = r.m * vocab;
             r.bytes = 2.0 * r.m * vocab + 8.0 * r.m + 4.0 * a.b * a.V;
-            if (measure(c, launch_verify, &a, &r))
+            if (calib_measure(c, launch_verify, &a, &r))
                 goto cleanup;
         }
     rc = 0;
@@ -615,7 +591,7 @@ int val_calibrate(int argc, char **argv)
             only = argv[++i];
         } else {
             fprintf(stderr, "calibrate: unknown option '%s' (--quick, --reps N, --only "
-                            "copy|gemm|decode_attn|chunk_attn|rows|verify, -o DIR)\n", argv[i]);
+                            "copy|gemm|decode_attn|chunk_attn|rows|verify|layer|drafter|train, -o DIR)\n", argv[i]);
             return 2;
         }
     }
@@ -644,6 +620,8 @@ int val_calibrate(int argc, char **argv)
     struct { const char *name; int (*fn)(calib *); } groups[] = {
         {"copy", sweep_copy}, {"gemm", sweep_gemm}, {"decode_attn", NULL},
         {"chunk_attn", NULL}, {"rows", sweep_rows}, {"verify", sweep_verify},
+        {"layer", calib_sweep_layer}, {"drafter", calib_sweep_drafter},
+        {"train", calib_sweep_train},
     };
     int known = only == NULL;
     for (size_t g = 0; g < NELEM(groups); g++)

@@ -5,20 +5,25 @@
 #   OUT=/some/dir sh validate/gpu.sh       (OUT defaults to validate/results/local)
 #
 # It builds build/tailsim-validate (make validate), runs `selftest` (every
-# kernel against its C reference) and `calibrate --quick -o $OUT/calib`, and
-# leaves everything under $OUT: device.txt (nvidia-smi), build.log,
-# selftest.log, calibrate.log, calib/calib.csv, calib/calib.db and
-# summary.txt (also printed last).  Each step has a time limit (build 150 s,
-# selftest 90 s, calibrate 200 s) so the whole run ends within 8 minutes.
-# `check` and `confirm` are not implemented yet; they will be added here.
+# kernel against its C reference), `calibrate --quick -o $OUT/calib` and
+# `check` on the CSV it wrote (fit on half the shapes, predicted vs measured
+# on the other half), and leaves everything under $OUT: device.txt
+# (nvidia-smi), build.log, selftest.log, calibrate.log, calib/calib.csv,
+# calib/calib.db, check.txt, check.json, check-fit.ini (the fit on all rows
+# as a hardware INI), models/calib/<gpu>.csv (the CSV where the repository
+# keeps it: commit it as models/calib/<gpu>.csv and hw_load() fits the
+# hardware model to it) and summary.txt (also printed last).  Each step has a
+# time limit (build 150 s, selftest 90 s, calibrate 200 s, check 30 s) so the
+# whole run ends within 8 minutes.  `confirm` is not implemented yet.
 #
 # On a machine whose image lacks the -dev packages (gsl, sqlite3, inih,
 # jansson) `make validate` fails; then a build/tailsim-validate-portable made
 # elsewhere with `make validate-portable` (those libraries linked statically)
 # is used if it was copied along (with this workplace's device tool: build it
 # here, then run `sh validate/gpu.sh` with carry ["build/tailsim-validate-portable"];
-# the tool sets OUT).  Exit status: 0 when selftest passed and calibration
-# wrote its rows, 1 otherwise.
+# the tool sets OUT).  Exit status: 0 when selftest passed, calibration
+# wrote its rows and check ran (whether or not the accuracy targets were met:
+# check.txt says), 1 otherwise.
 set -u
 OUT=${OUT:-validate/results/local}
 mkdir -p "$OUT/calib" || exit 1
@@ -54,6 +59,23 @@ ca=$?
 say "calibrate exit $ca: $(tail -n 1 "$OUT/calibrate.log")"
 [ "$ca" = 0 ] || grep -i 'calibrate:' "$OUT/calibrate.log" | tail -n 5
 
+# check: the cost model fitted to half of the shapes, the other half
+# predicted (runs on the CPU only; never touches the GPU).
+ck=skipped
+if [ -s "$OUT/calib/calib.csv" ]; then
+    timeout 30 "$BIN" check "$OUT/calib/calib.csv" -o "$OUT/check-fit.ini" >"$OUT/check.txt" 2>&1
+    ck=$?
+    timeout 30 "$BIN" check "$OUT/calib/calib.csv" --json >"$OUT/check.json" 2>>"$OUT/check.txt"
+    say "check exit $ck (0: targets met, 1: missed, 2: error); report in check.txt, check.json"
+    sed -n '/^held-out/,$p' "$OUT/check.txt"
+    gpu=$(sed -n '2{s/^"\([^"]*\)".*/\1/p}' "$OUT/calib/calib.csv" | tr 'A-Z' 'a-z' |
+          grep -oE '[a-z][0-9]{2,4}[a-z]*' | head -n 1)
+    gpu=${gpu:-gpu}
+    mkdir -p "$OUT/models/calib" && cp "$OUT/calib/calib.csv" "$OUT/models/calib/$gpu.csv"
+    say "commit $OUT/calib/calib.csv as models/calib/$gpu.csv (copy at $OUT/models/calib/$gpu.csv):" \
+        "hw_load(\"$gpu\") then fits the hardware model to it"
+fi
+
 # Summary: per op, rows and the best achieved bandwidth and FLOP rate, as
 # fractions of the measured copy bandwidth and gemm_peak.
 if [ -s "$OUT/calib/calib.csv" ]; then
@@ -71,6 +93,10 @@ if [ -s "$OUT/calib/calib.csv" ]; then
     }' "$OUT/calib/calib.csv" >"$OUT/summary.txt"
     grep -c . "$OUT/calib/calib.csv" | awk '{ print "calib.csv: " $1 - 1 " rows" }' >>"$OUT/summary.txt"
 fi
-echo "selftest exit $st, calibrate exit $ca, $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
+if [ -s "$OUT/check.txt" ]; then
+    grep -E '^(median per-op|worst op|all held-out)' "$OUT/check.txt" >>"$OUT/summary.txt"
+    [ -n "${gpu:-}" ] && echo "commit $OUT/calib/calib.csv as models/calib/$gpu.csv" >>"$OUT/summary.txt"
+fi
+echo "selftest exit $st, calibrate exit $ca, check exit $ck, $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
 cat "$OUT/summary.txt"
-[ "$st" = 0 ] && [ "$ca" = 0 ]
+[ "$st" = 0 ] && [ "$ca" = 0 ] && { [ "$ck" = 0 ] || [ "$ck" = 1 ]; }

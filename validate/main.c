@@ -4,9 +4,11 @@
  *
  *   tailsim-validate selftest [--seed N]      every kernel vs its C reference
  *   tailsim-validate calibrate [--quick] -o DIR   timings -> DIR/calib.csv, calib.db
- *   tailsim-validate check CSV                (not yet) fit and hold-out error
+ *   tailsim-validate check CSV [--json] [-o FILE.ini]   fit and hold-out error
  *   tailsim-validate confirm [--trace FILE]   (not yet) mini rollout on the GPU
  *
+ * check runs anywhere and never initialises CUDA (validate/check.c; the same
+ * command is `tailsim calib check`).
  * Without a CUDA device, selftest and calibrate print "no CUDA device" and
  * exit 77 (the conventional "skipped" status); 0 means success, 1 a failed
  * check, 2 a usage or runtime error.
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "validate/check.h"
 #include "validate/validate.h"
 
 static void usage(FILE *f)
@@ -25,7 +28,9 @@ static void usage(FILE *f)
             "  calibrate [--quick] [--reps N] -o DIR\n"
             "                               time every op over the model shapes; writes\n"
             "                               DIR/calib.csv and DIR/calib.db\n"
-            "  check CSV                    (not yet implemented)\n"
+            "  check CSV [--json] [--hw NAME] [-o FILE.ini]\n"
+            "                               fit the cost model on half of the CSV's shapes\n"
+            "                               and report the other half (no GPU needed)\n"
             "  confirm [--trace FILE]       (not yet implemented)\n"
             "Exit status 77: no CUDA device (skipped).\n");
 }
@@ -57,7 +62,9 @@ int main(int argc, char **argv)
         kt_close();
         return rc;
     }
-    if (!strcmp(cmd, "check") || !strcmp(cmd, "confirm")) {
+    if (!strcmp(cmd, "check"))
+        return val_check(argc - 1, argv + 1); /* no kt_* call: CUDA stays untouched */
+    if (!strcmp(cmd, "confirm")) {
         fprintf(stderr, "tailsim-validate: %s is not implemented yet\n", cmd);
         return 2;
     }

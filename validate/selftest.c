@@ -27,6 +27,9 @@ static const struct {
     {"swiglu", kt_swiglu_selftest},
     {"embed", kt_embed_selftest},
     {"accept", kt_accept_selftest},
+    {"layer", kt_layer_selftest},
+    {"drafter", kt_drafter_selftest},
+    {"train", kt_train_selftest},
 };
 
 int val_selftest(int argc, char **argv)

@@ -1,0 +1,198 @@
+/*
+ * `tailsim compare SCENARIO --policies verl,tlt,... [--steps N] [--json]`:
+ * runs the same RL steps (the same trace steps, or the same generated ones)
+ * under each policy and prints them side by side: step and rollout time,
+ * bubble, drafter-training and tail fractions, rollout utilization, speedup
+ * of step and rollout over the first policy listed, accepted length, drafter
+ * quality, off-policy fraction and staleness (a policy's speed is never shown
+ * without what it does to the samples that train).  Every value is the mean
+ * over the steps.  Output is deterministic for a seed.
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+
+#include "common/util.h"
+#include "sim/cmd.h"
+#include "sim/cmd_run.h"
+
+#define MAX_POL 16
+
+static void usage(FILE *f)
+{
+    size_t n;
+    const policy *const *all = policy_all(&n);
+    fprintf(f, "usage: tailsim compare SCENARIO [--policies P1,P2,...] [--steps N] [--seed S]\n"
+               "                       [--trace FILE] [--set SEC.KEY=VAL] [--json]\n\n"
+               "Runs the same RL steps under each policy and compares them; speedups are over\n"
+               "the first policy listed (default: all policies, verl first).  Policies:\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "  %-10s %s  [%s]\n", all[i]->name, all[i]->summary, all[i]->source);
+}
+
+static const char *const shown[] = {"step_s", "rollout_s", "bubble_fraction", "train_fraction",
+                                    "tail_fraction", "rollout_utilization", "accept_len",
+                                    "drafter_quality", "off_policy_fraction", "mean_staleness"};
+#define N_SHOWN (sizeof shown / sizeof shown[0])
+
+int cmd_compare(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"policies", required_argument, 0, 'P'}, {"steps", required_argument, 0, 'n'},
+        {"seed", required_argument, 0, 's'},     {"trace", required_argument, 0, 't'},
+        {"set", required_argument, 0, 'S'},      {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    const char *pols = NULL, *trace_file = NULL, *sets[64];
+    int n_sets = 0, steps = 1, json = 0, have_seed = 0;
+    uint64_t seed = 0;
+    int64_t v;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'P': pols = optarg; break;
+        case 't': trace_file = optarg; break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        case 'n':
+            if (ts_parse_i64(optarg, 1, 100000, &v)) {
+                fprintf(stderr, "tailsim compare: --steps '%s': expected an integer in [1, 100000]\n", optarg);
+                return 2;
+            }
+            steps = (int)v;
+            break;
+        case 's':
+            if (ts_parse_i64(optarg, 0, INT64_MAX, &v)) {
+                fprintf(stderr, "tailsim compare: --seed '%s': expected a non-negative integer\n", optarg);
+                return 2;
+            }
+            seed = (uint64_t)v;
+            have_seed = 1;
+            break;
+        case 'S':
+            if (n_sets == 64) {
+                fprintf(stderr, "tailsim compare: too many --set options\n");
+                return 2;
+            }
+            sets[n_sets++] = optarg;
+            break;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "tailsim compare: expected exactly one SCENARIO (try --help)\n");
+        return 2;
+    }
+    /* the policy list */
+    const policy *plist[MAX_POL];
+    int np = 0;
+    if (!pols) {
+        size_t n;
+        const policy *const *all = policy_all(&n);
+        for (size_t i = 0; i < n && np < MAX_POL; i++)
+            plist[np++] = all[i];
+    } else {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", pols);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            if (np == MAX_POL || !(plist[np] = policy_find(tok))) {
+                fprintf(stderr, "tailsim compare: unknown policy '%s' (try --help)\n", tok);
+                return 2;
+            }
+            np++;
+        }
+    }
+    gsl_set_error_handler_off();
+    ts_err e = {{0}};
+    scenario s;
+    hw_desc hw;
+    llm_desc m;
+    int rc = 1;
+    trace **tr = calloc((size_t)steps, sizeof *tr);
+    double (*val)[N_SHOWN] = calloc((size_t)np, sizeof *val);
+    json_t *out = json_object(), *arr = json_array();
+    if (!tr || !val || !out || !arr) {
+        ts_errf(&e, "out of memory");
+        goto fail;
+    }
+    if (run_setup(argv[optind], sets, n_sets, have_seed, seed, &s, &hw, &m, &e) ||
+        policy_load_steps(&s, trace_file, steps, tr, &e))
+        goto fail;
+    for (int i = 0; i < np; i++) {
+        multistep_result r;
+        run_record *rec = run_record_new();
+        if (!rec) {
+            ts_errf(&e, "out of memory");
+            goto fail;
+        }
+        if (policy_run(&s, plist[i], &hw, &m, tr, steps, 1, &r, NULL, &e)) {
+            ts_err_prefix(&e, "policy %s: ", plist[i]->name);
+            run_record_free(rec);
+            goto fail;
+        }
+        int bad = run_multistep_metrics(rec, &r, tr, 1, NULL);
+        for (size_t k = 0; k < N_SHOWN && !bad; k++)
+            bad = run_get_metric(rec, shown[k], &val[i][k]);
+        run_record_free(rec);
+        multistep_result_free(&r);
+        if (bad) {
+            ts_errf(&e, "out of memory");
+            goto fail;
+        }
+    }
+    if (json) {
+        json_object_set_new(out, "command", json_string("compare"));
+        json_object_set_new(out, "scenario", json_string(s.name));
+        json_object_set_new(out, "model", json_string(m.name));
+        json_object_set_new(out, "hw", json_string(hw.name));
+        json_object_set_new(out, "seed", json_integer((json_int_t)s.seed));
+        json_object_set_new(out, "steps", json_integer(steps));
+        for (int i = 0; i < np; i++) {
+            json_t *p = json_object();
+            json_object_set_new(p, "policy", json_string(plist[i]->name));
+            json_object_set_new(p, "source", json_string(plist[i]->source));
+            for (size_t k = 0; k < N_SHOWN; k++)
+                json_object_set_new(p, shown[k], json_real(val[i][k]));
+            json_object_set_new(p, "speedup", json_real(val[0][0] / val[i][0]));
+            json_object_set_new(p, "rollout_speedup", json_real(val[0][1] / val[i][1]));
+            json_array_append_new(arr, p);
+        }
+        json_object_set(out, "policies", arr);
+        char *txt = json_dumps(out, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        if (!txt) {
+            ts_errf(&e, "out of memory printing JSON");
+            goto fail;
+        }
+        puts(txt);
+        free(txt);
+    } else {
+        printf("compare  scenario %s  model %s  hw %s  seed %llu  steps %d (means over steps)\n\n",
+               s.name, m.name, hw.name, (unsigned long long)s.seed, steps);
+        printf("%-10s %9s %9s %7s %7s %6s %6s %6s %7s %6s %6s %7s %6s\n", "policy", "step_s",
+               "rollout_s", "speedup", "ro_spd", "bubble", "train", "tail", "util", "accept",
+               "q", "offpol", "stale");
+        for (int i = 0; i < np; i++) {
+            const double *x = val[i];
+            printf("%-10s %9.2f %9.2f %7.3f %7.3f %6.3f %6.3f %6.3f %7.3f %6.2f %6.3f %7.3f %6.2f\n",
+                   plist[i]->name, x[0], x[1], val[0][0] / x[0], val[0][1] / x[1], x[2], x[3], x[4],
+                   x[5], x[6], x[7], x[8], x[9]);
+        }
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "tailsim compare: %s\n", e.msg);
+done:
+    json_decref(arr);
+    json_decref(out);
+    if (tr)
+        for (int k = 0; k < steps; k++)
+            trace_free(tr[k]);
+    free(tr);
+    free(val);
+    return rc;
+}

@@ -1,0 +1,156 @@
+/*
+ * The policy registry and the multi-step driver (see policy.h).
+ *
+ * policy_run() replays N RL steps one after another under one policy.  What
+ * crosses a step boundary is the drafter: step k speculates with quality q_k
+ * (spec.quality for k = 0), and q_{k+1} = drafter_next_quality(q_k, n_k),
+ * where n_k is the spot trainer's drafter GPU-steps in step k (0 for
+ * policies without one).  Every step is otherwise independent and seeded
+ * from (seed, step), so a run of N steps repeats its first N - 1 steps'
+ * results exactly when N grows.  The synchronous policies train exactly the
+ * samples they generate: off-policy fraction and staleness are 0.
+ */
+#include "sim/policy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "traces/gen.h"
+
+extern const policy policy_verl, policy_tlt_base, policy_tlt;
+
+static const policy *const registry[] = {&policy_verl, &policy_tlt_base, &policy_tlt};
+#define N_POLICIES (sizeof registry / sizeof registry[0])
+
+const policy *policy_find(const char *name)
+{
+    for (size_t i = 0; i < N_POLICIES; i++)
+        if (!strcmp(registry[i]->name, name))
+            return registry[i];
+    return NULL;
+}
+
+const policy *const *policy_all(size_t *n)
+{
+    *n = N_POLICIES;
+    return registry;
+}
+
+int policy_load_steps(const scenario *s, const char *override, int n, trace **out, ts_err *e)
+{
+    for (int k = 0; k < n; k++)
+        out[k] = NULL;
+    char path[1024];
+    const char *file = override;
+    if (!file && scenario_trace_path(s, path, sizeof path) == 0)
+        file = path;
+    if (!file) {
+        for (int k = 0; k < n; k++) {
+            gen_params p;
+            if (scenario_gen_params(s, &p, e))
+                goto fail;
+            p.seed = s->seed + (uint64_t)k;
+            if (!(out[k] = gen_trace(&p, e)))
+                goto fail;
+        }
+        return 0;
+    }
+    trace *all = NULL;
+    if (trace_load(file, &all, e))
+        return -1;
+    /* distinct steps in file order, from trace.step on */
+    int32_t *ids = malloc((all->n_prompts + 1) * sizeof *ids);
+    int found = 0, started = s->trace_step < 0;
+    if (!ids) {
+        trace_free(all);
+        return ts_errf(e, "out of memory");
+    }
+    for (size_t i = 0; i < all->n_prompts && found < n; i++) {
+        int32_t st = all->prompts[i].step;
+        if (!started && st == s->trace_step)
+            started = 1;
+        if (!started)
+            continue;
+        int seen = 0;
+        for (int j = 0; j < found; j++)
+            seen |= ids[j] == st;
+        if (!seen)
+            ids[found++] = st;
+    }
+    int rc = 0;
+    if (found < n) {
+        rc = ts_errf(e, "%s: %d RL steps asked for, the trace has %d from step %d on", file, n,
+                     found, s->trace_step);
+    } else {
+        for (int k = 0; k < n && !rc; k++)
+            if (!(out[k] = trace_select_step(all, ids[k], e)))
+                rc = -1;
+    }
+    free(ids);
+    trace_free(all);
+    if (rc)
+        goto fail;
+    return 0;
+fail:
+    for (int k = 0; k < n; k++) {
+        trace_free(out[k]);
+        out[k] = NULL;
+    }
+    return -1;
+}
+
+void multistep_result_free(multistep_result *res)
+{
+    if (!res)
+        return;
+    if (res->step)
+        for (int k = 0; k < res->steps; k++)
+            rlstep_result_free(&res->step[k]);
+    free(res->step);
+    free(res->quality);
+    free(res->t0);
+    memset(res, 0, sizeof *res);
+}
+
+int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm_desc *m,
+               trace *const *steps, int n, int full, multistep_result *res, run_record *rec,
+               ts_err *e)
+{
+    memset(res, 0, sizeof *res);
+    if (n < 1)
+        return ts_errf(e, "need at least one RL step");
+    scenario s = *s0;
+    if (p)
+        p->apply(&s);
+    res->step = calloc((size_t)n, sizeof *res->step);
+    res->quality = calloc((size_t)n, sizeof *res->quality);
+    res->t0 = calloc((size_t)n, sizeof *res->t0);
+    if (!res->step || !res->quality || !res->t0) {
+        multistep_result_free(res);
+        return ts_errf(e, "out of memory");
+    }
+    res->steps = n;
+    double q = s.sp.quality, t0 = 0;
+    for (int k = 0; k < n; k++) {
+        s.sp.quality = q;
+        s.seed = s0->seed + (uint64_t)k;
+        res->quality[k] = strcmp(s.spec_mode, "off") ? q : 0.0;
+        res->t0[k] = t0;
+        size_t first = rec ? rec->n_tl : 0;
+        int rc = full ? rlstep_run(&s, hw, m, steps[k], &res->step[k], rec, e)
+                      : rlstep_rollout(&s, hw, m, steps[k], &res->step[k], rec, e);
+        if (rc) {
+            ts_err_prefix(e, "step %d: ", k);
+            multistep_result_free(res);
+            return -1;
+        }
+        if (rec)
+            for (size_t i = first; i < rec->n_tl; i++) {
+                rec->tl[i].t0 += t0;
+                rec->tl[i].t1 += t0;
+            }
+        t0 += res->step[k].step_s;
+        q = drafter_next_quality(&s.dp, q, (double)res->step[k].ro.drafter_gpu_steps);
+    }
+    return 0;
+}

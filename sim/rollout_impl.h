@@ -1,0 +1,109 @@
+/*
+ * Private to the rollout replica (sim/rollout.c, sim/rollout_spec.c): the
+ * request and replica state, and the functions the two files share.  Not part
+ * of the library's interface; nothing outside sim/rollout*.c includes it.
+ */
+#ifndef TS_ROLLOUT_IMPL_H
+#define TS_ROLLOUT_IMPL_H
+
+#include "models/cost.h"
+#include "sim/engine.h"
+#include "sim/rollout.h"
+
+enum { R_WAIT, R_PREFILL, R_DECODE, R_DONE };
+
+typedef struct req {
+    int32_t prompt;     /* prompt tokens */
+    int32_t target;     /* response length, tokens */
+    int32_t gen;        /* tokens generated (while decoding: as of d_start) */
+    int32_t need;       /* tokens to prefill in this admission */
+    int32_t done;       /* tokens of it prefilled so far */
+    int32_t state;
+    int32_t hpos;       /* index in the decode heap */
+    int32_t replica;
+    int64_t d_start;    /* replica decode counter when decoding began */
+    int64_t fin;        /* decode counter value at which it finishes */
+    int64_t admit;      /* admission order (preemption picks the largest) */
+    int32_t kv;         /* speculative decoding: KV tokens held */
+    int32_t acc;        /* speculative decoding: tokens of the verify in flight */
+    double q;           /* drafter quality for this sequence */
+} req;
+
+typedef struct chunk {
+    int32_t r;          /* request */
+    int32_t c;          /* tokens in this chunk */
+} chunk;
+
+typedef struct replica {
+    int id;
+    int32_t *wq;        /* waiting deque (ring) */
+    int32_t wcap, whead, wn;
+    int32_t *pre;       /* prefilling requests, admission order */
+    int32_t npre;
+    int32_t *heap;      /* decoding requests, min-heap on fin */
+    int32_t nheap;
+    chunk *sched;       /* chunks of the iteration in flight */
+    int32_t nsched;
+    int32_t sched_dec;  /* decode tokens of the iteration in flight */
+    int32_t running_at_plan;
+    int64_t D;          /* decode iterations so far */
+    double kv_used;     /* tokens */
+    double dsum;        /* sum of decoding requests' KV tokens */
+    double t_last;      /* start of the iteration in flight, s */
+    int32_t chunk;      /* prefill token budget per iteration */
+    int spec_on;        /* decoding speculatively */
+    int patience;       /* consecutive tail decode iterations (adaptive switch) */
+    int32_t *sp;        /* speculative decoding requests, admission order */
+    spec_tree *sp_tree; /* their verify trees (parallel to sp; rebuilt when V changes) */
+    int32_t *sp_V;      /* budget each tree was built for (0: none yet) */
+    int32_t nsp;
+    int32_t sp_budget;  /* verify budget V of the iteration in flight */
+    double sp_ctx;      /* sum of their KV tokens */
+    gsl_rng *rng;       /* acceptance draws */
+    int32_t *it_buf;    /* scratch for rollout_iter callbacks (6 x wcap), or NULL */
+    replica_stats *st;
+} replica;
+
+typedef struct sim {
+    const rollout_cfg *cfg;
+    req *reqs;
+    replica *reps;
+    int64_t admit_seq;
+    double *finish_s;
+    int64_t unfinished;
+    int failed;
+    ts_err *e;
+} sim;
+
+/* KV tokens a decoding request holds: prompt + generated tokens that have
+ * been fed back (the newest token enters the cache in the next iteration). */
+static inline double dec_kv(const req *q, int64_t D)
+{
+    return (double)q->need + (double)(D - q->d_start);
+}
+
+static inline int32_t dec_gen(const req *q, int64_t D)
+{
+    return q->gen + (int32_t)(D - q->d_start);
+}
+
+/* sim/rollout.c: marks request r of rp finished at time t. */
+void ro_finish(sim *s, replica *rp, int32_t r, double t);
+
+/* sim/rollout_spec.c: the speculative path of a replica. */
+/* TLT's adaptive switch: flush the KV cache, re-prefill every running
+ * request (prompt + tokens so far), prefill budget / 4, speculate from now on. */
+void ro_spec_switch(sim *s, replica *rp, double now);
+/* Draws every speculative sequence's accepted tokens for a verify of budget V
+ * and returns the iteration's duration (draft + verify with the prefill
+ * chunks of b sharing the verify pass), s. */
+double ro_spec_plan(sim *s, replica *rp, int32_t V, const cost_batch *b);
+/* Applies the verify in flight: each sequence gains its tokens; finished
+ * ones leave. */
+void ro_spec_verify_done(sim *s, replica *rp, double now);
+/* A request whose prefill completed joins the speculative batch. */
+void ro_spec_admit(sim *s, replica *rp, int32_t r);
+/* Removes the speculative request at index idx (preemption). */
+void ro_spec_remove(sim *s, replica *rp, int32_t idx);
+
+#endif

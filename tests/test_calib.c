@@ -1,0 +1,732 @@
+/*
+ * Tests of the calibration path: models/calib.c (strict CSV reader, per-row
+ * predictions that add up to cost_iter), models/fit.c (GSL fit, hold-out
+ * check, determinism, rendering, INI output), hw_load()'s use of
+ * models/calib/<gpu>.csv, and `tailsim calib check`.
+ *
+ * The fit is checked against synthetic data with a known answer: a CSV
+ * generated from the cost model itself with parameters unlike the h200
+ * INI's (gemm_eff 0.74, gemm_lat_s 3.5 us, launch_s 2.2 us, mem_eff 0.86,
+ * attn_eff 0.47, gemm_half_flops 0), over the shapes `calibrate --quick`
+ * sweeps (Qwen2.5-7B at TP 1 and -32B at TP 4: the five GEMMs for 1..4096
+ * tokens, decode attention batch x context with long-tail mixes, verify and
+ * prefill chunks, the row-wise kernels, the copy ceiling), times 1 + 2%
+ * Gaussian noise from a seeded RNG, plus rows of ops the model does not
+ * price.  The fit must recover every parameter within 3% and predict the
+ * held-out half to about the noise level.
+ */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_randist.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "common/util.h"
+#include "models/calib.h"
+#include "models/cost.h"
+#include "models/fit.h"
+#include "models/hw.h"
+#include "sim/cmd.h"
+
+static char tmpdir[256];
+
+static void setup(void)
+{
+    gsl_set_error_handler_off();
+    unsetenv("TAILSIM_NO_CALIB");
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tailsim-calib-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(calib, .init = setup, .fini = teardown);
+
+/* ---- synthetic calibration data ------------------------------------------ */
+
+/* The "true" hardware of the synthetic data: h200's INI with other values. */
+static hw_desc truth_hw(void)
+{
+    hw_desc hw;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load_ini("h200", &hw, &e), 0, "%s", e.msg);
+    hw.gemm_eff = 0.74;
+    hw.gemm_half_flops = 0;
+    hw.gemm_lat_s = 3.5e-6;
+    hw.launch_s = 2.2e-6;
+    hw.mem_eff = 0.86;
+    hw.attn_eff = 0.47;
+    return hw;
+}
+
+typedef struct synth {
+    calib_row rows[1024];
+    size_t n;
+} synth;
+
+static void add(synth *s, const char *op, double m, double n, double k, double b,
+                double ctx_sum, double ctx_max, double q)
+{
+    cr_assert_lt(s->n, 1024);
+    calib_row *r = &s->rows[s->n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->device, sizeof r->device, "Synthetic H200, \"seeded\"");
+    snprintf(r->op, sizeof r->op, "%s", op);
+    r->m = m, r->n = n, r->k = k, r->batch = b, r->ctx_sum = ctx_sum, r->ctx_max = ctx_max;
+    r->q_len = q;
+    r->sm_mhz = 1980;
+    r->mem_mhz = 3201;
+}
+
+/* Rows of the shapes of `calibrate --quick`, priced with `hw` times
+ * (1 + noise * N(0, 1)) from seed. */
+static void synth_rows(synth *s, const hw_desc *hw, double noise, uint64_t seed)
+{
+    s->n = 0;
+    static const struct { int h, heads, kv, ffn, vocab; } cfg[2] = {
+        {3584, 28, 4, 18944, 152064},      /* Qwen2.5-7B, TP 1 */
+        {5120, 10, 2, 27648 / 4, 38016},   /* Qwen2.5-32B, TP 4 */
+    };
+    static const int ms[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+    add(s, "copy", 1073741824.0, 0, 0, 0, 0, 0, 0);
+    add(s, "gemm_peak", 8192, 8192, 8192, 0, 0, 0, 0);
+    for (int c = 0; c < 2; c++) {
+        int h = cfg[c].h, d = 128;
+        const int nk[5][2] = {{(cfg[c].heads + 2 * cfg[c].kv) * d, h}, {h, cfg[c].heads * d},
+                              {2 * cfg[c].ffn, h}, {h, cfg[c].ffn}, {cfg[c].vocab, h}};
+        for (int j = 0; j < 5; j++)
+            for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+                add(s, "gemm", ms[i], nk[j][0], nk[j][1], 0, 0, 0, 0);
+        static const int bs[] = {1, 8, 64, 256, 512}, cs[] = {128, 1024, 8192, 32768, 65536};
+        for (int i = 0; i < 5; i++)
+            for (int j = 0; j < 5; j++)
+                if ((double)bs[i] * cs[j] <= 2097152.0)
+                    add(s, "decode_attn", cfg[c].heads, cfg[c].kv, d, bs[i],
+                        (double)bs[i] * cs[j], cs[j], 1);
+        static const int tails[] = {32, 128, 512};
+        for (int i = 0; i < 3; i++) /* one 64k sequence among 512-token ones */
+            add(s, "decode_attn", cfg[c].heads, cfg[c].kv, d, tails[i],
+                65536.0 + 512.0 * (tails[i] - 1), 65536, 1);
+        add(s, "decode_attn", cfg[c].heads, cfg[c].kv, d, 8, 65536.0 * 255 / 128, 65536, 1);
+        static const int V[] = {1, 8, 16, 32, 48}, vb[] = {1, 32}, vc[] = {1024, 16384};
+        for (int v = 0; v < 5; v++)
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 2; j++)
+                    add(s, "chunk_attn", cfg[c].heads, cfg[c].kv, d, vb[i],
+                        (double)vb[i] * vc[j], vc[j], V[v]);
+        static const int pq[] = {512, 2048}, pb[] = {0, 16384};
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                add(s, "chunk_attn", cfg[c].heads, cfg[c].kv, d, 1, pb[j] + pq[i],
+                    pb[j] + pq[i], pq[i]);
+        static const int rs[] = {1, 16, 128, 1024, 4096};
+        for (int i = 0; i < 5; i++) {
+            add(s, "rmsnorm", rs[i], h, 0, 0, 0, 0, 0);
+            add(s, "rope", rs[i], cfg[c].heads + cfg[c].kv, d, 0, 0, 0, 0);
+            add(s, "swiglu", rs[i], cfg[c].ffn, 0, 0, 0, 0, 0);
+            add(s, "embed", rs[i], h, 0, 0, 0, 0, 0);
+        }
+    }
+    gsl_rng *rng = ts_rng_new(seed, 0);
+    cr_assert_not_null(rng);
+    for (size_t i = 0; i < s->n; i++) {
+        calib_row *r = &s->rows[i];
+        double t = cost_calib_op(hw, r) * 1e6;
+        cr_assert_gt(t, 0, "%s is not modelled", r->op);
+        r->median_us = t * (1.0 + noise * gsl_ran_gaussian(rng, 1.0));
+        r->p10_us = 0.98 * r->median_us;
+        r->p90_us = 1.03 * r->median_us;
+        r->flops = 2.0 * r->m * r->n * r->k;
+        r->bytes = 2.0 * (r->m + r->n);
+    }
+    gsl_rng_free(rng);
+    /* ops the cost model does not price: loaded, skipped, counted */
+    const size_t priced = s->n;
+    add(s, "verify_accept", 33, 152064, 0, 1, 0, 0, 32);
+    add(s, "verify_accept", 1568, 152064, 0, 32, 0, 0, 48);
+    add(s, "layer_decode", 64, 3584, 28, 64, 131072, 2048, 1);
+    for (size_t i = priced; i < s->n; i++)
+        s->rows[i].median_us = 50.0 + (double)i;
+}
+
+/* Writes rows as calib_store.c does; the path goes to out. */
+static void write_csv(const synth *s, const char *name, char *out, size_t n)
+{
+    snprintf(out, n, "%s/%s", tmpdir, name);
+    FILE *f = fopen(out, "w");
+    cr_assert_not_null(f, "%s", out);
+    fprintf(f, "%s\n", CALIB_CSV_HEADER);
+    for (size_t i = 0; i < s->n; i++) {
+        const calib_row *r = &s->rows[i];
+        fprintf(f, "\"Synthetic H200, \"\"seeded\"\"\",%d,%d,%s,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,"
+                   "%.0f,%.3f,%.3f,%.3f,%.6g,%.6g\n",
+                r->sm_mhz, r->mem_mhz, r->op, r->m, r->n, r->k, r->batch, r->ctx_sum,
+                r->ctx_max, r->q_len, r->median_us, r->p10_us, r->p90_us, r->flops, r->bytes);
+    }
+    cr_assert_eq(fclose(f), 0);
+}
+
+static void load(const char *path, calib_row **rows, size_t *n)
+{
+    ts_err e = {{0}};
+    cr_assert_eq(calib_csv_load(path, rows, n, &e), 0, "%s", e.msg);
+}
+
+/* ---- per-op predictions --------------------------------------------------- */
+
+/* One decoder layer's price is the sum of the calibrated ops' prices. */
+Test(calib, per_op_predictions_add_up_to_cost_iter)
+{
+    hw_desc hw = truth_hw();
+    llm_desc m = {.name = "one-layer", .layers = 1, .hidden = 3584, .heads = 28,
+                  .kv_heads = 4, .head_dim = 128, .ffn = 18944, .vocab = 0, .gated = 1};
+    const double B = 48, ctx = 48 * 3000.0;
+    synth s = {.n = 0};
+    add(&s, "rmsnorm", B, 3584, 0, 0, 0, 0, 0);
+    add(&s, "gemm", B, (28 + 8) * 128, 3584, 0, 0, 0, 0);
+    add(&s, "rope", B, 28 + 4, 128, 0, 0, 0, 0);
+    add(&s, "decode_attn", 28, 4, 128, B, ctx, 3000, 1);
+    add(&s, "gemm", B, 3584, 28 * 128, 0, 0, 0, 0);
+    add(&s, "add", B, 3584, 0, 0, 0, 0, 0);
+    add(&s, "rmsnorm", B, 3584, 0, 0, 0, 0, 0);
+    add(&s, "gemm", B, 2 * 18944, 3584, 0, 0, 0, 0);
+    add(&s, "swiglu", B, 18944, 0, 0, 0, 0, 0);
+    add(&s, "gemm", B, 3584, 18944, 0, 0, 0, 0);
+    add(&s, "add", B, 3584, 0, 0, 0, 0, 0);
+    double sum = 0;
+    for (size_t i = 0; i < s.n; i++)
+        sum += cost_calib_op(&hw, &s.rows[i]);
+    double want = cost_decode_iter(&hw, &m, 1, (int)B, ctx);
+    cr_expect(fabs(sum - want) <= 1e-12 * want, "ops %.9g s, cost_iter %.9g s", sum, want);
+
+    /* a prefill chunk of 512 tokens after 1000 */
+    s.n = 0;
+    add(&s, "chunk_attn", 28, 4, 128, 1, 1512, 1512, 512);
+    double attn = cost_calib_op(&hw, &s.rows[0]);
+    double direct = cost_attn_chunk(&hw, 28, 4, 128, 512, 512 * (1000 + 513 / 2.0), 1512);
+    cr_expect(fabs(attn - direct) <= 1e-12 * direct, "%g vs %g", attn, direct);
+    cr_expect_gt(attn, cost_attn_decode(&hw, 28, 4, 128, 1, 1512));
+
+    add(&s, "verify_accept", 33, 152064, 0, 1, 0, 0, 32);
+    cr_expect_eq(cost_calib_op(&hw, &s.rows[1]), -1.0);
+    cr_expect_eq(calib_op_kind("layer_decode"), -1);
+    cr_expect_eq(calib_op_kind("gemm_peak"), CALIB_OP_GEMM);
+    cr_expect_eq(cost_kernel(&hw, COST_K_NORM, 0), 0.0);
+    cr_expect_gt(cost_kernel(&hw, COST_K_GATHER, 1e6), cost_kernel(&hw, COST_K_ADD, 1e6));
+}
+
+/* ---- the reader ------------------------------------------------------------ */
+
+Test(calib, reader_round_trips_the_calibrate_format)
+{
+    hw_desc hw = truth_hw();
+    static synth s;
+    synth_rows(&s, &hw, 0.02, 7);
+    char path[512];
+    write_csv(&s, "rt.csv", path, sizeof path);
+    calib_row *rows;
+    size_t n;
+    load(path, &rows, &n);
+    cr_assert_eq(n, s.n);
+    for (size_t i = 0; i < n; i++) {
+        cr_expect_str_eq(rows[i].device, "Synthetic H200, \"seeded\"");
+        cr_expect_str_eq(rows[i].op, s.rows[i].op);
+        cr_expect_eq(rows[i].line, (int)i + 2);
+        cr_expect_eq(rows[i].m, s.rows[i].m);
+        cr_expect_eq(rows[i].ctx_sum, s.rows[i].ctx_sum);
+        cr_expect_eq(rows[i].sm_mhz, 1980);
+        cr_expect(fabs(rows[i].median_us - s.rows[i].median_us) <= 5e-4, "line %zu", i + 2);
+    }
+    free(rows);
+}
+
+/* Replaces data line `line` (2 = first row) of a good CSV, or the header
+ * (line 1), loads it and expects an error naming the file, ":line:" and
+ * `want` (the column). */
+static void expect_csv_error(int line, const char *text, const char *want)
+{
+    hw_desc hw = truth_hw();
+    static synth s;
+    synth_rows(&s, &hw, 0.0, 3);
+    char good[512], bad[600];
+    write_csv(&s, "good.csv", good, sizeof good);
+    snprintf(bad, sizeof bad, "%s/bad.csv", tmpdir);
+    FILE *in = fopen(good, "r"), *out = fopen(bad, "w");
+    cr_assert(in && out);
+    char buf[4096];
+    for (int l = 1; fgets(buf, sizeof buf, in); l++) {
+        if (l == line) {
+            if (text)
+                fprintf(out, "%s\n", text);
+        } else {
+            fputs(buf, out);
+        }
+    }
+    fclose(in);
+    fclose(out);
+    calib_row *rows = (calib_row *)&s; /* must be reset to NULL */
+    size_t n = 99;
+    ts_err e = {{0}};
+    cr_assert_eq(calib_csv_load(bad, &rows, &n, &e), -1, "no error for line %d: %s", line,
+                 text ? text : "(deleted)");
+    cr_expect_null(rows);
+    cr_expect_eq(n, 0);
+    char at[32];
+    snprintf(at, sizeof at, ":%d:", line);
+    cr_expect(strstr(e.msg, bad) && strstr(e.msg, at) && strstr(e.msg, want),
+              "expected '%s' at line %d, got: %s", want, line, e.msg);
+}
+
+Test(calib, reader_errors_name_file_line_and_column)
+{
+    const char *h = "\"NVIDIA H200\",1980,3201";
+    char t[512];
+    snprintf(t, sizeof t, "%s,gemm,12x,4608,3584,0,0,0,0,10.5,10,11,1,1", h);
+    expect_csv_error(5, t, "column 5 'm': '12x' is not a number");
+    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,0,0", h);
+    expect_csv_error(4, t, "column 11 'q_len': missing (the line has 10 fields, the header 16)");
+    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,0,0,0,10.5,10,11,1,1,7", h);
+    expect_csv_error(3, t, "column 17: more fields");
+    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,0,0,0,0,10,11,1,1", h);
+    expect_csv_error(6, t, "column 12 'median_us'");
+    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,-2,0,0,1,1,1,1,1", h);
+    expect_csv_error(2, t, "column 9 'ctx_sum'");
+    snprintf(t, sizeof t, "%s,ge mm,1,4608,3584,0,0,0,0,1,1,1,1,1", h);
+    expect_csv_error(7, t, "column 4 'op'");
+    snprintf(t, sizeof t, "\"NVIDIA H200,1980,3201,gemm,1,4608,3584,0,0,0,0,1,1,1,1,1");
+    expect_csv_error(8, t, "column 1 'device': malformed quotes");
+    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,0,0,0,1,1,1,1,1", "\"H200\",fast,3201");
+    expect_csv_error(9, t, "column 2 'sm_clock_mhz'");
+    expect_csv_error(10, "", "empty line");
+    expect_csv_error(1, "device,sm_clock_mhz,mem_clock_mhz,op,m,n,k,batch,ctx_sum,ctx_max,"
+                        "q_len,median,p10_us,p90_us,flops,bytes",
+                     "column 12: expected 'median_us', found 'median'");
+    expect_csv_error(1, "device,sm_clock_mhz,mem_clock_mhz,op,m,n,k", "column 8: expected 'batch'");
+    expect_csv_error(1, CALIB_CSV_HEADER ",extra", "column 17: unexpected column 'extra'");
+
+    char path[512];
+    snprintf(path, sizeof path, "%s/empty.csv", tmpdir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "%s\n", CALIB_CSV_HEADER);
+    fclose(f);
+    calib_row *rows;
+    size_t n;
+    ts_err e = {{0}};
+    cr_expect_eq(calib_csv_load(path, &rows, &n, &e), -1);
+    cr_expect(strstr(e.msg, ":2:") && strstr(e.msg, "no data rows"), "%s", e.msg);
+    cr_expect_eq(calib_csv_load("/nonexistent/calib.csv", &rows, &n, &e), -1);
+    cr_expect(strstr(e.msg, "/nonexistent/calib.csv"), "%s", e.msg);
+}
+
+/* ---- the fit --------------------------------------------------------------- */
+
+static void expect_rel(double got, double want, double rel, const char *what)
+{
+    cr_expect(fabs(got - want) <= rel * fabs(want), "%s: fitted %.5g, true %.5g (%.2f%% off)",
+              what, got, want, 100 * fabs(got - want) / fabs(want));
+}
+
+static void expect_recovered(const fit_result *f, const hw_desc *t, double rel)
+{
+    expect_rel(f->hw.gemm_eff, t->gemm_eff, rel, "gemm_eff");
+    expect_rel(f->hw.gemm_lat_s, t->gemm_lat_s, rel, "gemm_lat_s");
+    expect_rel(f->hw.launch_s, t->launch_s, rel, "launch_s");
+    expect_rel(f->hw.mem_eff, t->mem_eff, rel, "mem_eff");
+    expect_rel(f->hw.attn_eff, t->attn_eff, rel, "attn_eff");
+    for (int j = 0; j < FIT_NPARAM; j++)
+        if (j != FIT_GEMM_HALF)
+            cr_expect_eq(f->state[j], FIT_FITTED, "%s: %s", fit_param_names[j],
+                         fit_state_names[f->state[j]]);
+}
+
+Test(calib, fit_recovers_known_parameters_from_noisy_data)
+{
+    hw_desc t = truth_hw(), start;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load_ini("h200", &start, &e), 0, "%s", e.msg);
+    cr_assert_neq(start.gemm_eff, t.gemm_eff);
+    static synth s;
+    synth_rows(&s, &t, 0.02, 42);
+    fit_result f;
+    cr_assert_eq(fit_hw(&start, s.rows, s.n, NULL, &f, &e), 0, "%s", e.msg);
+    expect_recovered(&f, &t, 0.03);
+    cr_expect_eq(f.skipped, 3);
+    cr_expect_eq(f.rows, s.n - 3);
+    cr_expect_eq(f.hw.gemm_half_flops, 0.0);
+    cr_expect_eq(f.state[FIT_GEMM_HALF], FIT_DEGENERATE);
+    cr_expect_gt(f.rms_before, 0.10, "the INI should be far from the truth");
+    cr_expect(f.rms_after > 0.015 && f.rms_after < 0.025, "RMS %.4f for 2%% noise", f.rms_after);
+    cr_expect_eq(f.hw.tile_m, start.tile_m);
+    cr_expect_eq(f.hw.sms, start.sms);
+    cr_expect_eq(f.hw.ar_eff, start.ar_eff);
+
+    /* no noise: exact */
+    synth_rows(&s, &t, 0.0, 1);
+    cr_assert_eq(fit_hw(&start, s.rows, s.n, NULL, &f, &e), 0, "%s", e.msg);
+    expect_recovered(&f, &t, 1e-4);
+    cr_expect_lt(f.rms_after, 1e-6);
+}
+
+Test(calib, fit_frees_gemm_half_flops_only_when_the_data_need_it)
+{
+    hw_desc t = truth_hw(), start;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load_ini("h200", &start, &e), 0, "%s", e.msg);
+    t.gemm_half_flops = 2e10; /* +27 us on compute-bound GEMMs only */
+    static synth s;
+    synth_rows(&s, &t, 0.01, 5);
+    fit_result f;
+    cr_assert_eq(fit_hw(&start, s.rows, s.n, NULL, &f, &e), 0, "%s", e.msg);
+    cr_expect_eq(f.state[FIT_GEMM_HALF], FIT_FITTED, "gain %.3f", f.half_gain);
+    expect_rel(f.hw.gemm_half_flops, t.gemm_half_flops, 0.15, "gemm_half_flops");
+    expect_rel(f.hw.gemm_eff, t.gemm_eff, 0.03, "gemm_eff");
+}
+
+Test(calib, fit_keeps_what_the_rows_cannot_tell)
+{
+    hw_desc t = truth_hw(), start;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load_ini("h200", &start, &e), 0, "%s", e.msg);
+    static synth s, g;
+    synth_rows(&s, &t, 0.01, 9);
+    g.n = 0;
+    for (size_t i = 0; i < s.n; i++)
+        if (!strcmp(s.rows[i].op, "gemm"))
+            g.rows[g.n++] = s.rows[i];
+    fit_result f;
+    cr_assert_eq(fit_hw(&start, g.rows, g.n, NULL, &f, &e), 0, "%s", e.msg);
+    cr_expect_eq(f.state[FIT_ATTN_EFF], FIT_UNUSED);
+    cr_expect_eq(f.hw.attn_eff, start.attn_eff);
+    cr_expect_eq(f.state[FIT_LAUNCH], FIT_DEGENERATE);
+    cr_expect_eq(f.hw.launch_s, start.launch_s);
+    cr_expect_eq(f.state[FIT_GEMM_EFF], FIT_FITTED);
+    expect_rel(f.hw.gemm_eff, t.gemm_eff, 0.03, "gemm_eff");
+    /* launch + lat is what GEMMs see */
+    expect_rel(f.hw.gemm_lat_s + f.hw.launch_s, t.gemm_lat_s + t.launch_s, 0.05, "launch+lat");
+
+    /* nothing modelled: an error, not a silent no-op */
+    g.n = 0;
+    for (size_t i = 0; i < s.n; i++)
+        if (calib_op_kind(s.rows[i].op) < 0)
+            g.rows[g.n++] = s.rows[i];
+    cr_assert_eq(g.n, 3);
+    cr_expect_eq(fit_hw(&start, g.rows, g.n, NULL, &f, &e), -1);
+    cr_expect(strstr(e.msg, "no rows of a modelled op"), "%s", e.msg);
+}
+
+Test(calib, fit_of_thousands_of_rows_is_fast)
+{
+    hw_desc t = truth_hw(), start;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load_ini("h200", &start, &e), 0, "%s", e.msg);
+    static synth s;
+    size_t cap = 4000, n = 0;
+    calib_row *rows = malloc(cap * sizeof *rows);
+    cr_assert_not_null(rows);
+    for (uint64_t seed = 1; n + s.n <= cap; seed++) {
+        synth_rows(&s, &t, 0.02, seed);
+        memcpy(rows + n, s.rows, s.n * sizeof *rows);
+        n += s.n;
+    }
+    cr_assert_gt(n, 3000);
+    fit_result f;
+    double t0 = ts_cpu_s();
+    cr_assert_eq(fit_hw(&start, rows, n, NULL, &f, &e), 0, "%s", e.msg);
+    double dt = ts_cpu_s() - t0;
+#if defined(__SANITIZE_ADDRESS__)
+    const double limit = 1.0;
+#else
+    const double limit = 0.1;
+#endif
+    cr_expect_lt(dt, limit, "fit of %zu rows took %.3f s", n, dt);
+    expect_recovered(&f, &t, 0.02);
+    free(rows);
+}
+
+/* ---- the hold-out check ---------------------------------------------------- */
+
+Test(calib, check_predicts_held_out_shapes_at_the_noise_level)
+{
+    hw_desc t = truth_hw(), start;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load_ini("h200", &start, &e), 0, "%s", e.msg);
+    static synth s;
+    synth_rows(&s, &t, 0.02, 11);
+    calib_check c;
+    cr_assert_eq(calib_check_run(&start, s.rows, s.n, &c, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.rows, s.n);
+    cr_expect_eq(c.rows_skipped, 3);
+    cr_expect_eq(c.rows_fit + c.rows_held + c.rows_skipped, s.n);
+    cr_expect_geq(c.rows_held, (s.n - 3) / 2 - 6);
+    cr_expect_eq(c.fit.rows, c.rows_fit);
+    expect_recovered(&c.fit, &t, 0.04);
+    /* 2% Gaussian noise: mean absolute error 1.6% */
+    cr_expect(c.overall_mape > 1.0 && c.overall_mape < 2.4, "overall %.2f%%", c.overall_mape);
+    cr_expect_lt(c.median_op_mape, 2.5);
+    cr_expect_lt(c.worst_op_mape, 4.0, "worst op %s", c.worst_op);
+    cr_expect(c.median_ok && c.worst_ok);
+    int seen_skip = 0, seen_gemm = 0;
+    for (size_t o = 0; o < c.n_ops; o++) {
+        const calib_op_report *op = &c.ops[o];
+        if (!strcmp(op->op, "verify_accept")) {
+            seen_skip = 1;
+            cr_expect_eq(op->modelled, 0);
+            cr_expect_eq(op->rows, 2);
+            cr_expect_eq(op->n_fit + op->n_held, 0);
+        }
+        if (!strcmp(op->op, "gemm")) {
+            seen_gemm = 1;
+            cr_expect_eq(op->n_fit, 65);
+            cr_expect_eq(op->n_held, 65);
+            cr_expect_geq(op->worst, op->median);
+            cr_expect_geq(op->worst, op->mape);
+        }
+        if (!strcmp(op->op, "copy"))
+            cr_expect(op->n_fit == 1 && op->n_held == 0);
+    }
+    cr_expect(seen_skip && seen_gemm);
+
+    char *table = calib_check_table(&c, s.rows, "synthetic.csv", &start);
+    cr_assert_not_null(table);
+    cr_expect(strstr(table, "verify_accept") && strstr(table, "not modelled: 2 rows skipped"),
+              "%s", table);
+    cr_expect(strstr(table, "median per-op MAPE") && strstr(table, "met"), "%s", table);
+    cr_expect(strstr(table, "gemm_half_flops") && strstr(table, "degenerate, kept 0"), "%s", table);
+    free(table);
+    char *js = calib_check_json(&c, s.rows, "synthetic.csv", &start);
+    cr_assert_not_null(js);
+    json_error_t je;
+    json_t *root = json_loads(js, 0, &je);
+    cr_assert_not_null(root, "%s", je.text);
+    cr_expect(json_is_true(json_object_get(json_object_get(root, "targets"), "met")));
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(root, "not_modelled"),
+                                                    "layer_decode")), 1);
+    json_t *g = json_object_get(json_object_get(root, "ops"), "gemm");
+    cr_expect_eq(json_integer_value(json_object_get(g, "n")), 65);
+    cr_expect(json_is_string(json_object_get(g, "worst_shape")));
+    json_t *p = json_object_get(json_object_get(json_object_get(root, "fit"), "params"),
+                                "gemm_eff");
+    cr_expect_eq(json_real_value(json_object_get(p, "before")), start.gemm_eff);
+    cr_expect_str_eq(json_string_value(json_object_get(p, "state")), "fitted");
+    cr_expect(json_is_null(json_object_get(json_object_get(json_object_get(root, "ops"), "copy"),
+                                           "mape")));
+    json_decref(root);
+    free(js);
+    calib_check_free(&c);
+}
+
+Test(calib, check_reports_a_model_that_does_not_fit)
+{
+    hw_desc t = truth_hw(), start;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load_ini("h200", &start, &e), 0, "%s", e.msg);
+    static synth s;
+    synth_rows(&s, &t, 0.01, 13);
+    for (size_t i = 0; i < s.n; i++) /* attention 1.6x slower at long contexts only */
+        if (strstr(s.rows[i].op, "attn") && s.rows[i].ctx_max >= 16384)
+            s.rows[i].median_us *= 1.6;
+    calib_check c;
+    cr_assert_eq(calib_check_run(&start, s.rows, s.n, &c, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.worst_ok, 0, "worst %s %.2f%%", c.worst_op, c.worst_op_mape);
+    cr_expect(strstr(c.worst_op, "attn"), "%s", c.worst_op);
+    char *table = calib_check_table(&c, s.rows, "x.csv", &start);
+    cr_assert_not_null(table);
+    cr_expect(strstr(table, "MISSED"), "%s", table);
+    free(table);
+    calib_check_free(&c);
+}
+
+Test(calib, same_csv_same_fit_bit_for_bit)
+{
+    hw_desc t = truth_hw(), start;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load_ini("h200", &start, &e), 0, "%s", e.msg);
+    static synth s;
+    synth_rows(&s, &t, 0.03, 17);
+    char path[512];
+    write_csv(&s, "det.csv", path, sizeof path);
+    char *js[2];
+    fit_result all[2];
+    for (int k = 0; k < 2; k++) {
+        calib_row *rows;
+        size_t n;
+        load(path, &rows, &n);
+        calib_check c;
+        cr_assert_eq(calib_check_run(&start, rows, n, &c, &e), 0, "%s", e.msg);
+        cr_assert_eq(fit_hw(&start, rows, n, NULL, &all[k], &e), 0, "%s", e.msg);
+        js[k] = calib_check_json(&c, rows, path, &start);
+        cr_assert_not_null(js[k]);
+        calib_check_free(&c);
+        free(rows);
+    }
+    cr_expect_str_eq(js[0], js[1]);
+    cr_expect_eq(memcmp(all[0].after, all[1].after, sizeof all[0].after), 0);
+    cr_expect_eq(memcmp(&all[0].hw.gemm_eff, &all[1].hw.gemm_eff, sizeof(double)), 0);
+    free(js[0]);
+    free(js[1]);
+}
+
+/* ---- hw_load and models/calib ---------------------------------------------- */
+
+/* Makes <root>/models/hw/h200.ini (a copy of real_ini, or of the shipped
+ * one when NULL) and, when s is not NULL, <root>/models/calib/h200.csv. */
+static void make_root(const char *root, const char *real_ini, const synth *s, char *ini,
+                      size_t n)
+{
+    char real[4096], dir[600], csv[700];
+    ts_err e = {{0}};
+    if (real_ini)
+        snprintf(real, sizeof real, "%s", real_ini);
+    else
+        cr_assert_eq(ts_find_data("models/hw", "h200", ".ini", real, sizeof real, &e), 0,
+                     "%s", e.msg);
+    snprintf(dir, sizeof dir, "%s/models", root);
+    mkdir(dir, 0777);
+    snprintf(dir, sizeof dir, "%s/models/hw", root);
+    mkdir(dir, 0777);
+    snprintf(dir, sizeof dir, "%s/models/calib", root);
+    mkdir(dir, 0777);
+    snprintf(ini, n, "%s/models/hw/h200.ini", root);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", real, ini);
+    cr_assert_eq(system(cmd), 0);
+    if (s) {
+        snprintf(csv, sizeof csv, "%s/models/calib/h200.csv", root);
+        FILE *f = fopen(csv, "w");
+        cr_assert_not_null(f);
+        fprintf(f, "%s\n", CALIB_CSV_HEADER);
+        for (size_t i = 0; i < s->n; i++) {
+            const calib_row *r = &s->rows[i];
+            fprintf(f, "\"NVIDIA H200\",1980,3201,%s,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.3f,"
+                       "%.3f,%.3f,%.6g,%.6g\n",
+                    r->op, r->m, r->n, r->k, r->batch, r->ctx_sum, r->ctx_max, r->q_len,
+                    r->median_us, r->p10_us, r->p90_us, r->flops, r->bytes);
+        }
+        fclose(f);
+    }
+}
+
+Test(calib, hw_load_fits_models_calib_next_to_the_ini)
+{
+    hw_desc t = truth_hw(), ini_hw, hw;
+    ts_err e = {{0}};
+    static synth s;
+    synth_rows(&s, &t, 0.02, 23);
+    char ini[700];
+    make_root(tmpdir, NULL, &s, ini, sizeof ini);
+    cr_assert_eq(hw_load_ini(ini, &ini_hw, &e), 0, "%s", e.msg);
+    cr_assert_eq(hw_load(ini, &hw, &e), 0, "%s", e.msg);
+    expect_rel(hw.gemm_eff, t.gemm_eff, 0.03, "gemm_eff");
+    expect_rel(hw.mem_eff, t.mem_eff, 0.03, "mem_eff");
+    expect_rel(hw.attn_eff, t.attn_eff, 0.03, "attn_eff");
+    expect_rel(hw.launch_s, t.launch_s, 0.03, "launch_s");
+    cr_expect_eq(hw.peak_flops, ini_hw.peak_flops);
+    char want[64];
+    snprintf(want, sizeof want, "/%zu rows fitted at load", s.n);
+    cr_expect(!strncmp(hw.calibration, "models/calib/h200.csv (", 23) &&
+                  strstr(hw.calibration, want) && strstr(hw.calibration, "NVIDIA H200"),
+              "%s", hw.calibration);
+    cr_expect_str_neq(hw.calibration, ini_hw.calibration);
+
+    setenv("TAILSIM_NO_CALIB", "1", 1);
+    cr_assert_eq(hw_load(ini, &hw, &e), 0, "%s", e.msg);
+    cr_expect_eq(hw.gemm_eff, ini_hw.gemm_eff);
+    cr_expect_str_eq(hw.calibration, ini_hw.calibration);
+    setenv("TAILSIM_NO_CALIB", "0", 1);
+    cr_assert_eq(hw_load(ini, &hw, &e), 0, "%s", e.msg);
+    cr_expect_neq(hw.gemm_eff, ini_hw.gemm_eff);
+    unsetenv("TAILSIM_NO_CALIB");
+
+    /* a broken calibration is an error naming the CSV, not a silent fallback */
+    char csv[800];
+    snprintf(csv, sizeof csv, "%s/models/calib/h200.csv", tmpdir);
+    FILE *f = fopen(csv, "a");
+    cr_assert_not_null(f);
+    fprintf(f, "\"NVIDIA H200\",1980,3201,gemm,1,2,3,0,0,0,0,abc,1,1,1,1\n");
+    fclose(f);
+    cr_expect_eq(hw_load(ini, &hw, &e), -1);
+    char at[32];
+    snprintf(at, sizeof at, ":%zu: column 12 'median_us'", s.n + 2);
+    cr_expect(strstr(e.msg, "h200.csv") && strstr(e.msg, at), "%s", e.msg);
+}
+
+Test(calib, hw_load_by_name_uses_the_data_root)
+{
+    /* the shipped INI, found from the executable as ts_data_root() would,
+     * without fixing this process's data root before TAILSIM_DATA is set */
+    char exe[4096], real[4300] = "";
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    cr_assert_gt(len, 0);
+    exe[len] = 0;
+    for (int up = 0; up < 4 && !real[0]; up++) {
+        char *slash = strrchr(exe, '/');
+        if (!slash)
+            break;
+        *slash = 0;
+        snprintf(real, sizeof real, "%s/models/hw/h200.ini", exe);
+        if (access(real, R_OK))
+            real[0] = 0;
+    }
+    cr_assert(real[0], "cannot find models/hw/h200.ini above the test binary");
+    setenv("TAILSIM_DATA", tmpdir, 1);
+    if (strcmp(ts_data_root(), tmpdir))
+        cr_skip_test("the data root was fixed earlier in this process (run forked)");
+    char ini[700];
+    make_root(tmpdir, real, NULL, ini, sizeof ini);
+    hw_desc before, hw;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load("h200", &before, &e), 0, "%s", e.msg);
+    cr_expect(strstr(before.calibration, "models/calib") == NULL, "%s", before.calibration);
+    hw_desc t = truth_hw(); /* from the temporary root's copy of h200.ini */
+    static synth s;
+    synth_rows(&s, &t, 0.02, 29);
+    make_root(tmpdir, real, &s, ini, sizeof ini);
+    cr_assert_eq(hw_load("h200", &hw, &e), 0, "%s", e.msg);
+    expect_rel(hw.gemm_eff, t.gemm_eff, 0.03, "gemm_eff");
+    cr_expect(!strncmp(hw.calibration, "models/calib/h200.csv (", 23), "%s", hw.calibration);
+    cr_expect_neq(before.gemm_eff, hw.gemm_eff);
+}
+
+/* ---- the command ------------------------------------------------------------ */
+
+Test(calib, calib_check_command)
+{
+    hw_desc t = truth_hw();
+    static synth s;
+    synth_rows(&s, &t, 0.02, 31);
+    char path[512], ini[600];
+    write_csv(&s, "cmd.csv", path, sizeof path);
+    snprintf(ini, sizeof ini, "%s/fitted.ini", tmpdir);
+    char a0[] = "calib", a1[] = "check", js[] = "--json", o[] = "-o", hw[] = "--hw",
+         h200[] = "h200", bogus[] = "--bogus", none[] = "/nonexistent.csv";
+    cr_redirect_stdout();
+    cr_redirect_stderr();
+    char *ok[] = {a0, a1, path, hw, h200, js, o, ini, NULL};
+    cr_expect_eq(cmd_calib(8, ok), 0);
+    char *bad_opt[] = {a0, a1, path, bogus, NULL};
+    cr_expect_eq(cmd_calib(4, bad_opt), 2);
+    char *no_csv[] = {a0, a1, NULL};
+    cr_expect_eq(cmd_calib(2, no_csv), 2);
+    char *missing[] = {a0, a1, none, NULL};
+    cr_expect_eq(cmd_calib(3, missing), 1);
+    hw_desc fitted;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load(ini, &fitted, &e), 0, "%s", e.msg);
+    expect_rel(fitted.gemm_eff, t.gemm_eff, 0.03, "gemm_eff from the written INI");
+    expect_rel(fitted.gemm_lat_s, t.gemm_lat_s, 0.03, "gemm_lat_s from the written INI");
+    cr_expect_eq(fitted.sms, t.sms);
+    cr_expect(strstr(fitted.calibration, "cmd.csv (") != NULL, "%s", fitted.calibration);
+}
