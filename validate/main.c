@@ -5,7 +5,7 @@
  *   tailsim-validate selftest [--seed N]      every kernel vs its C reference
  *   tailsim-validate calibrate [--quick] -o DIR   timings -> DIR/calib.csv, calib.db
  *   tailsim-validate check CSV [--json] [-o FILE.ini]   fit and hold-out error
- *   tailsim-validate confirm [--trace FILE]   (not yet) mini rollout on the GPU
+ *   tailsim-validate confirm [--quick] [--trace FILE] [-o DIR]   mini rollout on the GPU
  *
  * check runs anywhere and never initialises CUDA (validate/check.c; the same
  * command is `tailsim calib check`).
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "validate/check.h"
+#include "validate/confirm.h"
 #include "validate/validate.h"
 
 static void usage(FILE *f)
@@ -31,7 +32,9 @@ static void usage(FILE *f)
             "  check CSV [--json] [--hw NAME] [-o FILE.ini]\n"
             "                               fit the cost model on half of the CSV's shapes\n"
             "                               and report the other half (no GPU needed)\n"
-            "  confirm [--trace FILE]       (not yet implemented)\n"
+            "  confirm [--quick] [--trace FILE] [-o DIR]\n"
+            "                               mini rollout on the GPU, baseline and tail\n"
+            "                               speculation, against tailsim's prediction\n"
             "Exit status 77: no CUDA device (skipped).\n");
 }
 
@@ -65,8 +68,9 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "check"))
         return val_check(argc - 1, argv + 1); /* no kt_* call: CUDA stays untouched */
     if (!strcmp(cmd, "confirm")) {
-        fprintf(stderr, "tailsim-validate: %s is not implemented yet\n", cmd);
-        return 2;
+        int rc = val_confirm(argc - 1, argv + 1);
+        kt_close();
+        return rc;
     }
     fprintf(stderr, "tailsim-validate: unknown command '%s'\n", cmd);
     usage(stderr);

@@ -1,0 +1,538 @@
+/*
+ * `tailsim-validate confirm [--quick] [--trace FILE] [-o DIR] [--json]`:
+ * confirms end to end that a speedup the simulator predicts is the speedup
+ * the hardware delivers.
+ *
+ * Setup: a sample of long-tail responses (from --trace, or generated
+ * lognormal lengths) on one replica: a stack of Qwen2.5-7B decoder layers
+ * (--layers, default 28: the whole model) with the embedding and LM head, random weights,
+ * one GPU.  tailsim simulates the rollout twice with its cost model and the
+ * GPU's calibration (models/hw/<hw>.ini, or models/calib/<hw>.csv when
+ * committed): plain continuous batching, and TLT's adaptive speculation
+ * (switch after 10 decode iterations at <= 32 running; EAGLE drafter of depth
+ * 8 and top-k 4; verify of V tokens by batch size; accepted counts drawn from
+ * tailsim's acceptance model, since random weights cannot agree).
+ *
+ * Each simulated iteration is then executed on the GPU as the simulator
+ * planned it (rollout_iter: which sequences decode at which context, which
+ * prefill chunks run, how many tokens each speculative sequence gains):
+ * plain iterations are one forward pass over decode tokens and prefill chunks;
+ * speculative ones are the drafter's steps, the target's verification of V
+ * tokens per sequence, and the draft extend over the accepted tokens (a
+ * one-layer model with the LM head stands for the drafter layer there).
+ * The KV caches hold random rows and each iteration sets every sequence's
+ * cached length to what the simulator says, so the kernels see exactly the
+ * planned contexts.  Each iteration is timed with CUDA events; host planning
+ * is outside the timed region (serving engines hide it with CUDA graphs).
+ * The measured makespan is the sum of the measured iterations.
+ *
+ * Reported: predicted and measured makespan of both runs, both speedups,
+ * their errors against the issue's targets (makespan within 10%, goal 5%;
+ * speedup within 5%), and per-kind iteration error.  Without a GPU the
+ * predictions are printed and the command exits 77.
+ */
+#include "validate/confirm.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <gsl/gsl_errno.h>
+
+#include "common/util.h"
+#include "models/hw.h"
+#include "sim/rollout.h"
+#include "traces/gen.h"
+#include "validate/validate.h"
+
+/* ---- the simulator's plan, recorded ------------------------------------ */
+
+typedef struct it_rec {
+    double dt;          /* predicted, s */
+    int n_dec, V;       /* V 0: plain */
+    int n_chunks;
+    size_t off;         /* into the log's int pool: seq, ctx, acc per dec; seq, len, done per chunk */
+} it_rec;
+
+typedef struct it_log {
+    it_rec *it;
+    size_t n, cap;
+    int32_t *pool;
+    size_t np, capp;
+    int oom;
+} it_log;
+
+static int push_ints(it_log *l, const int32_t *x, size_t n)
+{
+    if (l->np + n > l->capp) {
+        size_t nc = l->capp ? l->capp : 1 << 16;
+        while (nc < l->np + n)
+            nc *= 2;
+        int32_t *p = realloc(l->pool, nc * sizeof *p);
+        if (!p)
+            return -1;
+        l->pool = p;
+        l->capp = nc;
+    }
+    if (n)
+        memcpy(l->pool + l->np, x, n * sizeof *x);
+    l->np += n;
+    return 0;
+}
+
+static void record_iter(void *ctx, const rollout_iter *it)
+{
+    it_log *l = ctx;
+    if (l->oom)
+        return;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 4096;
+        it_rec *p = realloc(l->it, nc * sizeof *p);
+        if (!p) {
+            l->oom = 1;
+            return;
+        }
+        l->it = p;
+        l->cap = nc;
+    }
+    it_rec r = {it->dt, it->n_dec, it->spec_budget, it->n_chunks, l->np};
+    int32_t ones[1] = {1};
+    int bad = push_ints(l, it->dec_seq, (size_t)it->n_dec) || push_ints(l, it->dec_ctx, (size_t)it->n_dec);
+    if (it->dec_acc)
+        bad |= push_ints(l, it->dec_acc, (size_t)it->n_dec);
+    else
+        for (int k = 0; k < it->n_dec && !bad; k++)
+            bad |= push_ints(l, ones, 1);
+    bad |= push_ints(l, it->chunk_seq, (size_t)it->n_chunks) ||
+           push_ints(l, it->chunk_len, (size_t)it->n_chunks) ||
+           push_ints(l, it->chunk_done, (size_t)it->n_chunks);
+    if (bad) {
+        l->oom = 1;
+        return;
+    }
+    l->it[l->n++] = r;
+}
+
+static void log_free(it_log *l)
+{
+    free(l->it);
+    free(l->pool);
+    memset(l, 0, sizeof *l);
+}
+
+/* ---- options and the workload ------------------------------------------ */
+
+typedef struct conf_opts {
+    const char *trace, *out, *hw;
+    int quick, json, layers, responses, max_len;
+    uint64_t seed;
+} conf_opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tailsim-validate confirm [--quick] [--trace FILE] [--responses N] [--max-len L]\n"
+               "                                [--layers L] [--hw h200] [--seed S] [-o DIR] [--json]\n");
+}
+
+/* A one-step trace of opt->responses responses, lengths capped at max_len,
+ * one response per prompt (a single replica: groups do not matter). */
+static trace *workload(const conf_opts *o, ts_err *e)
+{
+    trace *src = NULL;
+    if (o->trace) {
+        trace *all = NULL;
+        if (trace_load(o->trace, &all, e))
+            return NULL;
+        src = trace_select_step(all, -1, e);
+        trace_free(all);
+    } else {
+        gen_params p;
+        gen_params_default(&p);
+        char dist[64];
+        snprintf(dist, sizeof dist, "lognormal:%d:1.1", o->max_len / 10);
+        if (gen_parse_dist(dist, &p, e))
+            return NULL;
+        p.prompts = o->responses / 8 > 0 ? o->responses / 8 : 1;
+        p.group = 8;
+        p.cap = o->max_len;
+        p.seed = o->seed;
+        p.prompt_median = 128;
+        src = gen_trace(&p, e);
+    }
+    if (!src)
+        return NULL;
+    size_t n = trace_n_responses(src), stride = n > (size_t)o->responses ? n / (size_t)o->responses : 1;
+    trace *t = trace_new();
+    size_t k = 0, taken = 0;
+    for (size_t i = 0; t && i < src->n_prompts; i++)
+        for (int32_t j = 0; j < src->prompts[i].n_resp; j++, k++) {
+            if (k % stride || taken == (size_t)o->responses)
+                continue;
+            int32_t len = src->prompts[i].resp[j] < o->max_len ? src->prompts[i].resp[j] : o->max_len;
+            if (trace_add(t, 0, (int32_t)taken, -1, src->prompts[i].prompt_tokens, &len, 1, e)) {
+                trace_free(t);
+                t = NULL;
+                break;
+            }
+            taken++;
+        }
+    trace_free(src);
+    if (!t)
+        ts_errf(e, "out of memory");
+    return t;
+}
+
+/* ---- simulation --------------------------------------------------------- */
+
+typedef struct run_pred {
+    double makespan;    /* predicted, s */
+    double accept_len;
+    int64_t iterations, spec_iterations;
+    it_log log;
+} run_pred;
+
+static int simulate(const hw_desc *hw, const llm_desc *m, const trace *t, spec_mode mode,
+                    uint64_t seed, run_pred *p, ts_err *e)
+{
+    memset(p, 0, sizeof *p);
+    rollout_cfg c;
+    memset(&c, 0, sizeof c);
+    c.hw = hw;
+    c.llm = m;
+    c.tp = 1;
+    c.replicas = 1;
+    c.max_running = 256;
+    c.chunk_tokens = 8192;
+    c.kv_tokens = 1e9; /* the GPU run sizes its caches to the workload */
+    c.tail_threshold = 32;
+    c.spec = mode;
+    c.spec_patience = 10;
+    spec_params_default(&c.sp);
+    c.seed = seed;
+    c.on_iter = record_iter;
+    c.on_iter_ctx = &p->log;
+    rollout_result r;
+    if (rollout_run(&c, t, &r, e))
+        return -1;
+    if (p->log.oom) {
+        rollout_result_free(&r);
+        return ts_errf(e, "out of memory recording the plan");
+    }
+    p->makespan = r.makespan_s;
+    p->accept_len = r.accept_len;
+    p->iterations = r.rep[0].iterations;
+    p->spec_iterations = r.spec_iterations;
+    rollout_result_free(&r);
+    return 0;
+}
+
+/* ---- GPU replay --------------------------------------------------------- */
+
+typedef struct gpu {
+    kt_model *model, *extend;  /* target stack; one-layer stand-in for the drafter extend */
+    kt_kv *kv, *ekv, *dkv;     /* target, extend and drafter caches */
+    kt_drafter *drafter;
+    int *d_tokens;             /* random token ids, enough for any step */
+    kt_bf16 *d_hidden;         /* random root features for the drafter */
+    int max_tokens;
+} gpu;
+
+typedef struct step_ctx {
+    kt_step *target, *ext;
+    kt_draft *draft;
+    const int *d_tokens;
+    const kt_bf16 *d_hidden;
+} step_ctx;
+
+static int launch_iter(void *arg)
+{
+    step_ctx *c = arg;
+    if (c->draft && (kt_draft_input(c->draft, c->d_tokens, c->d_hidden) ||
+                     kt_draft_run(c->draft, NULL, NULL, NULL)))
+        return -1;
+    if (c->target && kt_step_forward(c->target, c->d_tokens, NULL, NULL))
+        return -1;
+    if (c->ext && kt_step_forward(c->ext, c->d_tokens, NULL, NULL))
+        return -1;
+    return 0;
+}
+
+/* Replays one recorded iteration; returns its measured time in s, or -1. */
+static double replay_iter(gpu *g, const it_log *l, const it_rec *r, int *seqs, int *qlen)
+{
+    const int32_t *p = l->pool + r->off;
+    const int32_t *dseq = p, *dctx = p + r->n_dec, *dacc = p + 2 * r->n_dec;
+    const int32_t *cseq = p + 3 * r->n_dec, *clen = cseq + r->n_chunks, *cdone = clen + r->n_chunks;
+    step_ctx c = {0};
+    c.d_tokens = g->d_tokens;
+    c.d_hidden = g->d_hidden;
+    int b = 0, rc = -1;
+    for (int k = 0; k < r->n_dec; k++) {
+        if (kt_kv_set_len(g->kv, dseq[k], dctx[k]))
+            return -1;
+        seqs[b] = dseq[k];
+        qlen[b++] = r->V > 0 ? r->V : 1;
+    }
+    for (int k = 0; k < r->n_chunks; k++) {
+        if (kt_kv_set_len(g->kv, cseq[k], cdone[k]))
+            return -1;
+        seqs[b] = cseq[k];
+        qlen[b++] = clen[k];
+    }
+    if (r->V > 0 && r->n_dec > 0) {
+        for (int k = 0; k < r->n_dec; k++)
+            if (kt_kv_set_len(g->dkv, dseq[k], dctx[k]) || kt_kv_set_len(g->ekv, dseq[k], dctx[k]))
+                return -1;
+        c.draft = kt_draft_plan(g->drafter, g->dkv, dseq, r->n_dec, 8, 4);
+        c.ext = kt_step_plan(g->extend, g->ekv, dseq, dacc, r->n_dec, 0);
+        if (!c.draft || !c.ext)
+            goto done;
+    }
+    c.target = kt_step_plan(g->model, g->kv, seqs, qlen, b, r->V > 0);
+    if (!c.target)
+        goto done;
+    float us;
+    if (kt_time(launch_iter, &c, 0, 1, &us))
+        goto done;
+    rc = 0;
+done:
+    kt_step_free(c.target);
+    kt_step_free(c.ext);
+    kt_draft_free(c.draft);
+    return rc ? -1.0 : us * 1e-6;
+}
+
+typedef struct replay_stats {
+    double measured;         /* s */
+    double err_abs[3];       /* sum |meas - pred| / pred by kind: decode, mixed, spec */
+    int n[3];
+} replay_stats;
+
+static int replay(gpu *g, const run_pred *p, replay_stats *st, ts_err *e)
+{
+    memset(st, 0, sizeof *st);
+    int *seqs = malloc(4096 * sizeof *seqs), *qlen = malloc(4096 * sizeof *qlen);
+    if (!seqs || !qlen) {
+        free(seqs);
+        free(qlen);
+        return ts_errf(e, "out of memory");
+    }
+    for (size_t i = 0; i < p->log.n; i++) {
+        const it_rec *r = &p->log.it[i];
+        double t = replay_iter(g, &p->log, r, seqs, qlen);
+        if (t < 0) {
+            free(seqs);
+            free(qlen);
+            return ts_errf(e, "iteration %zu: %s", i, kt_error());
+        }
+        int kind = r->V > 0 ? 2 : r->n_chunks > 0 ? 1 : 0;
+        st->measured += t;
+        st->err_abs[kind] += fabs(t - r->dt) / r->dt;
+        st->n[kind]++;
+    }
+    free(seqs);
+    free(qlen);
+    return 0;
+}
+
+static void gpu_free(gpu *g)
+{
+    kt_kv_free(g->kv);
+    kt_kv_free(g->ekv);
+    kt_kv_free(g->dkv);
+    kt_drafter_free(g->drafter);
+    kt_model_free(g->extend);
+    kt_model_free(g->model);
+    kt_free(g->d_tokens);
+    kt_free(g->d_hidden);
+}
+
+static int gpu_setup(gpu *g, const llm_desc *m, int layers, const trace *t, uint64_t seed, ts_err *e)
+{
+    memset(g, 0, sizeof *g);
+    kt_model_shape s = {layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab,
+                        m->qkv_bias, 1e-6f, 1e6};
+    kt_model_shape one = s;
+    one.layers = 1;
+    int n = (int)trace_n_responses(t);
+    int *cap = malloc((size_t)n * sizeof *cap);
+    if (!cap)
+        return ts_errf(e, "out of memory");
+    for (size_t i = 0; i < t->n_prompts; i++)
+        cap[i] = t->prompts[i].prompt_tokens + t->prompts[i].resp[0] + 1 + 48 + 8 * 4;
+    g->max_tokens = 8192 + 256 * 48;
+    int *ids = malloc((size_t)g->max_tokens * sizeof *ids);
+    if (!ids) {
+        free(cap);
+        return ts_errf(e, "out of memory");
+    }
+    for (int i = 0; i < g->max_tokens; i++)
+        ids[i] = (int)(ts_splitmix64(seed + (uint64_t)i) % (uint64_t)m->vocab);
+    g->model = kt_model_new(&s, seed);
+    g->extend = g->model ? kt_model_new(&one, seed + 1) : NULL;
+    g->kv = g->extend ? kt_kv_new(g->model, n, cap) : NULL;
+    g->ekv = g->kv ? kt_kv_new(g->extend, n, cap) : NULL;
+    g->drafter = g->ekv ? kt_drafter_new(g->model, seed + 2) : NULL;
+    g->dkv = g->drafter ? kt_drafter_kv_new(g->drafter, n, cap) : NULL;
+    g->d_tokens = g->dkv ? kt_malloc((size_t)g->max_tokens * sizeof *ids) : NULL;
+    g->d_hidden = g->d_tokens ? kt_malloc((size_t)256 * m->hidden * sizeof(kt_bf16)) : NULL;
+    int bad = !g->d_hidden || kt_upload(g->d_tokens, ids, (size_t)g->max_tokens * sizeof *ids) ||
+              kt_fill_bf16(g->d_hidden, (size_t)256 * m->hidden, seed + 3, 1.0f);
+    free(cap);
+    free(ids);
+    if (bad) {
+        ts_errf(e, "GPU set-up: %s", kt_error());
+        gpu_free(g);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the command -------------------------------------------------------- */
+
+static int parse(int argc, char **argv, conf_opts *o)
+{
+    static const struct option lo[] = {
+        {"quick", no_argument, 0, 'q'},        {"trace", required_argument, 0, 't'},
+        {"responses", required_argument, 0, 'n'}, {"max-len", required_argument, 0, 'L'},
+        {"layers", required_argument, 0, 'l'}, {"hw", required_argument, 0, 'H'},
+        {"seed", required_argument, 0, 's'},   {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    *o = (conf_opts){NULL, NULL, "h200", 0, 0, 28, 256, 16384, 1};
+    int c, quick_n = 0, quick_l = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
+        int64_t v;
+        switch (c) {
+        case 'q': o->quick = 1; break;
+        case 't': o->trace = optarg; break;
+        case 'o': o->out = optarg; break;
+        case 'H': o->hw = optarg; break;
+        case 'j': o->json = 1; break;
+        case 'h': usage(stdout); return 0;
+        case 'n': case 'L': case 'l': case 's':
+            if (ts_parse_i64(optarg, c == 's' ? 0 : 1, c == 'n' ? 4096 : c == 'l' ? 128 : INT32_MAX, &v)) {
+                fprintf(stderr, "tailsim-validate confirm: bad value '%s'\n", optarg);
+                return 2;
+            }
+            if (c == 'n') o->responses = (int)v, quick_n = 1;
+            if (c == 'L') o->max_len = (int)v, quick_l = 1;
+            if (c == 'l') o->layers = (int)v;
+            if (c == 's') o->seed = (uint64_t)v;
+            break;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    if (o->quick) {
+        if (!quick_n)
+            o->responses = 128;
+        if (!quick_l)
+            o->max_len = 8192;
+    }
+    return -1;
+}
+
+static double pct(double meas, double pred) { return 100.0 * (meas - pred) / pred; }
+
+int val_confirm(int argc, char **argv)
+{
+    conf_opts o;
+    int prc = parse(argc, argv, &o);
+    if (prc >= 0)
+        return prc;
+    gsl_set_error_handler_off();
+    ts_err e = {{0}};
+    hw_desc hw;
+    llm_desc m;
+    trace *t = NULL;
+    run_pred base = {0}, spec = {0};
+    gpu g = {0};
+    int rc = 2, have_gpu = 0;
+    if (hw_load(o.hw, &hw, &e) || llm_load("qwen2.5-7b", &m, &e))
+        goto fail;
+    m.layers = o.layers;
+    if (!(t = workload(&o, &e)))
+        goto fail;
+    if (simulate(&hw, &m, t, SPEC_OFF, o.seed, &base, &e) ||
+        simulate(&hw, &m, t, SPEC_ADAPTIVE, o.seed, &spec, &e))
+        goto fail;
+    trace_stats ts;
+    trace_stats_compute(t, &ts, &e);
+    printf("confirm: %lld responses (mean %.0f, max %lld tokens), Qwen2.5-7B x %d layers, hw %s\n"
+           "calibration: %s\n"
+           "predicted: baseline %.3f s (%lld iterations), tail speculation %.3f s (%lld iterations, "
+           "%lld speculative, accept %.2f), speedup %.3f\n",
+           (long long)ts.responses, ts.mean, (long long)ts.max, o.layers, hw.name, hw.calibration,
+           base.makespan, (long long)base.iterations, spec.makespan, (long long)spec.iterations,
+           (long long)spec.spec_iterations, spec.accept_len, base.makespan / spec.makespan);
+    fflush(stdout);
+    kt_device dev;
+    int d = val_open_device(&dev);
+    if (d <= 0) {
+        rc = d == 0 ? VAL_EXIT_SKIP : 2;
+        goto done;
+    }
+    have_gpu = 1;
+    if (gpu_setup(&g, &m, o.layers, t, o.seed, &e))
+        goto fail;
+    replay_stats rb, rs;
+    if (replay(&g, &base, &rb, &e) || replay(&g, &spec, &rs, &e))
+        goto fail;
+    double sp_pred = base.makespan / spec.makespan, sp_meas = rb.measured / rs.measured;
+    double eb = pct(rb.measured, base.makespan), es = pct(rs.measured, spec.makespan);
+    double esp = pct(sp_meas, sp_pred);
+    int ok = fabs(eb) <= 10 && fabs(es) <= 10 && fabs(esp) <= 5;
+    const char *kinds[3] = {"decode", "mixed", "speculative"};
+    printf("\n%-22s %12s %12s %8s\n", "", "predicted", "measured", "error");
+    printf("%-22s %10.3f s %10.3f s %+7.1f%%\n", "baseline makespan", base.makespan, rb.measured, eb);
+    printf("%-22s %10.3f s %10.3f s %+7.1f%%\n", "speculative makespan", spec.makespan, rs.measured, es);
+    printf("%-22s %11.3fx %11.3fx %+7.1f%%\n", "speedup", sp_pred, sp_meas, esp);
+    printf("\nper-iteration mean |error| by kind (both runs):\n");
+    for (int k = 0; k < 3; k++) {
+        int n = rb.n[k] + rs.n[k];
+        if (n)
+            printf("  %-12s %7d iterations  %6.1f%%\n", kinds[k], n,
+                   100.0 * (rb.err_abs[k] + rs.err_abs[k]) / n);
+    }
+    printf("\ntargets: makespan within 10%% (goal 5%%), speedup within 5%%: %s\n", ok ? "met" : "NOT met");
+    if (o.out) {
+        mkdir(o.out, 0777);
+        json_t *j = json_object();
+        json_object_set_new(j, "device", json_string(dev.name));
+        json_object_set_new(j, "calibration", json_string(hw.calibration));
+        json_object_set_new(j, "responses", json_integer(ts.responses));
+        json_object_set_new(j, "layers", json_integer(o.layers));
+        json_object_set_new(j, "predicted_baseline_s", json_real(base.makespan));
+        json_object_set_new(j, "measured_baseline_s", json_real(rb.measured));
+        json_object_set_new(j, "predicted_spec_s", json_real(spec.makespan));
+        json_object_set_new(j, "measured_spec_s", json_real(rs.measured));
+        json_object_set_new(j, "predicted_speedup", json_real(sp_pred));
+        json_object_set_new(j, "measured_speedup", json_real(sp_meas));
+        json_object_set_new(j, "targets_met", json_boolean(ok));
+        char path[1024];
+        snprintf(path, sizeof path, "%s/confirm.json", o.out);
+        if (json_dump_file(j, path, JSON_INDENT(2) | JSON_REAL_PRECISION(8)))
+            fprintf(stderr, "tailsim-validate confirm: cannot write %s\n", path);
+        json_decref(j);
+    }
+    rc = ok ? 0 : 1;
+    goto done;
+fail:
+    fprintf(stderr, "tailsim-validate confirm: %s\n", e.msg);
+    rc = 2;
+done:
+    if (have_gpu)
+        gpu_free(&g);
+    log_free(&base.log);
+    log_free(&spec.log);
+    trace_free(t);
+    return rc;
+}
