@@ -5,6 +5,7 @@
 #   make run        check dependencies, build, run the main job into reports/out
 #   make check      check dependencies, build, run every test suite
 #   make bench      simulator speed benchmarks
+#   make fuzz       run every libFuzzer target for FUZZ_SECONDS (clang)
 #   make SANITIZE=address,undefined check
 #   make install PREFIX=/usr/local DESTDIR=...
 
@@ -32,7 +33,7 @@ TESTS    := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_*.c))
 BENCHES  := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
 
 .DELETE_ON_ERROR:
-.PHONY: all deps run check bench clean install validate FORCE
+.PHONY: all deps run check bench clean install validate fuzz FORCE
 
 all: $(B)/tailsim validate
 
@@ -83,6 +84,29 @@ check: deps
 bench: deps
 	@$(MAKE) --no-print-directory OPT=-O2 $(B)/tailsim $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+
+# --- fuzzing (clang's libFuzzer): make fuzz [FUZZ_SECONDS=60] -------------
+# Each target in tests/fuzz/targets.h is built with the whole library under
+# -fsanitize=fuzzer,address,undefined and run for FUZZ_SECONDS from its seed
+# corpus in tests/fuzz/corpus/<target>/; a crash is written there as
+# crash-<hash> and then replays in `make check` (tests/test_fuzz.c).
+FUZZ_TARGETS := trace scenario vidur
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_SRC     := $(filter-out kernels/ref/%,$(LIB_SRC))
+$(B)/fuzz/fuzz_%: tests/fuzz/driver.c tests/fuzz/targets.h $(FUZZ_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=c11 -g -O1 -I. -D_POSIX_C_SOURCE=200809L -DFUZZ_TARGET=fuzz_$* \
+	    -fsanitize=fuzzer,address,undefined $(shell pkg-config --cflags $(PKGS) 2>/dev/null) \
+	    tests/fuzz/driver.c $(FUZZ_SRC) -o $@ $(LDLIBS)
+fuzz: deps $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
+	@for t in $(FUZZ_TARGETS); do \
+	    mkdir -p $(B)/fuzz/work-$$t && \
+	    echo "== fuzz $$t for $(FUZZ_SECONDS) s" && \
+	    $(B)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
+	        -artifact_prefix=tests/fuzz/corpus/$$t/crash- $(B)/fuzz/work-$$t tests/fuzz/corpus/$$t \
+	        2>&1 | tail -n 3 || exit 1; \
+	done
 
 PREFIX ?= /usr/local
 install: $(B)/tailsim

@@ -1,0 +1,100 @@
+/*
+ * Fuzz targets: one function per reader, taking raw bytes.  Each writes the
+ * bytes to a private temporary file (the readers take paths, as users give
+ * them) and runs the reader; a reader may accept or reject the input, but it
+ * must not crash, hang, leak or return a half-built object.  Included by the
+ * libFuzzer driver (tests/fuzz/driver.c, `make fuzz`) and by the regression
+ * suite (tests/test_fuzz.c, `make check`), which replays every file of
+ * tests/fuzz/corpus/<target>/.
+ */
+#ifndef TS_FUZZ_TARGETS_H
+#define TS_FUZZ_TARGETS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "models/hw.h"
+#include "models/vidur.h"
+#include "sim/scenario.h"
+#include "traces/trace.h"
+
+/* Writes data to a per-process temporary file with the given suffix; returns
+ * its path in buf, or NULL. */
+static inline const char *fuzz_tmpfile(const uint8_t *data, size_t size, const char *suffix,
+                                       char *buf, size_t n)
+{
+    snprintf(buf, n, "/tmp/tailsim-fuzz-%ld%s", (long)getpid(), suffix);
+    FILE *f = fopen(buf, "wb");
+    if (!f)
+        return NULL;
+    if (size && fwrite(data, 1, size, f) != size) {
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Trace readers (JSONL, plain CSV, Vidur request CSV, chosen by content). */
+static inline int fuzz_trace(const uint8_t *data, size_t size)
+{
+    char path[128];
+    if (!fuzz_tmpfile(data, size, ".trace", path, sizeof path))
+        return 0;
+    trace *t = NULL;
+    ts_err e = {{0}};
+    if (trace_load(path, &t, &e) == 0) {
+        if (!t)
+            abort(); /* success must give a trace */
+        trace_stats st;
+        if (trace_stats_compute(t, &st, &e) == 0 && (st.responses <= 0 || st.max < 1))
+            abort(); /* a loaded trace has positive lengths */
+        trace_free(t);
+    } else if (t || !e.msg[0]) {
+        abort(); /* failure must leave nothing and say why */
+    }
+    remove(path);
+    return 0;
+}
+
+/* Scenario INI reader. */
+static inline int fuzz_scenario(const uint8_t *data, size_t size)
+{
+    char path[128];
+    if (!fuzz_tmpfile(data, size, ".ini", path, sizeof path))
+        return 0;
+    scenario s;
+    ts_err e = {{0}};
+    if (scenario_load(path, &s, &e) == 0) {
+        if (s.gpus < 1 || s.tp < 1 || !s.model[0])
+            abort(); /* loaded scenarios respect their ranges */
+        scenario_validate(&s, &e);
+    } else if (!e.msg[0]) {
+        abort();
+    }
+    remove(path);
+    return 0;
+}
+
+/* Vidur operator-profile CSV reader (tailsim calib vidur). */
+static inline int fuzz_vidur(const uint8_t *data, size_t size)
+{
+    char path[128];
+    if (!fuzz_tmpfile(data, size, ".csv", path, sizeof path))
+        return 0;
+    vidur_table t;
+    memset(&t, 0, sizeof t);
+    ts_err e = {{0}};
+    if (vidur_load(path, "median", &t, &e) == 0)
+        vidur_free(&t);
+    else if (!e.msg[0])
+        abort();
+    remove(path);
+    return 0;
+}
+
+#endif
