@@ -39,10 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#include "kernels/attn.cuh" /* struct kt_attn: the plan's kv_off is set here */
-#pragma GCC diagnostic pop
 #include "kernels/layer.cuh"
 #include "kernels/ref/kref.h"
 

@@ -17,7 +17,9 @@
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
-#include "kernels/attn.cuh" /* struct kt_attn: kv_off points into the arena */
+/* for struct kt_attn, whose kv_off is pointed into the arena; the header's
+ * static kernels are compiled here a second time (unused, ~1 s of build) */
+#include "kernels/attn.cuh"
 #pragma GCC diagnostic pop
 #include "kernels/layer.cuh"
 
@@ -111,12 +113,10 @@ kt_step *kl_step_plan(kt_model *m, kt_kv *kv, const int *seqs, const int *q_len,
         kt_seterr(__FILE__, __LINE__, "step: out of host memory");
         goto cleanup;
     }
+    if (m->s.vocab == 0) /* a bare stack (drafter layer, trainer): no LM head */
+        logits = 0;
     if (plan_arrays(st, extra, pos, logits, ctx, koff, host))
         goto cleanup;
-    if (logits && m->s.vocab == 0 && st->R > 0) {
-        kt_seterr(__FILE__, __LINE__, "step: logits asked of a model without an LM head");
-        goto cleanup;
-    }
     st->attn = kt_attn_plan(ctx, q_len ? st->q_len : NULL, b, m->s.heads, m->s.kv_heads,
                             m->s.head_dim, 0);
     if (!st->attn)

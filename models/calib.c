@@ -5,9 +5,10 @@
  * median, p10 and p90 of its repeat times (validate/calib_store.c); a copy of
  * such a file committed as models/calib/<gpu>.csv calibrates the hardware
  * description (models/hw.c, models/fit.c).  calib_csv_load() reads one: the
- * header must be exactly CALIB_CSV_HEADER, each line must have its sixteen
- * fields (double-quoted fields allowed, with "" for a quote, as the device
- * column is written), numbers must parse in range and the median must be
+ * header must be exactly CALIB_CSV_HEADER (17 columns, ending in
+ * peak_bytes) or the first format without peak_bytes, each line must have
+ * the header's field count (double-quoted fields allowed, with "" for a
+ * quote, as the device column is written), numbers must parse in range and the median must be
  * positive, since every comparison is relative to it.  The first bad field
  * is reported with file, line, column number and column name, and nothing
  * partial is returned.  Op names are only checked for shape
@@ -26,9 +27,14 @@
  * fit's inner loop, so the op name is resolved once (calib_op_kind) and the
  * prediction itself is a switch.  Reading runs once per `check` or hw_load;
  * memory is one growing array of rows.
+ *
+ * The report of a hold-out check (models/fit.c runs it) is rendered here too,
+ * as an aligned table (through open_memstream) or as JSON (jansson), both
+ * returned as strings for the command to print.
  */
 #include "models/calib.h"
 
+#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +42,11 @@
 
 #include "common/util.h"
 #include "models/cost.h"
+#include "models/fit.h"
 
 static const char *const col_names[CALIB_CSV_COLUMNS] = {
     "device", "sm_clock_mhz", "mem_clock_mhz", "op", "m", "n", "k", "batch", "ctx_sum",
-    "ctx_max", "q_len", "median_us", "p10_us", "p90_us", "flops", "bytes",
+    "ctx_max", "q_len", "median_us", "p10_us", "p90_us", "flops", "bytes", "peak_bytes",
 };
 
 static const struct { const char *name; calib_op kind; } op_table[] = {
@@ -185,7 +192,8 @@ static int bad_col(ts_err *e, const char *path, int line, int col, const char *f
     return ts_errf(e, "%s:%d: column %d '%s': %s", path, line, col + 1, col_names[col], what);
 }
 
-static int check_header(char *line, const char *path, ts_err *e)
+/* Checks the header; its column count (16 or 17) goes to *ncols. */
+static int check_header(char *line, const char *path, int *ncols, ts_err *e)
 {
     char *f[CALIB_CSV_COLUMNS + 1];
     int nf = split_fields(line, f, CALIB_CSV_COLUMNS + 1);
@@ -196,18 +204,19 @@ static int check_header(char *line, const char *path, ts_err *e)
         if (strcmp(f[c], col_names[c]))
             return ts_errf(e, "%s:1: column %d: expected '%s', found '%s' (header must be: %s)",
                            path, c + 1, col_names[c], f[c], CALIB_CSV_HEADER);
-    if (upto < CALIB_CSV_COLUMNS)
+    if (upto < CALIB_CSV_COLUMNS - 1)
         return ts_errf(e, "%s:1: column %d: expected '%s', the header ends (header must be: %s)",
                        path, upto + 1, col_names[upto], CALIB_CSV_HEADER);
     if (upto > CALIB_CSV_COLUMNS)
         return ts_errf(e, "%s:1: column %d: unexpected column '%s' (header must be: %s)", path,
                        CALIB_CSV_COLUMNS + 1, nf < 0 ? "..." : f[CALIB_CSV_COLUMNS],
                        CALIB_CSV_HEADER);
+    *ncols = upto;
     return 0;
 }
 
 /* Parses the fields of one data line into r; 0 or -1 with e set. */
-static int parse_row(char **f, const char *path, int line, calib_row *r, ts_err *e)
+static int parse_row(char **f, int ncols, const char *path, int line, calib_row *r, ts_err *e)
 {
     memset(r, 0, sizeof *r);
     r->line = line;
@@ -228,9 +237,10 @@ static int parse_row(char **f, const char *path, int line, calib_row *r, ts_err 
         return bad_col(e, path, line, 3, "'%s' is not an op name ([A-Za-z0-9_]+, < 32 chars)",
                        f[3]);
     memcpy(r->op, f[3], ol + 1);
-    double *num[12] = {&r->m, &r->n, &r->k, &r->batch, &r->ctx_sum, &r->ctx_max, &r->q_len,
-                       &r->median_us, &r->p10_us, &r->p90_us, &r->flops, &r->bytes};
-    for (int c = 4; c < CALIB_CSV_COLUMNS; c++)
+    double *num[13] = {&r->m, &r->n, &r->k, &r->batch, &r->ctx_sum, &r->ctx_max, &r->q_len,
+                       &r->median_us, &r->p10_us, &r->p90_us, &r->flops, &r->bytes,
+                       &r->peak_bytes};
+    for (int c = 4; c < ncols; c++)
         if (ts_parse_double(f[c], 0.0, 1e30, num[c - 4]))
             return bad_col(e, path, line, c, "'%s' is not a number >= 0", f[c]);
     if (!(r->median_us > 0))
@@ -245,7 +255,7 @@ int calib_csv_load(const char *path, calib_row **rows_out, size_t *n_out, ts_err
     FILE *fp = fopen(path, "r");
     if (!fp)
         return ts_errf(e, "%s: cannot open file", path);
-    int rc = -1, lineno = 1;
+    int rc = -1, lineno = 1, ncols = 0;
     char *line = NULL;
     size_t cap = 0, n = 0, rows_cap = 0;
     calib_row *rows = NULL;
@@ -254,7 +264,7 @@ int calib_csv_load(const char *path, calib_row **rows_out, size_t *n_out, ts_err
         goto cleanup;
     }
     chomp(line);
-    if (check_header(line, path, e))
+    if (check_header(line, path, &ncols, e))
         goto cleanup;
     while (getline(&line, &cap, fp) >= 0) {
         lineno++;
@@ -264,25 +274,25 @@ int calib_csv_load(const char *path, calib_row **rows_out, size_t *n_out, ts_err
             goto cleanup;
         }
         char *f[CALIB_CSV_COLUMNS + 1];
-        int nf = split_fields(line, f, CALIB_CSV_COLUMNS);
+        int nf = split_fields(line, f, ncols);
         if (nf < -1) {
             bad_col(e, path, lineno, -nf - 2, "malformed quotes%s", "");
             goto cleanup;
         }
         if (nf < 0) {
             ts_errf(e, "%s:%d: column %d: more fields than the header's %d", path, lineno,
-                    CALIB_CSV_COLUMNS + 1, CALIB_CSV_COLUMNS);
+                    ncols + 1, ncols);
             goto cleanup;
         }
-        if (nf < CALIB_CSV_COLUMNS) {
+        if (nf < ncols) {
             char what[64];
             snprintf(what, sizeof what, "missing (the line has %d fields, the header %d)", nf,
-                     CALIB_CSV_COLUMNS);
+                     ncols);
             bad_col(e, path, lineno, nf, "%s", what);
             goto cleanup;
         }
         calib_row r;
-        if (parse_row(f, path, lineno, &r, e))
+        if (parse_row(f, ncols, path, lineno, &r, e))
             goto cleanup;
         if (n == rows_cap) {
             size_t nc = rows_cap ? 2 * rows_cap : 256;
@@ -313,4 +323,175 @@ cleanup:
     free(line);
     fclose(fp);
     return rc;
+}
+
+/* ---- rendering of a hold-out check (declared in models/fit.h) ------------------------------------------------------------ */
+
+static const char *state_words(const fit_result *f, int j)
+{
+    if (f->state[j] == FIT_DEGENERATE)
+        return j == FIT_GEMM_HALF ? "degenerate, kept 0" : "degenerate, kept";
+    return f->state[j] == FIT_UNUSED ? "unused, kept" : "fitted";
+}
+
+static const char *device_of(const calib_check *c, const calib_row *rows, int *mixed)
+{
+    *mixed = 0;
+    for (size_t i = 1; i < c->rows; i++)
+        *mixed |= strcmp(rows[i].device, rows[0].device) != 0;
+    return c->rows ? rows[0].device : "";
+}
+
+char *calib_check_table(const calib_check *c, const calib_row *rows, const char *file,
+                        const hw_desc *start)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    int mixed;
+    const char *dev = device_of(c, rows, &mixed);
+    const fit_result *fr = &c->fit;
+    fprintf(f, "file         %s\n", file);
+    fprintf(f, "device       %s%s\n", dev, mixed ? " (and others: the file mixes devices)" : "");
+    fprintf(f, "hw           %s (start: %s)\n", start->name, start->calibration);
+    fprintf(f, "rows         %zu: %zu fit, %zu held out, %zu not modelled\n\n", c->rows,
+            c->rows_fit, c->rows_held, c->rows_skipped);
+    fprintf(f, "fit on %zu rows: %d iterations, %s; RMS relative error %.2f%% -> %.2f%%\n",
+            fr->rows, fr->iterations, fr->stop, 100 * fr->rms_before, 100 * fr->rms_after);
+    fprintf(f, "  %-16s %12s %12s   %s\n", "parameter", "before", "after", "state");
+    for (int j = 0; j < FIT_NPARAM; j++)
+        fprintf(f, "  %-16s %12.4g %12.4g   %s\n", fit_param_names[j], fr->before[j],
+                fr->after[j], state_words(fr, j));
+    if (fr->half_tried)
+        fprintf(f, "  (gemm_half_flops freed in a second pass: cost %+.1f%%, %s)\n",
+                -100 * fr->half_gain,
+                fr->state[FIT_GEMM_HALF] == FIT_FITTED
+                    ? "kept"
+                    : "not kept: needs -2% and a standard error under 25%");
+    fprintf(f, "\nheld-out shapes, predicted vs measured (errors in %%):\n");
+    fprintf(f, "%-14s %5s %5s %9s %8s %8s %8s   %s\n", "op", "fit", "held", "fit MAPE", "MAPE",
+            "median", "worst", "worst case");
+    for (size_t o = 0; o < c->n_ops; o++) {
+        const calib_op_report *op = &c->ops[o];
+        if (!op->modelled) {
+            fprintf(f, "%-14s %5s %5s   not modelled: %zu row%s skipped\n", op->op, "-", "-",
+                    op->rows, op->rows == 1 ? "" : "s");
+            continue;
+        }
+        fprintf(f, "%-14s %5zu %5zu %9.2f", op->op, op->n_fit, op->n_held, op->fit_mape);
+        if (!op->n_held) {
+            fprintf(f, " %8s %8s %8s   (no held-out row: fit only)\n", "-", "-", "-");
+            continue;
+        }
+        const calib_row *w = &rows[op->worst_row];
+        char shape[160];
+        calib_row_shape(w, shape, sizeof shape);
+        fprintf(f, " %8.2f %8.2f %8.2f   line %d: %s: %.4g us predicted, %.4g measured\n",
+                op->mape, op->median, op->worst, w->line, shape, op->worst_pred_us,
+                w->median_us);
+    }
+    if (c->worst_op[0]) {
+        fprintf(f, "\nmedian per-op MAPE %7.2f%%   target <= %.0f%%: %s\n", c->median_op_mape,
+                CALIB_TARGET_MEDIAN_OP, c->median_ok ? "met" : "MISSED");
+        fprintf(f, "worst op MAPE      %7.2f%%   target <= %.0f%%: %s (%s)\n", c->worst_op_mape,
+                CALIB_TARGET_WORST_OP, c->worst_ok ? "met" : "MISSED", c->worst_op);
+        fprintf(f, "all held-out rows  %7.2f%%   (%zu rows)\n", c->overall_mape, c->rows_held);
+    } else {
+        fprintf(f, "\nno held-out rows: nothing to compare (targets not evaluated)\n");
+    }
+    if (fclose(f)) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* json_object_set_new that remembers an allocation failure. */
+static void jset(json_t *o, const char *k, json_t *v, int *bad)
+{
+    if (!v || json_object_set_new(o, k, v))
+        *bad = 1;
+}
+
+char *calib_check_json(const calib_check *c, const calib_row *rows, const char *file,
+                       const hw_desc *start)
+{
+    int bad = 0, mixed;
+    const fit_result *fr = &c->fit;
+    json_t *root = json_object(), *skipped = json_object(), *fit = json_object(),
+           *params = json_object(), *ops = json_object(), *tg = json_object();
+    if (!root || !skipped || !fit || !params || !ops || !tg) {
+        json_decref(root); json_decref(skipped); json_decref(fit);
+        json_decref(params); json_decref(ops); json_decref(tg);
+        return NULL;
+    }
+    jset(root, "file", json_string(file), &bad);
+    jset(root, "device", json_string(device_of(c, rows, &mixed)), &bad);
+    jset(root, "mixed_devices", json_boolean(mixed), &bad);
+    jset(root, "hw", json_string(start->name), &bad);
+    jset(root, "start_calibration", json_string(start->calibration), &bad);
+    jset(root, "rows", json_integer((json_int_t)c->rows), &bad);
+    jset(root, "rows_fit", json_integer((json_int_t)c->rows_fit), &bad);
+    jset(root, "rows_held_out", json_integer((json_int_t)c->rows_held), &bad);
+    jset(root, "rows_not_modelled", json_integer((json_int_t)c->rows_skipped), &bad);
+    for (size_t o = 0; o < c->n_ops; o++) {
+        const calib_op_report *op = &c->ops[o];
+        if (!op->modelled) {
+            jset(skipped, op->op, json_integer((json_int_t)op->rows), &bad);
+            continue;
+        }
+        json_t *j = json_object();
+        if (!j) {
+            bad = 1;
+            break;
+        }
+        int h = op->n_held > 0;
+        const calib_row *w = &rows[op->worst_row];
+        char shape[160];
+        calib_row_shape(w, shape, sizeof shape);
+        jset(j, "n", json_integer((json_int_t)op->n_held), &bad);
+        jset(j, "fit_n", json_integer((json_int_t)op->n_fit), &bad);
+        jset(j, "fit_mape", op->n_fit ? json_real(op->fit_mape) : json_null(), &bad);
+        jset(j, "mape", h ? json_real(op->mape) : json_null(), &bad);
+        jset(j, "median", h ? json_real(op->median) : json_null(), &bad);
+        jset(j, "worst", h ? json_real(op->worst) : json_null(), &bad);
+        jset(j, "worst_line", h ? json_integer(w->line) : json_null(), &bad);
+        jset(j, "worst_shape", h ? json_string(shape) : json_null(), &bad);
+        jset(j, "worst_pred_us", h ? json_real(op->worst_pred_us) : json_null(), &bad);
+        jset(j, "worst_meas_us", h ? json_real(w->median_us) : json_null(), &bad);
+        jset(ops, op->op, j, &bad);
+    }
+    jset(root, "not_modelled", skipped, &bad);
+    jset(fit, "rows", json_integer((json_int_t)fr->rows), &bad);
+    jset(fit, "iterations", json_integer(fr->iterations), &bad);
+    jset(fit, "stop", json_string(fr->stop), &bad);
+    jset(fit, "rms_before", json_real(100 * fr->rms_before), &bad);
+    jset(fit, "rms_after", json_real(100 * fr->rms_after), &bad);
+    jset(fit, "half_gain", fr->half_tried ? json_real(100 * fr->half_gain) : json_null(), &bad);
+    for (int j = 0; j < FIT_NPARAM; j++)
+        jset(params, fit_param_names[j],
+             json_pack("{s:f, s:f, s:s}", "before", fr->before[j], "after", fr->after[j],
+                       "state", fit_state_names[fr->state[j]]),
+             &bad);
+    jset(fit, "params", params, &bad);
+    jset(root, "fit", fit, &bad);
+    jset(root, "ops", ops, &bad);
+    int any = c->worst_op[0] != 0;
+    jset(root, "median_op_mape", any ? json_real(c->median_op_mape) : json_null(), &bad);
+    jset(root, "worst_op_mape", any ? json_real(c->worst_op_mape) : json_null(), &bad);
+    jset(root, "worst_op", any ? json_string(c->worst_op) : json_null(), &bad);
+    jset(root, "overall_mape", any ? json_real(c->overall_mape) : json_null(), &bad);
+    jset(tg, "median_op_mape_max", json_real(CALIB_TARGET_MEDIAN_OP), &bad);
+    jset(tg, "worst_op_mape_max", json_real(CALIB_TARGET_WORST_OP), &bad);
+    jset(tg, "median_ok", json_boolean(c->median_ok), &bad);
+    jset(tg, "worst_ok", json_boolean(c->worst_ok), &bad);
+    jset(tg, "met", json_boolean(c->median_ok && c->worst_ok), &bad);
+    jset(root, "targets", tg, &bad);
+    char *s = bad ? NULL
+                  : json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+                                         JSON_REAL_PRECISION(8));
+    json_decref(root);
+    return s;
 }

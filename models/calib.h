@@ -12,12 +12,14 @@
 #include "common/err.h"
 #include "models/hw.h"
 
-/* The header line the reader requires, exactly (validate/calib_store.c
- * writes it). */
-#define CALIB_CSV_HEADER                                                        \
+/* The header lines the reader accepts, exactly: the first calibration
+ * format (16 columns) and the current one, which adds peak_bytes (the
+ * training rows' tracked memory; validate/calib_store.c writes it). */
+#define CALIB_CSV_HEADER_V1                                                     \
     "device,sm_clock_mhz,mem_clock_mhz,op,m,n,k,batch,ctx_sum,ctx_max,q_len," \
     "median_us,p10_us,p90_us,flops,bytes"
-#define CALIB_CSV_COLUMNS 16
+#define CALIB_CSV_HEADER CALIB_CSV_HEADER_V1 ",peak_bytes"
+#define CALIB_CSV_COLUMNS 17 /* of CALIB_CSV_HEADER; 16 in the first format */
 
 /* One timed op at one shape.  Shape columns by op (validate/validate.h has
  * the full list): gemm/gemm_peak m, n, k; decode_attn/chunk_attn m heads, n
@@ -35,13 +37,15 @@ typedef struct calib_row {
     double median_us, p10_us, p90_us; /* measured, us; median > 0 */
     double flops;            /* FLOPs of one run (napkin count) */
     double bytes;            /* minimum bytes moved by one run */
+    double peak_bytes;       /* train_* rows: tracked peak device memory; else 0 */
     int sm_mhz, mem_mhz;     /* clocks seen; 0 unknown */
     int line;                /* line in the CSV (2 = first row); 0 if not from a file */
 } calib_row;
 
-/* Reads a calibration CSV.  The header must be CALIB_CSV_HEADER; every line
- * must have its 16 fields (RFC 4180 quoting allowed, as the device column
- * uses), numbers in range and median_us > 0.  The first bad field is
+/* Reads a calibration CSV.  The header must be CALIB_CSV_HEADER or
+ * CALIB_CSV_HEADER_V1; every line must have the header's field count (RFC
+ * 4180 quoting allowed, as the device column uses), numbers in range and
+ * median_us > 0.  The first bad field is
  * reported as "FILE:LINE: column N 'NAME': ..." and nothing is returned.
  * An op the cost model does not know is not an error (see calib_op_kind).
  * On success *rows (free with free()) holds *n >= 1 rows in file order. */

@@ -21,25 +21,24 @@
  * covariance at the solution) under 25%; otherwise it stays 0 and is
  * reported FIT_DEGENERATE.  The first pass runs from the INI's values and
  * from two far-apart starts and keeps the lowest cost, since the rooflines'
- * max() terms make the cost only piecewise smooth.  Everything is deterministic: the same rows give
- * the same floating-point operations and so the same values bit for bit.
- * Cost: each residual is a few dozen flops, a Jacobian p+1 passes over the
- * rows; a few thousand rows fit in a few milliseconds (the test suite checks
- * the bound).  GSL's error handler is switched off for the duration and
+ * max() terms make the cost only piecewise smooth.  Everything is
+ * deterministic: the same rows give the same floating-point operations and
+ * so the same values bit for bit.  Cost: a residual is a few dozen flops, a
+ * Jacobian p+1 passes over the rows; 3800 rows fit in about 20 ms (the test
+ * suite holds it under 0.1 s), so hw_load() fits at every load and nothing
+ * is cached.  GSL's error handler is switched off for the duration and
  * restored, and every status is checked.
  *
  * calib_check_run() splits the rows per op, sorted by shape, alternately
  * into a fit half and a held-out half, fits on the first and measures the
- * second; calib_check_table()/calib_check_json() render the report (strings,
- * never printed here); fit_write_ini() writes a fitted description as a
- * hardware INI.
+ * second (models/calib.c renders the report as text or JSON);
+ * fit_write_ini() writes a fitted description as a hardware INI.
  */
 #include "models/fit.h"
 
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_multifit_nlinear.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -466,177 +465,6 @@ cleanup:
     free(fit_sel);
     free(ape);
     return rc;
-}
-
-/* ---- rendering ------------------------------------------------------------ */
-
-static const char *state_words(const fit_result *f, int j)
-{
-    if (f->state[j] == FIT_DEGENERATE)
-        return j == FIT_GEMM_HALF ? "degenerate, kept 0" : "degenerate, kept";
-    return f->state[j] == FIT_UNUSED ? "unused, kept" : "fitted";
-}
-
-static const char *device_of(const calib_check *c, const calib_row *rows, int *mixed)
-{
-    *mixed = 0;
-    for (size_t i = 1; i < c->rows; i++)
-        *mixed |= strcmp(rows[i].device, rows[0].device) != 0;
-    return c->rows ? rows[0].device : "";
-}
-
-char *calib_check_table(const calib_check *c, const calib_row *rows, const char *file,
-                        const hw_desc *start)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
-    int mixed;
-    const char *dev = device_of(c, rows, &mixed);
-    const fit_result *fr = &c->fit;
-    fprintf(f, "file         %s\n", file);
-    fprintf(f, "device       %s%s\n", dev, mixed ? " (and others: the file mixes devices)" : "");
-    fprintf(f, "hw           %s (start: %s)\n", start->name, start->calibration);
-    fprintf(f, "rows         %zu: %zu fit, %zu held out, %zu not modelled\n\n", c->rows,
-            c->rows_fit, c->rows_held, c->rows_skipped);
-    fprintf(f, "fit on %zu rows: %d iterations, %s; RMS relative error %.2f%% -> %.2f%%\n",
-            fr->rows, fr->iterations, fr->stop, 100 * fr->rms_before, 100 * fr->rms_after);
-    fprintf(f, "  %-16s %12s %12s   %s\n", "parameter", "before", "after", "state");
-    for (int j = 0; j < FIT_NPARAM; j++)
-        fprintf(f, "  %-16s %12.4g %12.4g   %s\n", fit_param_names[j], fr->before[j],
-                fr->after[j], state_words(fr, j));
-    if (fr->half_tried)
-        fprintf(f, "  (gemm_half_flops freed in a second pass: cost %+.1f%%, %s)\n",
-                -100 * fr->half_gain,
-                fr->state[FIT_GEMM_HALF] == FIT_FITTED
-                    ? "kept"
-                    : "not kept: needs -2% and a standard error under 25%");
-    fprintf(f, "\nheld-out shapes, predicted vs measured (errors in %%):\n");
-    fprintf(f, "%-14s %5s %5s %9s %8s %8s %8s   %s\n", "op", "fit", "held", "fit MAPE", "MAPE",
-            "median", "worst", "worst case");
-    for (size_t o = 0; o < c->n_ops; o++) {
-        const calib_op_report *op = &c->ops[o];
-        if (!op->modelled) {
-            fprintf(f, "%-14s %5s %5s   not modelled: %zu row%s skipped\n", op->op, "-", "-",
-                    op->rows, op->rows == 1 ? "" : "s");
-            continue;
-        }
-        fprintf(f, "%-14s %5zu %5zu %9.2f", op->op, op->n_fit, op->n_held, op->fit_mape);
-        if (!op->n_held) {
-            fprintf(f, " %8s %8s %8s   (no held-out row: fit only)\n", "-", "-", "-");
-            continue;
-        }
-        const calib_row *w = &rows[op->worst_row];
-        char shape[160];
-        calib_row_shape(w, shape, sizeof shape);
-        fprintf(f, " %8.2f %8.2f %8.2f   line %d: %s: %.4g us predicted, %.4g measured\n",
-                op->mape, op->median, op->worst, w->line, shape, op->worst_pred_us,
-                w->median_us);
-    }
-    if (c->worst_op[0]) {
-        fprintf(f, "\nmedian per-op MAPE %7.2f%%   target <= %.0f%%: %s\n", c->median_op_mape,
-                CALIB_TARGET_MEDIAN_OP, c->median_ok ? "met" : "MISSED");
-        fprintf(f, "worst op MAPE      %7.2f%%   target <= %.0f%%: %s (%s)\n", c->worst_op_mape,
-                CALIB_TARGET_WORST_OP, c->worst_ok ? "met" : "MISSED", c->worst_op);
-        fprintf(f, "all held-out rows  %7.2f%%   (%zu rows)\n", c->overall_mape, c->rows_held);
-    } else {
-        fprintf(f, "\nno held-out rows: nothing to compare (targets not evaluated)\n");
-    }
-    if (fclose(f)) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
-/* json_object_set_new that remembers an allocation failure. */
-static void jset(json_t *o, const char *k, json_t *v, int *bad)
-{
-    if (!v || json_object_set_new(o, k, v))
-        *bad = 1;
-}
-
-char *calib_check_json(const calib_check *c, const calib_row *rows, const char *file,
-                       const hw_desc *start)
-{
-    int bad = 0, mixed;
-    const fit_result *fr = &c->fit;
-    json_t *root = json_object(), *skipped = json_object(), *fit = json_object(),
-           *params = json_object(), *ops = json_object(), *tg = json_object();
-    if (!root || !skipped || !fit || !params || !ops || !tg) {
-        json_decref(root); json_decref(skipped); json_decref(fit);
-        json_decref(params); json_decref(ops); json_decref(tg);
-        return NULL;
-    }
-    jset(root, "file", json_string(file), &bad);
-    jset(root, "device", json_string(device_of(c, rows, &mixed)), &bad);
-    jset(root, "mixed_devices", json_boolean(mixed), &bad);
-    jset(root, "hw", json_string(start->name), &bad);
-    jset(root, "start_calibration", json_string(start->calibration), &bad);
-    jset(root, "rows", json_integer((json_int_t)c->rows), &bad);
-    jset(root, "rows_fit", json_integer((json_int_t)c->rows_fit), &bad);
-    jset(root, "rows_held_out", json_integer((json_int_t)c->rows_held), &bad);
-    jset(root, "rows_not_modelled", json_integer((json_int_t)c->rows_skipped), &bad);
-    for (size_t o = 0; o < c->n_ops; o++) {
-        const calib_op_report *op = &c->ops[o];
-        if (!op->modelled) {
-            jset(skipped, op->op, json_integer((json_int_t)op->rows), &bad);
-            continue;
-        }
-        json_t *j = json_object();
-        if (!j) {
-            bad = 1;
-            break;
-        }
-        int h = op->n_held > 0;
-        const calib_row *w = &rows[op->worst_row];
-        char shape[160];
-        calib_row_shape(w, shape, sizeof shape);
-        jset(j, "n", json_integer((json_int_t)op->n_held), &bad);
-        jset(j, "fit_n", json_integer((json_int_t)op->n_fit), &bad);
-        jset(j, "fit_mape", op->n_fit ? json_real(op->fit_mape) : json_null(), &bad);
-        jset(j, "mape", h ? json_real(op->mape) : json_null(), &bad);
-        jset(j, "median", h ? json_real(op->median) : json_null(), &bad);
-        jset(j, "worst", h ? json_real(op->worst) : json_null(), &bad);
-        jset(j, "worst_line", h ? json_integer(w->line) : json_null(), &bad);
-        jset(j, "worst_shape", h ? json_string(shape) : json_null(), &bad);
-        jset(j, "worst_pred_us", h ? json_real(op->worst_pred_us) : json_null(), &bad);
-        jset(j, "worst_meas_us", h ? json_real(w->median_us) : json_null(), &bad);
-        jset(ops, op->op, j, &bad);
-    }
-    jset(root, "not_modelled", skipped, &bad);
-    jset(fit, "rows", json_integer((json_int_t)fr->rows), &bad);
-    jset(fit, "iterations", json_integer(fr->iterations), &bad);
-    jset(fit, "stop", json_string(fr->stop), &bad);
-    jset(fit, "rms_before", json_real(100 * fr->rms_before), &bad);
-    jset(fit, "rms_after", json_real(100 * fr->rms_after), &bad);
-    jset(fit, "half_gain", fr->half_tried ? json_real(100 * fr->half_gain) : json_null(), &bad);
-    for (int j = 0; j < FIT_NPARAM; j++)
-        jset(params, fit_param_names[j],
-             json_pack("{s:f, s:f, s:s}", "before", fr->before[j], "after", fr->after[j],
-                       "state", fit_state_names[fr->state[j]]),
-             &bad);
-    jset(fit, "params", params, &bad);
-    jset(root, "fit", fit, &bad);
-    jset(root, "ops", ops, &bad);
-    int any = c->worst_op[0] != 0;
-    jset(root, "median_op_mape", any ? json_real(c->median_op_mape) : json_null(), &bad);
-    jset(root, "worst_op_mape", any ? json_real(c->worst_op_mape) : json_null(), &bad);
-    jset(root, "worst_op", any ? json_string(c->worst_op) : json_null(), &bad);
-    jset(root, "overall_mape", any ? json_real(c->overall_mape) : json_null(), &bad);
-    jset(tg, "median_op_mape_max", json_real(CALIB_TARGET_MEDIAN_OP), &bad);
-    jset(tg, "worst_op_mape_max", json_real(CALIB_TARGET_WORST_OP), &bad);
-    jset(tg, "median_ok", json_boolean(c->median_ok), &bad);
-    jset(tg, "worst_ok", json_boolean(c->worst_ok), &bad);
-    jset(tg, "met", json_boolean(c->median_ok && c->worst_ok), &bad);
-    jset(root, "targets", tg, &bad);
-    char *s = bad ? NULL
-                  : json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
-                                         JSON_REAL_PRECISION(8));
-    json_decref(root);
-    return s;
 }
 
 /* ---- INI output ----------------------------------------------------------- */

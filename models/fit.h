@@ -53,7 +53,8 @@ typedef struct fit_result {
  * they stay in (0, 1); latencies and gemm_half_flops through logarithms, so
  * they stay > 0.  gemm_half_flops is freed only when that lowers the cost by
  * at least 2% and its relative standard error is under 25%; otherwise it is
- * kept at 0 (FIT_DEGENERATE).  Deterministic: the same rows give the same
+ * kept at 0 (FIT_DEGENERATE).  The first pass also restarts from two
+ * far-apart points and keeps the lowest cost.  Deterministic: the same rows give the same
  * values bit for bit.  Returns 0, or -1 (too few modelled rows, GSL
  * failure) with e set; a GSL message goes through gsl_strerror. */
 int fit_hw(const hw_desc *start, const calib_row *rows, size_t n, const unsigned char *select,
@@ -99,15 +100,17 @@ int calib_check_run(const hw_desc *start, const calib_row *rows, size_t n, calib
                     ts_err *e);
 void calib_check_free(calib_check *c); /* NULL-safe */
 
-/* The check as an aligned text table / as JSON (keys: file, device, hw,
- * start_calibration, rows, rows_fit, rows_held_out, rows_not_modelled,
- * not_modelled {op: rows}, fit {rows, iterations, stop, rms_before,
- * rms_after, params {name: {before, after, state}}}, ops {op: {n, fit_n,
+/* The check as an aligned text table / as JSON (keys: file, device,
+ * mixed_devices, hw, start_calibration, rows, rows_fit, rows_held_out,
+ * rows_not_modelled, not_modelled {op: rows}, fit {rows, iterations, stop,
+ * rms_before, rms_after, half_gain, params {name: {before, after, state}}},
+ * ops {op: {n (held-out rows), fit_n,
  * fit_mape, mape, median, worst, worst_line, worst_shape, worst_pred_us,
  * worst_meas_us}}, median_op_mape, worst_op_mape, worst_op, overall_mape,
  * targets {median_op_mape_max, worst_op_mape_max, median_ok, worst_ok,
  * met}); percentages in %, null where there is nothing to average.
- * Malloc'd strings (free()); NULL on allocation failure. */
+ * Malloc'd strings (free()); NULL on allocation failure.  Defined in
+ * models/calib.c. */
 char *calib_check_table(const calib_check *c, const calib_row *rows, const char *file,
                         const hw_desc *start);
 char *calib_check_json(const calib_check *c, const calib_row *rows, const char *file,

@@ -13,6 +13,7 @@ int cmd_rollout(int argc, char **argv); /* rollout SCENARIO          (sim/cmd_ru
 int cmd_rlstep(int argc, char **argv);  /* rlstep SCENARIO           (sim/cmd_run.c)    */
 int cmd_report(int argc, char **argv);  /* report --run ID -o DIR    (sim/cmd_report.c) */
 int cmd_specdec(int argc, char **argv); /* specdec SCENARIO          (sim/cmd_specdec.c) */
+int cmd_dcp(int argc, char **argv);     /* dcp SCENARIO              (sim/cmd_dcp.c)    */
 int cmd_compare(int argc, char **argv); /* compare SCENARIO          (sim/cmd_compare.c) */
 
 #endif

@@ -258,6 +258,7 @@ int dcp_ctx_init(dcp_ctx *c, const hw_desc *hw, const tc_model *tm, const btrace
         return ts_errf(e, "no listed SP size divides the model's %d heads (or fits %d GPUs); "
                           "try ring attention", tm->m.heads, cfg->gpus);
     }
+    double tol = getenv("DCP_TOL") ? atof(getenv("DCP_TOL")) : 0.0;
     for (int32_t b = 0; b < c->nb; b++) {
         double best = -1, best_pac = -1;
         for (int j = 0; j < nsp; j++) {
@@ -270,13 +271,14 @@ int dcp_ctx_init(dcp_ctx *c, const hw_desc *hw, const tc_model *tm, const btrace
             for (int k = 0; k < DCP_MAX_K && (1 << k) <= mb; k++) {
                 int32_t bs = 1 << k;
                 t[k] = mb_time(c, b, sp, bs, tm->n_a, tm->n_b);
+                /* the smallest micro-batch within bs_tol of the best throughput wins */
                 double thr = bs / (sp * t[k]);
-                if (thr > best) {
+                if (thr > best * (1 + tol)) {
                     best = thr;
                     c->best[b] = (dcp_choice){sp, bs, tm->n_a, tm->n_b, t[k]};
                 }
                 dcp_choice pc = {sp, bs, 0, 0, 0};
-                if (dcp_pac(c, b, &pc) == 0 && bs / (sp * pc.time_s) > best_pac) {
+                if (dcp_pac(c, b, &pc) == 0 && bs / (sp * pc.time_s) > best_pac * (1 + tol)) {
                     best_pac = bs / (sp * pc.time_s);
                     c->best_pac[b] = pc;
                 }
@@ -366,10 +368,12 @@ static double pen(double x, double over)
     return x > 0 ? x * over : -x;
 }
 
-/* Best count in [1, g_max] for time e against target T, and its penalty. */
+/* Best count in [1, g_max] for time e against target T, and its penalty
+ * (the penalty is convex in the count, so floor or ceil of T / e wins). */
 static int best_count(double e, double T, int g_max, double over, double *p)
 {
-    int g = (int)floor(T / e);
+    double q = floor(T / e);
+    int g = q > g_max ? g_max : (int)q;
     int cand[2] = {g, g + 1};
     int bg = 1;
     double bp = INFINITY;
@@ -383,6 +387,14 @@ static int best_count(double e, double T, int g_max, double over, double *p)
     }
     *p = bp;
     return bg;
+}
+
+int dcp_gas_limit(double e, double e_max, int max_gas)
+{
+    double q = floor(max_gas * e_max / e * (1 + 1e-12));
+    if (q < 1)
+        return 1;
+    return q > DCP_GAS_HARD ? DCP_GAS_HARD : (int)q;
 }
 
 double dcp_gas_search(const double *e, int k, int max_gas, double overshoot, int *gas)
@@ -409,8 +421,10 @@ double dcp_gas_search(const double *e, int k, int max_gas, double overshoot, int
         v = heap_v;
         cnt = heap_c;
     }
+    double e_max = 0;
     for (int i = 0; i < k; i++) {
         int d;
+        e_max = e[i] > e_max ? e[i] : e_max;
         for (d = 0; d < nd; d++)
             if (v[d] == e[i])
                 break;
@@ -420,22 +434,26 @@ double dcp_gas_search(const double *e, int k, int max_gas, double overshoot, int
         }
         cnt[d]++;
     }
+    /* the objective is piecewise linear in T with its minimum at some
+     * e[i] * gas[i]: those are the only targets to try */
     double best = INFINITY, bestT = v[0];
-    for (int d = 0; d < nd; d++)
-        for (int m = 1; m <= max_gas; m++) {
+    for (int d = 0; d < nd; d++) {
+        int gd = dcp_gas_limit(v[d], e_max, max_gas);
+        for (int m = 1; m <= gd; m++) {
             double T = v[d] * m, sum = 0, p;
             for (int x = 0; x < nd && sum < best; x++) {
-                best_count(v[x], T, max_gas, overshoot, &p);
+                best_count(v[x], T, dcp_gas_limit(v[x], e_max, max_gas), overshoot, &p);
                 sum += cnt[x] * p;
             }
-            if (sum < best) {
+            if (sum < best || (sum == best && T < bestT)) {
                 best = sum;
                 bestT = T;
             }
         }
+    }
     for (int i = 0; i < k; i++) {
         double p;
-        gas[i] = best_count(e[i], bestT, max_gas, overshoot, &p);
+        gas[i] = best_count(e[i], bestT, dcp_gas_limit(e[i], e_max, max_gas), overshoot, &p);
     }
     free(heap_v);
     free(heap_c);

@@ -43,6 +43,7 @@
 #define DCP_MAX_SP 8        /* SP sizes a scenario may list */
 #define DCP_MAX_STRATEGIES 12
 #define DCP_MAX_K 22        /* micro-batches up to 2^21 sequences */
+#define DCP_GAS_HARD 64     /* most micro-batches a group accumulates in one step */
 
 typedef enum dcp_kind { DCP_BUCKET, DCP_PACKED, DCP_INTRA, DCP_INTER, DCP_BOUND } dcp_kind;
 
@@ -124,13 +125,20 @@ double dcp_prof_time(const dcp_ctx *c, int32_t b, int j, int32_t bs);
  * -1 when even full checkpointing does not fit. */
 int dcp_pac(const dcp_ctx *c, int32_t b, dcp_choice *ch);
 
-/* The accumulation search of dcp-inter: given k group times e[] (s, > 0),
- * picks gas[i] in [1, max_gas] minimising the sum over groups of
- * pen(e[i] * gas[i] - T) for the best real target T, where pen(x) = x *
- * overshoot for x > 0 and -x otherwise.  Groups with equal times are
- * priced together, so it costs O(D^2 * max_gas) for D distinct times.
- * Returns the minimum; k == 0 returns 0. */
+/* The accumulation search of dcp-inter (VideoSys' grad-accumulation
+ * search, exact): given k group times e[] (s, > 0), picks gas[i] in
+ * [1, dcp_gas_limit(e[i], max e, max_gas)] minimising the sum over groups
+ * of pen(e[i] * gas[i] - T) for the best real target T, where pen(x) =
+ * x * overshoot for x > 0 and -x otherwise.  Targets never exceed max_gas
+ * times the longest group's micro-batch; a short group may accumulate more
+ * micro-batches than max_gas to reach it (up to DCP_GAS_HARD).  Groups with
+ * equal times are priced together: O(D^2 * DCP_GAS_HARD) for D distinct
+ * times.  Returns the minimum; k == 0 returns 0. */
 double dcp_gas_search(const double *e, int k, int max_gas, double overshoot, int *gas);
+
+/* Most micro-batches a group of micro-batch time e may accumulate when the
+ * longest group's is e_max: floor(max_gas * e_max / e), in [1, DCP_GAS_HARD]. */
+int dcp_gas_limit(double e, double e_max, int max_gas);
 
 typedef struct dcp_mb {
     int32_t first, n;        /* plan->seq[first .. first + n) */

@@ -21,6 +21,7 @@ static const command commands[] = {
     {"rlstep", cmd_rlstep, "rlstep SCENARIO: simulate one synchronous RL step (all phases)"},
     {"specdec", cmd_specdec, "specdec SCENARIO: plain vs speculative decoding throughput per batch size"},
     {"compare", cmd_compare, "compare SCENARIO --policies verl,tlt,...: the same RL steps under each policy"},
+    {"dcp", cmd_dcp, "dcp SCENARIO: plan and simulate variable-length training (bucket, packed, DCP)"},
     {"report", cmd_report, "report --run ID -o DIR: Gantt chart, length CDF and tables of a stored run"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

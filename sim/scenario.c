@@ -70,6 +70,28 @@ static const key_def keys[] = {
     {"trace", "corr", K_DBL, OFF(corr), 0, 1, "within-group length correlation"},
     {"trace", "prompt_median", K_DBL, OFF(prompt_median), 1, 1 << 20, "median prompt length, tokens"},
     {"trace", "seed", K_U64, OFF(seed), 0, 0, "generator seed"},
+    {"dcp", "strategies", K_STR, OFF(dcp.strategies), 0, SCN_STR, "default strategy list"},
+    {"dcp", "sp_sizes", K_STR, OFF(dcp.sp_sizes), 0, 64, "SP sizes the planners may use"},
+    {"dcp", "bucket_sp", K_INT, OFF(dcp.bucket_sp), 0, 65536, "SP of bucket/packed (0: auto)"},
+    {"dcp", "mem_cap", K_DBL, OFF(dcp.mem_cap), 0.05, 1.0, "fraction of HBM a plan may use"},
+    {"dcp", "reserve_gb", K_DBL, OFF(dcp.reserve_gb), 0, 1024, "per-GPU reserve, GB"},
+    {"dcp", "zero_stage", K_INT, OFF(dcp.zero_stage), 0, 3, "ZeRO stage"},
+    {"dcp", "ring", K_BOOL, OFF(dcp.ring), 0, 1, "ring attention instead of Ulysses"},
+    {"dcp", "max_gas", K_INT, OFF(dcp.max_gas), 1, 64, "dcp-inter: max accumulation steps"},
+    {"dcp", "overshoot", K_DBL, OFF(dcp.overshoot), 1.0, 100.0, "dcp-inter: overshoot penalty"},
+    {"dcp", "act_factor", K_DBL, OFF(dcp.act_factor), 2.0, 1000.0, "activation bytes/token/layer/hidden"},
+    {"dcp", "cross_tokens", K_INT, OFF(dcp.cross_tokens), 0, 65536, "caption tokens per sample"},
+    {"dcp", "pack_tokens", K_INT, OFF(dcp.pack_tokens), 0, TRACE_MAX_TOKENS, "packed token budget (0: longest)"},
+    {"dcp", "file", K_STR, OFF(dcp.file), 0, SCN_STR, "batch trace CSV (shared:PATH allowed)"},
+    {"dcp", "dist", K_STR, OFF(dcp.dist), 0, SCN_STR, "video-mix | sft | pretrain | lognormal:M:S | ..."},
+    {"dcp", "videos", K_INT, OFF(dcp.videos), 1, 10000000, "video-mix: videos"},
+    {"dcp", "image_mix", K_DBL, OFF(dcp.image_mix), 0, 1000, "video-mix: images per video"},
+    {"dcp", "zipf_alpha", K_DBL, OFF(dcp.zipf_alpha), 0.01, 100, "video-mix: Zipf exponent"},
+    {"dcp", "zipf_offset", K_DBL, OFF(dcp.zipf_offset), 0, 1e6, "video-mix: Zipf rank offset"},
+    {"dcp", "seqs", K_INT, OFF(dcp.seqs), 1, 100000000, "1D: sequences"},
+    {"dcp", "cap", K_INT, OFF(dcp.cap), 1, TRACE_MAX_TOKENS, "1D: length cap, tokens"},
+    {"dcp", "seed", K_U64, OFF(dcp.seed), 0, 0, "DCP generator and planner seed"},
+    {"dcp", "steps", K_INT, OFF(dcp.steps), 0, 1 << 30, "default --steps (0: all)"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -101,6 +123,23 @@ static void scenario_defaults(scenario *s)
     s->corr = 0.5;
     s->prompt_median = 256;
     s->seed = 1;
+    snprintf(s->dcp.strategies, sizeof s->dcp.strategies,
+             "bucket,packed,dcp-intra,dcp-inter,dcp-inter+pac,bound");
+    snprintf(s->dcp.sp_sizes, sizeof s->dcp.sp_sizes, "1,2,4,8");
+    s->dcp.mem_cap = 0.70;
+    s->dcp.reserve_gb = 2.0;
+    s->dcp.zero_stage = 1;
+    s->dcp.max_gas = 5;
+    s->dcp.overshoot = 1.2;
+    s->dcp.act_factor = 34.0;
+    snprintf(s->dcp.dist, sizeof s->dcp.dist, "sft");
+    s->dcp.videos = 2000;
+    s->dcp.image_mix = 1.0;
+    s->dcp.zipf_alpha = 3.0;
+    s->dcp.zipf_offset = 5.0;
+    s->dcp.seqs = 4096;
+    s->dcp.cap = 65536;
+    s->dcp.seed = 1;
 }
 
 /* Assigns one value.  Returns 0, or -1 with "key 'x': problem" in e. */

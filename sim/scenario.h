@@ -15,6 +15,32 @@
 
 #define SCN_STR 256
 
+/* [dcp]: data-centric parallel training (`tailsim dcp`, sim/dcp.h). */
+typedef struct scn_dcp {
+    char strategies[SCN_STR]; /* default --strategies list */
+    char sp_sizes[64];        /* SP sizes the planners may use, e.g. "1,2,4,8" */
+    int bucket_sp;            /* fixed SP of bucket/packed (0: smallest fitting the longest) */
+    double mem_cap;           /* fraction of HBM a plan may use */
+    double reserve_gb;        /* per-GPU reserve (context, workspaces), GB */
+    int zero_stage;           /* ZeRO stage 0..3 of the optimizer states */
+    int ring;                 /* 1: ring attention instead of Ulysses */
+    int max_gas;              /* dcp-inter: most accumulation steps per group */
+    double overshoot;         /* dcp-inter: penalty on overshooting the target time */
+    double act_factor;        /* activation bytes per token per layer per hidden unit */
+    int cross_tokens;         /* video: caption tokens per sample (cross-attention) */
+    int pack_tokens;          /* packed: token budget per micro-batch (0: the longest) */
+    char file[SCN_STR];       /* batch trace CSV ("" -> generate; shared:PATH allowed) */
+    char dist[SCN_STR];       /* generator: video-mix | sft | pretrain | gen.h syntax */
+    int videos;               /* video-mix: videos */
+    double image_mix;         /* video-mix: images per video */
+    double zipf_alpha;        /* video-mix: Zipf exponent */
+    double zipf_offset;       /* video-mix: Zipf rank offset */
+    int seqs;                 /* 1D: sequences */
+    int cap;                  /* 1D: length cap, tokens */
+    uint64_t seed;            /* generator and planner seed */
+    int steps;                /* default --steps (0: the whole trace) */
+} scn_dcp;
+
 typedef struct scenario {
     char name[128];          /* file name without directory and .ini */
     char path[SCN_STR];      /* the file it came from */
@@ -56,6 +82,8 @@ typedef struct scenario {
     double corr;
     double prompt_median;
     uint64_t seed;
+    /* [dcp] */
+    scn_dcp dcp;
 } scenario;
 
 /* Loads a scenario by name (scenarios/<name>.ini) or path, applying defaults

@@ -161,21 +161,35 @@ static void synth_rows(synth *s, const hw_desc *hw, double noise, uint64_t seed)
         s->rows[i].median_us = 50.0 + (double)i;
 }
 
-/* Writes rows as calib_store.c does; the path goes to out. */
-static void write_csv(const synth *s, const char *name, char *out, size_t n)
+/* Writes rows as calib_store.c does (v1: the first format, without
+ * peak_bytes), to tmpdir/name (or to name when it is a path); the path goes
+ * to out. */
+static void write_csv_fmt(const synth *s, const char *name, char *out, size_t n, int v1)
 {
-    snprintf(out, n, "%s/%s", tmpdir, name);
+    if (name[0] == '/')
+        snprintf(out, n, "%s", name);
+    else
+        snprintf(out, n, "%s/%s", tmpdir, name);
     FILE *f = fopen(out, "w");
     cr_assert_not_null(f, "%s", out);
-    fprintf(f, "%s\n", CALIB_CSV_HEADER);
+    fprintf(f, "%s\n", v1 ? CALIB_CSV_HEADER_V1 : CALIB_CSV_HEADER);
     for (size_t i = 0; i < s->n; i++) {
         const calib_row *r = &s->rows[i];
         fprintf(f, "\"Synthetic H200, \"\"seeded\"\"\",%d,%d,%s,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,"
-                   "%.0f,%.3f,%.3f,%.3f,%.6g,%.6g\n",
+                   "%.0f,%.3f,%.3f,%.3f,%.6g,%.6g",
                 r->sm_mhz, r->mem_mhz, r->op, r->m, r->n, r->k, r->batch, r->ctx_sum,
                 r->ctx_max, r->q_len, r->median_us, r->p10_us, r->p90_us, r->flops, r->bytes);
+        if (v1)
+            fputc('\n', f);
+        else
+            fprintf(f, ",%.0f\n", r->peak_bytes);
     }
     cr_assert_eq(fclose(f), 0);
+}
+
+static void write_csv(const synth *s, const char *name, char *out, size_t n)
+{
+    write_csv_fmt(s, name, out, n, 0);
 }
 
 static void load(const char *path, calib_row **rows, size_t *n)
@@ -234,22 +248,26 @@ Test(calib, reader_round_trips_the_calibrate_format)
     hw_desc hw = truth_hw();
     static synth s;
     synth_rows(&s, &hw, 0.02, 7);
-    char path[512];
-    write_csv(&s, "rt.csv", path, sizeof path);
-    calib_row *rows;
-    size_t n;
-    load(path, &rows, &n);
-    cr_assert_eq(n, s.n);
-    for (size_t i = 0; i < n; i++) {
-        cr_expect_str_eq(rows[i].device, "Synthetic H200, \"seeded\"");
-        cr_expect_str_eq(rows[i].op, s.rows[i].op);
-        cr_expect_eq(rows[i].line, (int)i + 2);
-        cr_expect_eq(rows[i].m, s.rows[i].m);
-        cr_expect_eq(rows[i].ctx_sum, s.rows[i].ctx_sum);
-        cr_expect_eq(rows[i].sm_mhz, 1980);
-        cr_expect(fabs(rows[i].median_us - s.rows[i].median_us) <= 5e-4, "line %zu", i + 2);
+    s.rows[s.n - 1].peak_bytes = 4.5e9; /* as a train_* row would have */
+    for (int v1 = 0; v1 < 2; v1++) { /* with peak_bytes, and the first format */
+        char path[512];
+        write_csv_fmt(&s, "rt.csv", path, sizeof path, v1);
+        calib_row *rows;
+        size_t n;
+        load(path, &rows, &n);
+        cr_assert_eq(n, s.n);
+        cr_expect_eq(rows[n - 1].peak_bytes, v1 ? 0.0 : 4.5e9);
+        for (size_t i = 0; i < n; i++) {
+            cr_expect_str_eq(rows[i].device, "Synthetic H200, \"seeded\"");
+            cr_expect_str_eq(rows[i].op, s.rows[i].op);
+            cr_expect_eq(rows[i].line, (int)i + 2);
+            cr_expect_eq(rows[i].m, s.rows[i].m);
+            cr_expect_eq(rows[i].ctx_sum, s.rows[i].ctx_sum);
+            cr_expect_eq(rows[i].sm_mhz, 1980);
+            cr_expect(fabs(rows[i].median_us - s.rows[i].median_us) <= 5e-4, "line %zu", i + 2);
+        }
+        free(rows);
     }
-    free(rows);
 }
 
 /* Replaces data line `line` (2 = first row) of a good CSV, or the header
@@ -293,28 +311,33 @@ Test(calib, reader_errors_name_file_line_and_column)
 {
     const char *h = "\"NVIDIA H200\",1980,3201";
     char t[512];
-    snprintf(t, sizeof t, "%s,gemm,12x,4608,3584,0,0,0,0,10.5,10,11,1,1", h);
+    snprintf(t, sizeof t, "%s,gemm,12x,4608,3584,0,0,0,0,10.5,10,11,1,1,0", h);
     expect_csv_error(5, t, "column 5 'm': '12x' is not a number");
     snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,0,0", h);
-    expect_csv_error(4, t, "column 11 'q_len': missing (the line has 10 fields, the header 16)");
-    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,0,0,0,10.5,10,11,1,1,7", h);
-    expect_csv_error(3, t, "column 17: more fields");
-    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,0,0,0,0,10,11,1,1", h);
+    expect_csv_error(4, t, "column 11 'q_len': missing (the line has 10 fields, the header 17)");
+    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,0,0,0,10.5,10,11,1,1", h);
+    expect_csv_error(11, t, "column 17 'peak_bytes': missing");
+    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,0,0,0,10.5,10,11,1,1,0,7", h);
+    expect_csv_error(3, t, "column 18: more fields");
+    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,0,0,0,0,10,11,1,1,0", h);
     expect_csv_error(6, t, "column 12 'median_us'");
-    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,-2,0,0,1,1,1,1,1", h);
+    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,-2,0,0,1,1,1,1,1,0", h);
     expect_csv_error(2, t, "column 9 'ctx_sum'");
-    snprintf(t, sizeof t, "%s,ge mm,1,4608,3584,0,0,0,0,1,1,1,1,1", h);
+    snprintf(t, sizeof t, "%s,ge mm,1,4608,3584,0,0,0,0,1,1,1,1,1,0", h);
     expect_csv_error(7, t, "column 4 'op'");
-    snprintf(t, sizeof t, "\"NVIDIA H200,1980,3201,gemm,1,4608,3584,0,0,0,0,1,1,1,1,1");
+    snprintf(t, sizeof t, "\"NVIDIA H200,1980,3201,gemm,1,4608,3584,0,0,0,0,1,1,1,1,1,0");
     expect_csv_error(8, t, "column 1 'device': malformed quotes");
-    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,0,0,0,1,1,1,1,1", "\"H200\",fast,3201");
+    snprintf(t, sizeof t, "%s,gemm,1,4608,3584,0,0,0,0,1,1,1,1,1,0", "\"H200\",fast,3201");
     expect_csv_error(9, t, "column 2 'sm_clock_mhz'");
+    snprintf(t, sizeof t, "%s,train_fwd,4096,0,0,0,0,0,0,1,1,1,1,1,many", h);
+    expect_csv_error(12, t, "column 17 'peak_bytes': 'many'");
     expect_csv_error(10, "", "empty line");
     expect_csv_error(1, "device,sm_clock_mhz,mem_clock_mhz,op,m,n,k,batch,ctx_sum,ctx_max,"
                         "q_len,median,p10_us,p90_us,flops,bytes",
                      "column 12: expected 'median_us', found 'median'");
     expect_csv_error(1, "device,sm_clock_mhz,mem_clock_mhz,op,m,n,k", "column 8: expected 'batch'");
-    expect_csv_error(1, CALIB_CSV_HEADER ",extra", "column 17: unexpected column 'extra'");
+    expect_csv_error(1, CALIB_CSV_HEADER ",extra", "column 18: unexpected column 'extra'");
+    expect_csv_error(1, CALIB_CSV_HEADER_V1 ",extra", "column 17: expected 'peak_bytes'");
 
     char path[512];
     snprintf(path, sizeof path, "%s/empty.csv", tmpdir);
@@ -604,18 +627,9 @@ static void make_root(const char *root, const char *real_ini, const synth *s, ch
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", real, ini);
     cr_assert_eq(system(cmd), 0);
     if (s) {
-        snprintf(csv, sizeof csv, "%s/models/calib/h200.csv", root);
-        FILE *f = fopen(csv, "w");
-        cr_assert_not_null(f);
-        fprintf(f, "%s\n", CALIB_CSV_HEADER);
-        for (size_t i = 0; i < s->n; i++) {
-            const calib_row *r = &s->rows[i];
-            fprintf(f, "\"NVIDIA H200\",1980,3201,%s,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.3f,"
-                       "%.3f,%.3f,%.6g,%.6g\n",
-                    r->op, r->m, r->n, r->k, r->batch, r->ctx_sum, r->ctx_max, r->q_len,
-                    r->median_us, r->p10_us, r->p90_us, r->flops, r->bytes);
-        }
-        fclose(f);
+        char path[700];
+        snprintf(path, sizeof path, "%s/models/calib/h200.csv", root);
+        write_csv(s, path, csv, sizeof csv);
     }
 }
 
@@ -637,7 +651,7 @@ Test(calib, hw_load_fits_models_calib_next_to_the_ini)
     char want[64];
     snprintf(want, sizeof want, "/%zu rows fitted at load", s.n);
     cr_expect(!strncmp(hw.calibration, "models/calib/h200.csv (", 23) &&
-                  strstr(hw.calibration, want) && strstr(hw.calibration, "NVIDIA H200"),
+                  strstr(hw.calibration, want) && strstr(hw.calibration, "Synthetic H200"),
               "%s", hw.calibration);
     cr_expect_str_neq(hw.calibration, ini_hw.calibration);
 
@@ -655,7 +669,7 @@ Test(calib, hw_load_fits_models_calib_next_to_the_ini)
     snprintf(csv, sizeof csv, "%s/models/calib/h200.csv", tmpdir);
     FILE *f = fopen(csv, "a");
     cr_assert_not_null(f);
-    fprintf(f, "\"NVIDIA H200\",1980,3201,gemm,1,2,3,0,0,0,0,abc,1,1,1,1\n");
+    fprintf(f, "\"NVIDIA H200\",1980,3201,gemm,1,2,3,0,0,0,0,abc,1,1,1,1,0\n");
     fclose(f);
     cr_expect_eq(hw_load(ini, &hw, &e), -1);
     char at[32];

@@ -15,7 +15,7 @@
 
 #include "common/util.h"
 
-#define CALIB_SCHEMA_VERSION 1
+#define CALIB_SCHEMA_VERSION 2 /* 2: peak_bytes */
 
 int calib_add(calib_set *s, const calib_row *r, ts_err *e)
 {
@@ -62,7 +62,7 @@ void calib_stats(float *us, int n, double *p10, double *p50, double *p90)
 
 static const char CSV_HEADER[] =
     "device,sm_clock_mhz,mem_clock_mhz,op,m,n,k,batch,ctx_sum,ctx_max,q_len,"
-    "median_us,p10_us,p90_us,flops,bytes";
+    "median_us,p10_us,p90_us,flops,bytes,peak_bytes";
 
 int calib_write_csv(const calib_set *s, const char *path, ts_err *e)
 {
@@ -73,10 +73,11 @@ int calib_write_csv(const calib_set *s, const char *path, ts_err *e)
     for (size_t i = 0; i < s->n; i++) {
         const calib_row *r = &s->rows[i];
         fprintf(a.f,
-                "\"%s\",%d,%d,%s,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.3f,%.3f,%.3f,%.6g,%.6g\n",
+                "\"%s\",%d,%d,%s,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.3f,%.3f,%.3f,%.6g,%.6g,"
+                "%.0f\n",
                 s->device, r->sm_mhz, r->mem_mhz, r->op, r->m, r->n, r->k, r->batch,
                 r->ctx_sum, r->ctx_max, r->q_len, r->median_us, r->p10_us, r->p90_us,
-                r->flops, r->bytes);
+                r->flops, r->bytes, r->peak_bytes);
     }
     if (ferror(a.f)) {
         ts_atomic_abort(&a);
@@ -133,13 +134,19 @@ int calib_write_db(const calib_set *s, const char *path, ts_err *e)
                   " ctx_max REAL, q_len REAL, median_us REAL NOT NULL, p10_us REAL,"
                   " p90_us REAL, flops REAL, bytes REAL)",
                   path, e) ||
-         exec_sql(db, "PRAGMA user_version = 1", path, e)))
+         exec_sql(db, "PRAGMA user_version = 1", path, e) || exec_sql(db, "COMMIT", path, e) ||
+         exec_sql(db, "BEGIN IMMEDIATE", path, e)))
+        goto cleanup;
+    if (version < 2 && /* 1 -> 2: peak_bytes of the training rows */
+        (exec_sql(db, "ALTER TABLE calib ADD COLUMN peak_bytes REAL", path, e) ||
+         exec_sql(db, "PRAGMA user_version = 2", path, e) || exec_sql(db, "COMMIT", path, e) ||
+         exec_sql(db, "BEGIN IMMEDIATE", path, e)))
         goto cleanup;
     if (exec_sql(db, "DELETE FROM calib", path, e))
         goto cleanup;
     if (sqlite3_prepare_v2(db,
                            "INSERT INTO calib VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,"
-                           "?12,?13,?14,?15,?16)",
+                           "?12,?13,?14,?15,?16,?17)",
                            -1, &ins, NULL) != SQLITE_OK) {
         ts_errf(e, "%s: preparing insert: %s", path, sqlite3_errmsg(db));
         goto cleanup;
@@ -147,12 +154,13 @@ int calib_write_db(const calib_set *s, const char *path, ts_err *e)
     for (size_t i = 0; i < s->n; i++) {
         const calib_row *r = &s->rows[i];
         const double vals[] = {r->m, r->n, r->k, r->batch, r->ctx_sum, r->ctx_max, r->q_len,
-                               r->median_us, r->p10_us, r->p90_us, r->flops, r->bytes};
+                               r->median_us, r->p10_us, r->p90_us, r->flops, r->bytes,
+                               r->peak_bytes};
         sqlite3_bind_text(ins, 1, s->device, -1, SQLITE_STATIC);
         sqlite3_bind_int(ins, 2, r->sm_mhz);
         sqlite3_bind_int(ins, 3, r->mem_mhz);
         sqlite3_bind_text(ins, 4, r->op, -1, SQLITE_STATIC);
-        for (int j = 0; j < 12; j++)
+        for (int j = 0; j < 13; j++)
             sqlite3_bind_double(ins, 5 + j, vals[j]);
         if (sqlite3_step(ins) != SQLITE_DONE) {
             ts_errf(e, "%s: inserting row %zu: %s", path, i, sqlite3_errmsg(db));

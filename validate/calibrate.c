@@ -20,6 +20,9 @@
  *   rmsnorm, rope, swiglu, embed   rows 1..8192 at the model widths
  *   verify_accept  argmax over the vocabulary of b*(V+1) rows + acceptance
  *   copy           a 1 GiB device-to-device copy: the bandwidth ceiling
+ *   layer, drafter, train   the composite kernels (one decoder layer, the
+ *                  EAGLE draft step, training forward/backward of a
+ *                  two-layer stack): validate/calib_model.c
  * Each shape: warm-up, then repeats each preceded by an L2 flush, timed with
  * CUDA events (kt_time); median, p10 and p90 are stored, and each line
  * printed carries the napkin math (GB/s and TFLOP/s achieved, as fractions
@@ -211,7 +214,8 @@ static int sweep_gemm(calib *c)
         nw = nw > n * k ? nw : n * k;
         nc = nc > max_m * n ? nc : max_m * n;
     }
-    gemm_arg a = {kt_gemm_new(), calib_dev_random(c, na, 2), calib_dev_random(c, nw, 3), kt_malloc(nc * 2)};
+    gemm_arg a = {kt_gemm_new(), calib_dev_random(c, na, 2), calib_dev_random(c, nw, 3),
+                  kt_malloc(nc * 2)};
     int rc = -1;
     if (!a.g || !a.C) {
         ts_errf(&c->err, "gemm setup: %s", kt_error());
@@ -363,8 +367,8 @@ static int sweep_attn(calib *c, int chunk)
         max_heads = c->cfgs[i].heads > max_heads ? c->cfgs[i].heads : max_heads;
     }
     size_t nkv = c->cap_tokens * max_kv * 128, nq = (size_t)ATTN_MAX_Q_ROWS * max_heads * 128;
-    attn_arg a = {NULL, calib_dev_random(c, nq, 4), calib_dev_random(c, nkv, 5), calib_dev_random(c, nkv, 6),
-                  kt_malloc(nq * 2), chunk};
+    attn_arg a = {NULL, calib_dev_random(c, nq, 4), calib_dev_random(c, nkv, 5),
+                  calib_dev_random(c, nkv, 6), kt_malloc(nq * 2), chunk};
     int *ctx = malloc(512 * sizeof *ctx), *qlen = malloc(512 * sizeof *qlen);
     int rc = -1;
     if (!ctx || !qlen) {
@@ -433,7 +437,8 @@ static int sweep_rows(calib *c)
     }
     size_t nx = (size_t)max_rows * width;
     rows_arg a = {0, 0, 0, vocab, calib_dev_random(c, nx, 8), calib_dev_random(c, nx, 9),
-                  calib_dev_random(c, (size_t)hidden, 10), calib_dev_random(c, (size_t)vocab * hidden, 11),
+                  calib_dev_random(c, (size_t)hidden, 10),
+                  calib_dev_random(c, (size_t)vocab * hidden, 11),
                   kt_malloc(max_rows * sizeof(int)), kt_malloc(max_rows * sizeof(int))};
     int *h = malloc(max_rows * sizeof *h);
     int rc = -1, seen[4][16], nseen[4] = {0};
@@ -591,7 +596,8 @@ int val_calibrate(int argc, char **argv)
             only = argv[++i];
         } else {
             fprintf(stderr, "calibrate: unknown option '%s' (--quick, --reps N, --only "
-                            "copy|gemm|decode_attn|chunk_attn|rows|verify|layer|drafter|train, -o DIR)\n", argv[i]);
+                            "copy|gemm|decode_attn|chunk_attn|rows|verify|layer|drafter|train, "
+                            "-o DIR)\n", argv[i]);
             return 2;
         }
     }

@@ -91,6 +91,10 @@ if [ -s "$OUT/calib/calib.csv" ]; then
             printf "%-14s %5d %10.0f %6.0f %12.1f %6.0f\n", op, n[op], mbw[op] * 1e-9,
                    cbw ? 100 * mbw[op] / cbw : 0, mfl[op] * 1e-12, pf ? 100 * mfl[op] / pf : 0 }
     }' "$OUT/calib/calib.csv" >"$OUT/summary.txt"
+    # training rows: the largest tracked peak memory per op (column 17, peak_bytes)
+    awk -F, 'NR > 1 && $4 ~ /^train/ { if ($17 > pk[$4]) pk[$4] = $17 }
+        END { for (op in pk) printf "%-24s peak %.2f GiB\n", op, pk[op] / 1073741824 }' \
+        "$OUT/calib/calib.csv" | sort >>"$OUT/summary.txt"
     grep -c . "$OUT/calib/calib.csv" | awk '{ print "calib.csv: " $1 - 1 " rows" }' >>"$OUT/summary.txt"
 fi
 if [ -s "$OUT/check.txt" ]; then

@@ -15,8 +15,23 @@
  *   embed             m tokens, n dim
  *   verify_accept     m rows = batch*(q_len+1), n vocab, batch, q_len = V
  *   copy              m bytes copied device to device (the bandwidth ceiling)
+ *   layer_decode      one decoder layer, one new token per sequence: m tokens
+ *                     (= batch), n hidden, k tp (shapes are the model's / tp),
+ *                     batch, ctx_sum and ctx_max (context tokens attended,
+ *                     new ones included), q_len 1
+ *   layer_chunk       as layer_decode with q_len new tokens per sequence
+ *                     (verification of V draft tokens, or a prefill chunk)
+ *   drafter_step      one EAGLE draft step at depth >= 1: m rows (batch *
+ *                     topk), n hidden, k tp, batch, ctx_sum, ctx_max, q_len
+ *                     topk (fc + drafter layer + LM head + top-k + select)
+ *   train_fwd, train_fwd_bwd, train_fwd_bwd_recompute
+ *                     a stack of q_len layers on one micro-batch: m tokens,
+ *                     n hidden, k tp, batch sequences of ctx_max tokens
+ *                     (ctx_sum = m); peak_bytes = tracked device memory
+ *                     (weights of the stack, fp32 gradients, activations,
+ *                     scratch)
  * flops and bytes are the napkin numbers of each row (bytes = each input
- * read once, each output written once).
+ * read once, each output written once).  peak_bytes is 0 for other ops.
  */
 #ifndef TS_VALIDATE_H
 #define TS_VALIDATE_H
@@ -39,6 +54,7 @@ typedef struct calib_row {
     double flops;            /* FLOPs of one run */
     double bytes;            /* minimum bytes moved by one run */
     int sm_mhz, mem_mhz;     /* clocks read right after the repeats; 0 unknown */
+    double peak_bytes;       /* train_* rows: tracked peak device memory; else 0 */
 } calib_row;
 
 typedef struct calib_set {
@@ -64,6 +80,49 @@ int calib_write_csv(const calib_set *s, const char *path, ts_err *e);
  * if needed) with the set, in one transaction.  Refuses a database whose
  * user_version is newer than this program's.  Returns 0 or -1. */
 int calib_write_db(const calib_set *s, const char *path, ts_err *e);
+
+/* ---- the calibrate command's state, shared by its sweep files ---------- */
+
+#define MAX_REPS 200
+
+typedef struct vmodel {
+    char name[64];
+    int hidden, heads, kv_heads, hd, ffn, vocab;
+    int qkv_bias;
+} vmodel;
+
+typedef struct vcfg { /* a model at one tensor-parallel degree, local shapes */
+    const vmodel *m;
+    int tp, heads, kv, ffn, vocab;
+} vcfg;
+
+typedef struct calib {
+    int quick, warmup, reps;
+    size_t cap_tokens;   /* most KV tokens in one attention batch */
+    double copy_bw;      /* bytes/s, measured; 0 before */
+    double peak_flops;   /* FLOP/s of gemm_peak; 0 before */
+    vmodel models[2];
+    vcfg cfgs[8];
+    int ncfg;
+    calib_set set;
+    float us[MAX_REPS];
+    ts_err err;
+} calib;
+
+/* A zeroed row named op. */
+calib_row calib_row_init(const char *op);
+/* Times fn (kt_time), fills r's statistics and clocks, prints the row with
+ * its napkin math, appends it to c->set.  0, or -1 with c->err set. */
+int calib_measure(calib *c, kt_launch_fn fn, void *arg, calib_row *r);
+/* n bf16 on the device, U(-1, 1); NULL (c->err set) on failure. */
+kt_bf16 *calib_dev_random(calib *c, size_t n, uint64_t seed);
+
+/* Sweeps of the composite kernels (validate/calib_model.c): one decoder
+ * layer (layer_decode, layer_chunk), the drafter step, and training
+ * forward/backward of a two-layer stack.  0, or -1 with c->err set. */
+int calib_sweep_layer(calib *c);
+int calib_sweep_drafter(calib *c);
+int calib_sweep_train(calib *c);
 
 /* Subcommands: return the process exit status. */
 int val_selftest(int argc, char **argv);

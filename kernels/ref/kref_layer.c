@@ -15,6 +15,10 @@
  *
  * Scratch is malloc'ed and freed inside each call; nothing is kept.  See
  * kref.h for layouts.
+ *
+ * Build: part of build/libtailsim.a (make); tested by
+ *        build/tests/test_kernels_layer (make check), no CUDA needed.
+ * Not timed: references have no roofline; they are the specification.
  */
 #include "kernels/ref/kref.h"
 

@@ -11,6 +11,10 @@
  * Sums run in double.  The attention backward recomputes the softmax of each
  * query row (O(heads * hd * visible keys) per query), so it suits test
  * shapes only.  round != 0 rounds to bf16 where the CUDA code stores bf16.
+ *
+ * Build: part of build/libtailsim.a (make); tested by
+ *        build/tests/test_kernels_train (make check), no CUDA needed.
+ * Not timed: references have no roofline; they are the specification.
  */
 #include "kernels/ref/kref.h"
 

@@ -1,0 +1,114 @@
+/*
+ * Scenario -> DCP setup.  The [dcp] section lives in the same key table as
+ * every other section (sim/scenario.c), so its keys are typed, ranged and
+ * reported with file, line and key like the rest; this file turns the
+ * validated values into a dcp_cfg, resolves the batch trace (a CSV file,
+ * "shared:PATH" under $TAILSIM_SHARED, or a generator: "video-mix" for
+ * DCP's Zipf video mix, otherwise a 1D length distribution) and checks the
+ * cross-field rules: SP sizes parse, the bucket SP size is one of them, the
+ * trace's kind matches the model's architecture.
+ */
+#include "sim/dcp_setup.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+void dcp_setup_free(dcp_setup *d)
+{
+    if (!d)
+        return;
+    btrace_free(d->bt);
+    d->bt = NULL;
+}
+
+/* The dcp.file path: shared: prefix, absolute, or relative to the scenario. */
+static void trace_path(const scenario *s, const char *f, char *buf, size_t n)
+{
+    if (!strncmp(f, "shared:", 7)) {
+        const char *sh = getenv("TAILSIM_SHARED");
+        if (sh && *sh)
+            snprintf(buf, n, "%s/%s", sh, f + 7);
+        else
+            snprintf(buf, n, "%s/../shared/%s", ts_data_root(), f + 7);
+    } else if (f[0] == '/') {
+        snprintf(buf, n, "%s", f);
+    } else {
+        snprintf(buf, n, "%s/%s", s->dir, f);
+    }
+}
+
+int dcp_setup_load(const scenario *s, const char *trace_file, dcp_setup *d, ts_err *e)
+{
+    memset(d, 0, sizeof *d);
+    const scn_dcp *x = &s->dcp;
+    if (hw_load(s->hw, &d->hw, e) || llm_load(s->model, &d->m, e))
+        return -1;
+    if (s->gpus_per_node > 0)
+        d->hw.gpus_per_node = s->gpus_per_node;
+    if (tc_model_init(&d->tm, &d->m, x->cross_tokens, x->act_factor, e))
+        return ts_err_prefix(e, "%s: [dcp]: ", s->path);
+    dcp_cfg_default(&d->cfg);
+    d->cfg.gpus = s->gpus;
+    if (dcp_parse_sp_sizes(x->sp_sizes, d->cfg.sp, &d->cfg.n_sp, e))
+        return ts_err_prefix(e, "%s: key 'dcp.sp_sizes': ", s->path);
+    if (x->bucket_sp) {
+        int ok = 0;
+        for (int j = 0; j < d->cfg.n_sp; j++)
+            ok |= d->cfg.sp[j] == x->bucket_sp;
+        if (!ok)
+            return ts_errf(e, "%s: key 'dcp.bucket_sp': %d is not in dcp.sp_sizes (%s)", s->path,
+                           x->bucket_sp, x->sp_sizes);
+    }
+    d->cfg.bucket_sp = x->bucket_sp;
+    d->cfg.mem_cap = x->mem_cap;
+    d->cfg.reserve_bytes = x->reserve_gb * 1e9;
+    d->cfg.zero_stage = x->zero_stage;
+    d->cfg.ring = x->ring;
+    d->cfg.max_gas = x->max_gas;
+    d->cfg.overshoot = x->overshoot;
+    d->cfg.pack_tokens = x->pack_tokens;
+    d->cfg.seed = x->seed;
+    if (dcp_parse_strategies(x->strategies, d->strat, DCP_MAX_STRATEGIES, &d->n_strat, e))
+        return ts_err_prefix(e, "%s: key 'dcp.strategies': ", s->path);
+
+    char path[1024];
+    const char *file = trace_file;
+    if (!file && x->file[0]) {
+        trace_path(s, x->file, path, sizeof path);
+        file = path;
+    }
+    if (file) {
+        if (btrace_load(file, &d->bt, e))
+            return -1;
+        snprintf(d->trace_desc, sizeof d->trace_desc, "%s", file);
+    } else if (!strcmp(x->dist, "video-mix")) {
+        bt_video_mix vm = {x->videos, x->image_mix, x->zipf_alpha, x->zipf_offset, x->seed};
+        if (!(d->bt = bt_gen_video_mix(&vm, e)))
+            return ts_err_prefix(e, "%s: [dcp]: ", s->path);
+        snprintf(d->trace_desc, sizeof d->trace_desc,
+                 "video-mix: %d videos, image_mix %g, Zipf alpha %g offset %g (seed %llu)",
+                 x->videos, x->image_mix, x->zipf_alpha, x->zipf_offset,
+                 (unsigned long long)x->seed);
+    } else {
+        if (!(d->bt = bt_gen_1d(x->dist, x->seqs, x->cap, x->seed, e)))
+            return ts_err_prefix(e, "%s: key 'dcp.dist': ", s->path);
+        snprintf(d->trace_desc, sizeof d->trace_desc, "%s: %d sequences, cap %d (seed %llu)",
+                 x->dist, x->seqs, x->cap, (unsigned long long)x->seed);
+    }
+    if ((d->bt->kind == BT_2D) != (d->tm.arch == TC_STDIT)) {
+        ts_errf(e, "%s: a %s batch trace needs a %s model, but model.name = %s is a %s",
+                s->path, d->bt->kind == BT_2D ? "video (2D)" : "1D",
+                d->bt->kind == BT_2D ? "video (no vocabulary)" : "decoder", s->model,
+                d->tm.arch == TC_STDIT ? "video model" : "decoder");
+        dcp_setup_free(d);
+        return -1;
+    }
+    if (bt_bucketize(d->bt, e)) {
+        dcp_setup_free(d);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,195 @@
+/*
+ * DCP simulation: prices every micro-batch of a plan from its own sequences
+ * (tc_microbatch_time on the exact per-sequence sums, not the planner's
+ * bucket estimate), so a 1D bucket's shorter members, partial last
+ * micro-batches and packed mixtures all cost what they cost.  A step lasts
+ * until its slowest group finishes its micro-batches, then every GPU joins
+ * the gradient synchronisation and the optimizer update (dcp_ctx.sync_s);
+ * GPUs whose group finished early, or that got no group, are idle in
+ * between.  Metrics:
+ *   imbalance      sum over steps and GPUs of (max_g t_g - t_gpu), over
+ *                  gpus * sum of max_g t_g (DCP's calculate_imbalance, over
+ *                  the whole trace);
+ *   idle_fraction  the same idle GPU-seconds over gpus * total time (the
+ *                  synchronisation counts as busy);
+ *   peak memory    the largest micro-batch's activations plus model states
+ *                  plus the reserve, per GPU; a plan is feasible when every
+ *                  micro-batch is within mem_cap of HBM.
+ * The per-GPU timeline of the first steps goes into a run_record for
+ * `tailsim report`.  Cost: one cost-model evaluation per micro-batch.
+ */
+#include "sim/dcp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tl_add(run_record *rec, int gpu, int phase, int state, double t0, double t1,
+                  ts_err *e)
+{
+    if (t1 <= t0)
+        return 0;
+    if (run_add_interval(rec, gpu, phase, state, t0, t1))
+        return ts_errf(e, "out of memory (timeline)");
+    return 0;
+}
+
+int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result *r,
+                 run_record *rec, int gpu_offset, int tl_steps, ts_err *e)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", p->strat.name);
+    r->plan_ms = p->plan_ms;
+    r->feasible = 1;
+    const btrace *bt = c->bt;
+    int G = c->cfg.gpus;
+    if (p->strat.kind == DCP_BOUND) {
+        r->steps = 1;
+        r->seqs = (int64_t)bt->n;
+        r->tokens = btrace_tokens(bt);
+        r->time_s = r->step_s = p->bound_s;
+        r->sync_s = c->sync_s;
+        r->tokens_per_s = p->bound_s > 0 ? r->tokens / p->bound_s : 0;
+        r->mean_gas = 1;
+        return 0;
+    }
+    size_t nsteps = p->n_step;
+    if (max_steps > 0 && (size_t)max_steps < nsteps)
+        nsteps = (size_t)max_steps;
+    size_t maxg = 1;
+    for (size_t s = 0; s < nsteps; s++)
+        if ((size_t)p->step[s].n_g > maxg)
+            maxg = (size_t)p->step[s].n_g;
+    double *gt = malloc(maxg * sizeof *gt);
+    if (!gt)
+        return ts_errf(e, "out of memory");
+    const tc_model *tm = c->tm;
+    double cap = c->cfg.mem_cap * c->hw->hbm_bytes;
+    double now = 0, idle = 0, maxsum = 0, rec_gs = 0, comm_gs = 0, ckpt = 0;
+    int64_t n_mb = 0, n_grp = 0;
+    for (size_t s = 0; s < nsteps; s++) {
+        const dcp_step *st = &p->step[s];
+        double cmax = 0, busy = 0;
+        for (int32_t k = 0; k < st->n_g; k++) {
+            const dcp_group *g = &p->grp[st->g0 + k];
+            double t = 0;
+            for (int32_t m = 0; m < g->n_mb; m++) {
+                const dcp_mb *mb = &p->mb[g->mb0 + m];
+                tc_work w = {0};
+                for (int32_t i = 0; i < mb->n; i++) {
+                    const bt_seq *q = &bt->seq[p->seq[mb->first + i]];
+                    tc_work_add(&w, q->t, q->s, 1);
+                    r->tokens += bt_tokens(q);
+                }
+                r->seqs += mb->n;
+                tc_par par = {g->sp, c->cfg.ring, mb->ckpt_a, mb->ckpt_b};
+                tc_breakdown bd;
+                t += tc_microbatch_time(c->hw, tm, &par, &w, &bd);
+                rec_gs += g->sp * bd.recompute_s;
+                comm_gs += g->sp * bd.comm_s;
+                double mem = c->states_bytes + c->cfg.reserve_bytes + tc_act_bytes(tm, &par, &w);
+                if (mem > r->peak_mem_bytes)
+                    r->peak_mem_bytes = mem;
+                if (mem > cap * (1 + 1e-9))
+                    r->feasible = 0;
+                ckpt += (double)(mb->ckpt_a + mb->ckpt_b) / (tm->n_a + tm->n_b);
+                n_mb++;
+            }
+            gt[k] = t;
+            busy += g->sp * t;
+            if (t > cmax)
+                cmax = t;
+            for (int j = 0; j < c->cfg.n_sp; j++)
+                if (c->cfg.sp[j] == g->sp)
+                    r->sp_share[j] += g->sp * t;
+            n_grp++;
+        }
+        double step = cmax + c->sync_s;
+        idle += G * cmax - busy;
+        maxsum += G * cmax;
+        if (rec && (int)s < tl_steps) {
+            int used = 0;
+            for (int32_t k = 0; k < st->n_g; k++) {
+                const dcp_group *g = &p->grp[st->g0 + k];
+                for (int x = 0; x < g->sp; x++) {
+                    int gpu = gpu_offset + g->gpu0 + x;
+                    if (tl_add(rec, gpu, PH_UPDATE, TL_BUSY, now, now + gt[k], e) ||
+                        tl_add(rec, gpu, PH_UPDATE, TL_IDLE, now + gt[k], now + cmax, e))
+                        goto fail;
+                }
+                used = g->gpu0 + g->sp > used ? g->gpu0 + g->sp : used;
+            }
+            for (int gpu = used; gpu < G; gpu++)
+                if (tl_add(rec, gpu_offset + gpu, PH_UPDATE, TL_IDLE, now, now + cmax, e))
+                    goto fail;
+            for (int gpu = 0; gpu < G; gpu++)
+                if (tl_add(rec, gpu_offset + gpu, PH_SYNC, TL_BUSY, now + cmax, now + step, e))
+                    goto fail;
+        }
+        now += step;
+        r->sync_s += c->sync_s;
+    }
+    free(gt);
+    r->steps = (int64_t)nsteps;
+    r->time_s = now;
+    r->step_s = nsteps ? now / nsteps : 0;
+    r->tokens_per_s = now > 0 ? r->tokens / now : 0;
+    r->imbalance = maxsum > 0 ? idle / maxsum : 0;
+    r->idle_fraction = now > 0 ? idle / (G * now) : 0;
+    r->recompute_s = rec_gs / G;
+    r->comm_s = comm_gs / G;
+    r->mean_gas = n_grp ? (double)n_mb / n_grp : 0;
+    r->mean_ckpt = n_mb ? ckpt / n_mb : 0;
+    double tot = 0;
+    for (int j = 0; j < c->cfg.n_sp; j++)
+        tot += r->sp_share[j];
+    for (int j = 0; tot > 0 && j < c->cfg.n_sp; j++)
+        r->sp_share[j] /= tot;
+    return 0;
+fail:
+    free(gt);
+    return -1;
+}
+
+typedef struct gdesc {
+    int32_t sp, bs, gas, ckpt;
+    int count;
+} gdesc;
+
+const char *dcp_plan_describe(const dcp_ctx *c, const dcp_plan *p, char *buf, size_t n)
+{
+    if (p->strat.kind == DCP_BOUND || p->n_step == 0) {
+        snprintf(buf, n, "each sequence at its cheapest SP size, perfectly balanced, one sync");
+        return buf;
+    }
+    gdesc d[8];
+    int nd = 0, more = 0;
+    const dcp_step *st = &p->step[0];
+    for (int32_t k = 0; k < st->n_g; k++) {
+        const dcp_group *g = &p->grp[st->g0 + k];
+        const dcp_mb *mb = &p->mb[g->mb0];
+        gdesc x = {g->sp, mb->n, g->n_mb, mb->ckpt_a + mb->ckpt_b, 1};
+        int i;
+        for (i = 0; i < nd; i++)
+            if (d[i].sp == x.sp && d[i].bs == x.bs && d[i].gas == x.gas && d[i].ckpt == x.ckpt)
+                break;
+        if (i < nd)
+            d[i].count++;
+        else if (nd < 8)
+            d[nd++] = x;
+        else
+            more++;
+    }
+    size_t used = 0;
+    int w = snprintf(buf, n, "step 1:");
+    used = w > 0 ? (size_t)w : 0;
+    for (int i = 0; i < nd && used < n; i++) {
+        w = snprintf(buf + used, n - used, " %dx[sp%d bs%d gas%d ckpt%d/%d]", d[i].count, d[i].sp,
+                     d[i].bs, d[i].gas, d[i].ckpt, c->tm->n_a + c->tm->n_b);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    if (more && used < n)
+        snprintf(buf + used, n - used, " +%d more", more);
+    return buf;
+}
