@@ -12,9 +12,12 @@
 # calib/calib.db, check.txt, check.json, check-fit.ini (the fit on all rows
 # as a hardware INI), models/calib/<gpu>.csv (the CSV where the repository
 # keeps it: commit it as models/calib/<gpu>.csv and hw_load() fits the
-# hardware model to it) and summary.txt (also printed last).  Each step has a
-# time limit (build 150 s, selftest 90 s, calibrate 200 s, check 30 s) so the
-# whole run ends within 8 minutes.  `confirm` is not implemented yet.
+# hardware model to it), confirm.txt and confirm/confirm.json (a mini
+# rollout replayed on the GPU, baseline and tail speculation, against
+# tailsim's prediction with the calibration just measured) and summary.txt
+# (also printed last).  Each step has a time limit (build 120 s, selftest
+# 60 s, calibrate 170 s, check 20 s, confirm what is left of 465 s) so the
+# whole run ends within 8 minutes.
 #
 # On a machine whose image lacks the -dev packages (gsl, sqlite3, inih,
 # jansson) `make validate` fails; then a build/tailsim-validate-portable made
@@ -38,7 +41,7 @@ say() { echo "[gpu.sh +$(($(date +%s) - t0))s] $*"; }
 say "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
 
 BIN=build/tailsim-validate
-if timeout 150 make -j"$(nproc)" validate >"$OUT/build.log" 2>&1; then
+if timeout 120 make -j"$(nproc)" validate >"$OUT/build.log" 2>&1; then
     say "built $BIN"
 elif [ -x build/tailsim-validate-portable ]; then
     BIN=build/tailsim-validate-portable
@@ -49,12 +52,12 @@ else
     exit 1
 fi
 
-timeout 90 "$BIN" selftest >"$OUT/selftest.log" 2>&1
+timeout 60 "$BIN" selftest >"$OUT/selftest.log" 2>&1
 st=$?
 say "selftest exit $st: $(tail -n 1 "$OUT/selftest.log")"
 grep -E '^(FAIL|ERROR)|mismatch at' "$OUT/selftest.log" | head -n 20
 
-timeout 200 "$BIN" calibrate --quick -o "$OUT/calib" >"$OUT/calibrate.log" 2>&1
+timeout 170 "$BIN" calibrate --quick -o "$OUT/calib" >"$OUT/calibrate.log" 2>&1
 ca=$?
 say "calibrate exit $ca: $(tail -n 1 "$OUT/calibrate.log")"
 [ "$ca" = 0 ] || grep -i 'calibrate:' "$OUT/calibrate.log" | tail -n 5
@@ -63,9 +66,9 @@ say "calibrate exit $ca: $(tail -n 1 "$OUT/calibrate.log")"
 # predicted (runs on the CPU only; never touches the GPU).
 ck=skipped
 if [ -s "$OUT/calib/calib.csv" ]; then
-    timeout 30 "$BIN" check "$OUT/calib/calib.csv" -o "$OUT/check-fit.ini" >"$OUT/check.txt" 2>&1
+    timeout 20 "$BIN" check "$OUT/calib/calib.csv" -o "$OUT/check-fit.ini" >"$OUT/check.txt" 2>&1
     ck=$?
-    timeout 30 "$BIN" check "$OUT/calib/calib.csv" --json >"$OUT/check.json" 2>>"$OUT/check.txt"
+    timeout 20 "$BIN" check "$OUT/calib/calib.csv" --json >"$OUT/check.json" 2>>"$OUT/check.txt"
     say "check exit $ck (0: targets met, 1: missed, 2: error); report in check.txt, check.json"
     sed -n '/^held-out/,$p' "$OUT/check.txt"
     gpu=$(sed -n '2{s/^"\([^"]*\)".*/\1/p}' "$OUT/calib/calib.csv" | tr 'A-Z' 'a-z' |
@@ -74,6 +77,20 @@ if [ -s "$OUT/calib/calib.csv" ]; then
     mkdir -p "$OUT/models/calib" && cp "$OUT/calib/calib.csv" "$OUT/models/calib/$gpu.csv"
     say "commit $OUT/calib/calib.csv as models/calib/$gpu.csv (copy at $OUT/models/calib/$gpu.csv):" \
         "hw_load(\"$gpu\") then fits the hardware model to it"
+fi
+
+# confirm: the mini rollout on the GPU, predicted with the calibration just
+# measured (copied where hw_load finds it, in this working copy only).
+cf=skipped
+left=$((465 - ($(date +%s) - t0)))
+if [ -s "$OUT/calib/calib.csv" ] && [ "$left" -gt 45 ]; then
+    mkdir -p models/calib && cp "$OUT/calib/calib.csv" "models/calib/${gpu:-h200}.csv"
+    timeout "$left" "$BIN" confirm --quick --hw "${gpu:-h200}" -o "$OUT/confirm" >"$OUT/confirm.txt" 2>&1
+    cf=$?
+    say "confirm exit $cf (0: targets met, 1: missed, 124: out of time, 2: error); report in confirm.txt"
+    tail -n 14 "$OUT/confirm.txt"
+else
+    say "confirm skipped (${left}s left or no calibration)"
 fi
 
 # Summary: per op, rows and the best achieved bandwidth and FLOP rate, as
@@ -101,6 +118,7 @@ if [ -s "$OUT/check.txt" ]; then
     grep -E '^(median per-op|worst op|all held-out)' "$OUT/check.txt" >>"$OUT/summary.txt"
     [ -n "${gpu:-}" ] && echo "commit $OUT/calib/calib.csv as models/calib/$gpu.csv" >>"$OUT/summary.txt"
 fi
-echo "selftest exit $st, calibrate exit $ca, check exit $ck, $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
+[ -s "$OUT/confirm.txt" ] && grep -E '(makespan|speedup|targets:)' "$OUT/confirm.txt" >>"$OUT/summary.txt"
+echo "selftest exit $st, calibrate exit $ca, check exit $ck, confirm exit $cf, $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
 cat "$OUT/summary.txt"
 [ "$st" = 0 ] && [ "$ca" = 0 ] && { [ "$ck" = 0 ] || [ "$ck" = 1 ]; }
