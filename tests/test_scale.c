@@ -55,8 +55,14 @@ Test(scale, million_responses_linear_memory, .timeout = 300)
     cr_assert_gt(small, 0, "100k-response run failed");
     cr_assert_gt(big, 0, "1M-response run failed");
     double per_resp = (big - small) / 900000.0;
-    /* README: about 110 bytes per response beyond a fixed base */
-    cr_assert_lt(per_resp, 200.0, "%.0f bytes per response", per_resp);
+    /* README: about 110 bytes per response beyond a fixed base (AddressSanitizer
+     * builds add redzones around every allocation) */
+#ifdef __SANITIZE_ADDRESS__
+    const double bound = 600.0;
+#else
+    const double bound = 200.0;
+#endif
+    cr_assert_lt(per_resp, bound, "%.0f bytes per response", per_resp);
     cr_assert_lt(big, 12.0 * small, "1M: %.0f MB, 100k: %.0f MB", big / 1e6, small / 1e6);
     remove("build/scale-100k.csv");
     remove("build/scale-1m.csv");

@@ -6,6 +6,9 @@
 set -u
 : "${TAILSIM_SHARED:=../shared}"
 export TAILSIM_SHARED
+# sanitizer builds: report leaks, but not Criterion's own one-off allocations
+LSAN_OPTIONS="suppressions=$(pwd)/tools/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export LSAN_OPTIONS
 pass=0; fail=0
 for t in "$@"; do
     echo "== $t"
