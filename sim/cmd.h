@@ -16,4 +16,11 @@ int cmd_specdec(int argc, char **argv); /* specdec SCENARIO          (sim/cmd_sp
 int cmd_dcp(int argc, char **argv);     /* dcp SCENARIO              (sim/cmd_dcp.c)    */
 int cmd_compare(int argc, char **argv); /* compare SCENARIO          (sim/cmd_compare.c) */
 
+/* The calibration check shared by `tailsim calib check` and
+ * `tailsim-validate check` (argv[0] is "check"; prog names the command in
+ * messages).  strict 0: exit 0 when the report was printed, 1 on bad input,
+ * 2 on usage errors; strict 1: exit 0 when the accuracy targets are met, 1
+ * when missed, 2 on any error. */
+int calib_check_main(int argc, char **argv, const char *prog, int strict);
+
 #endif

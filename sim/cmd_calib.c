@@ -130,8 +130,9 @@ static void print_table(const char *file, const hw_desc *hw, const char *stat,
     printf("%-26s %6d %9.2f\n", "all ops", all_n, r->overall_mape);
 }
 
-/* `tailsim calib check ...`; argv[0] is "check". */
-static int calib_check_cmd(int argc, char **argv)
+/* `tailsim calib check ...` and `tailsim-validate check ...` (see sim/cmd.h);
+ * argv[0] is "check". */
+int calib_check_main(int argc, char **argv, const char *prog, int strict)
 {
     const char *hw_name = "h200", *file = NULL, *ini = NULL;
     int json = 0;
@@ -141,23 +142,23 @@ static int calib_check_cmd(int argc, char **argv)
             json = 1;
         } else if (!strcmp(a, "--hw") || !strcmp(a, "-o")) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "tailsim calib check: %s needs a value\n", a);
+                fprintf(stderr, "%s: %s needs a value\n", prog, a);
                 return 2;
             }
             *(a[1] == 'o' ? &ini : &hw_name) = argv[++i];
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "tailsim calib check: unknown option '%s'\n", a);
+            fprintf(stderr, "%s: unknown option '%s'\n", prog, a);
             usage(stderr);
             return 2;
         } else if (!file) {
             file = a;
         } else {
-            fprintf(stderr, "tailsim calib check: more than one CSV ('%s')\n", a);
+            fprintf(stderr, "%s: more than one CSV ('%s')\n", prog, a);
             return 2;
         }
     }
     if (!file) {
-        fprintf(stderr, "tailsim calib check: missing CSV\n");
+        fprintf(stderr, "%s: missing CSV\n", prog);
         usage(stderr);
         return 2;
     }
@@ -168,16 +169,16 @@ static int calib_check_cmd(int argc, char **argv)
     size_t n = 0;
     calib_check c = {0};
     char *text = NULL;
-    int rc = 1;
+    int rc = strict ? 2 : 1;
     if (hw_load_ini(hw_name, &start, &e) || calib_csv_load(file, &rows, &n, &e) ||
         calib_check_run(&start, rows, n, &c, &e)) {
-        fprintf(stderr, "tailsim calib check: %s\n", e.msg);
+        fprintf(stderr, "%s: %s\n", prog, e.msg);
         goto cleanup;
     }
     text = json ? calib_check_json(&c, rows, file, &start)
                 : calib_check_table(&c, rows, file, &start);
     if (!text) {
-        fprintf(stderr, "tailsim calib check: out of memory\n");
+        fprintf(stderr, "%s: out of memory\n", prog);
         goto cleanup;
     }
     fputs(text, stdout);
@@ -185,15 +186,20 @@ static int calib_check_cmd(int argc, char **argv)
         fputc('\n', stdout);
     if (ini) {
         fit_result all;
-        if (fit_write_calibrated_ini(&start, rows, n, file, "tailsim calib check", ini, &all,
+        if (fit_write_calibrated_ini(&start, rows, n, file, prog, ini, &all,
                                      &e)) {
-            fprintf(stderr, "tailsim calib check: %s\n", e.msg);
+            fprintf(stderr, "%s: %s\n", prog, e.msg);
             goto cleanup;
         }
         fprintf(json ? stderr : stdout, "\nwrote %s (fit on all %zu modelled rows)\n", ini,
                 all.rows);
     }
     rc = 0;
+    if (strict && !(c.median_ok && c.worst_ok)) {
+        rc = 1;
+        fprintf(stderr, "%s: targets missed (median per-op MAPE %.2f%%, worst op %s %.2f%%)\n", prog,
+                c.median_op_mape, c.worst_op[0] ? c.worst_op : "-", c.worst_op_mape);
+    }
 cleanup:
     free(text);
     calib_check_free(&c);
@@ -216,7 +222,7 @@ int cmd_calib(int argc, char **argv)
         return 2;
     }
     if (!strcmp(argv[1], "check"))
-        return calib_check_cmd(argc - 1, argv + 1);
+        return calib_check_main(argc - 1, argv + 1, "tailsim calib check", 0);
     if (strcmp(argv[1], "vidur")) {
         fprintf(stderr, "tailsim calib: unknown source '%s' (expected: vidur or check)\n",
                 argv[1]);
