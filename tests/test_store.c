@@ -9,10 +9,12 @@
  * leaves no row behind), and two processes saving 50 runs each into one file
  * at the same time.
  */
+#define _DEFAULT_SOURCE /* usleep, kill */
 #include <criterion/criterion.h>
 
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -426,4 +428,54 @@ Test(store, two_processes_write_at_once)
     /* every run is whole: 200 responses each */
     cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM (SELECT run_id FROM responses"
                                  " GROUP BY run_id HAVING count(*) = 200)"), 100);
+}
+
+/* Child body for the crash test: saves large runs forever (until killed). */
+static void endless_writer(void)
+{
+    store *s = NULL;
+    ts_err e = {""};
+    if (store_open(dbpath, &s, &e))
+        _exit(1);
+    for (uint64_t i = 0;; i++) {
+        run_record *r = make_run(5000 + i, 20000);
+        if (!r || store_save_run(s, r, &e))
+            _exit(1);
+        run_record_free(r);
+    }
+}
+
+Test(store, sigkill_mid_write_leaves_no_partial_run, .timeout = 120)
+{
+    /* kill the writer at several points in its life: each time the database
+     * must open, pass integrity_check and hold only whole runs */
+    const int delays_ms[] = {30, 120, 400, 900};
+    for (size_t k = 0; k < sizeof delays_ms / sizeof delays_ms[0]; k++) {
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0)
+            endless_writer();
+        usleep((useconds_t)delays_ms[k] * 1000);
+        kill(pid, SIGKILL);
+        int st = 0;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        cr_assert(WIFSIGNALED(st), "the writer ended by itself (status %d)", st);
+        store *s = open_ok(dbpath); /* opens after the crash */
+        store_close(s);
+        sqlite3 *db = NULL;
+        sqlite3_stmt *q = NULL;
+        cr_assert_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+        cr_assert_eq(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &q, NULL), SQLITE_OK);
+        cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+        cr_assert_str_eq((const char *)sqlite3_column_text(q, 0), "ok");
+        sqlite3_finalize(q);
+        sqlite3_close(db);
+        long long runs = sql_int(dbpath, "SELECT count(*) FROM runs");
+        /* every run present is whole: 5 metrics, 20000 intervals, 20000 responses */
+        cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM metrics"), 5 * runs);
+        cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM timeline"), 20000 * runs);
+        cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM responses"), 20000 * runs);
+    }
+    /* the writer made progress between kills, so the kills hit it at work */
+    cr_assert_gt(sql_int(dbpath, "SELECT count(*) FROM runs"), 0);
 }
