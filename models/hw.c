@@ -328,9 +328,10 @@ static int apply_calib(hw_desc *d, const char *ini, const char *csv, ts_err *e)
     if (stat(csv, &sb) == 0 && gmtime_r(&sb.st_mtime, &tm))
         strftime(date, sizeof date, "%Y-%m-%d", &tm);
     *d = fr.hw;
-    snprintf(d->calibration, sizeof d->calibration,
-             "%s (%zu/%zu rows fitted at load, %.40s, file of %s)", shown, fr.rows, n,
-             rows[0].device, date);
+    char text[512]; /* formatted in full, then cut to the field's size */
+    snprintf(text, sizeof text, "%s (%zu/%zu rows fitted at load, %.40s, file of %s)", shown,
+             fr.rows, n, rows[0].device, date);
+    snprintf(d->calibration, sizeof d->calibration, "%.*s", (int)sizeof d->calibration - 1, text);
     free(rows);
     return 0;
 }
