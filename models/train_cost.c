@@ -49,6 +49,7 @@ int tc_model_init(tc_model *tm, const llm_desc *m, int cross_tokens, double act_
     if (cross_tokens < 0)
         return ts_errf(e, "cross_tokens %d is negative", cross_tokens);
     tm->act_factor = act_factor;
+    tm->a2a_eff = 1.0;
     if (tm->arch == TC_STDIT) {
         if (m->layers % 2)
             return ts_errf(e, "model %s: a video transformer (no vocabulary) needs an even layer "
@@ -159,10 +160,11 @@ static double a2a_slope(const hw_desc *hw, int p)
     return comm_alltoall(hw, 2.0, p) - comm_alltoall(hw, 1.0, p);
 }
 
-static void op_a2a(acc *a, double bytes, int p)
+static void op_a2a(acc *a, double bytes, int p, double eff)
 {
     if (p <= 1 || bytes <= 0)
         return;
+    bytes /= eff; /* a slower all-to-all moves its bytes at eff x the bandwidth */
     double c = a->lb ? bytes * a2a_slope(a->hw, p) : comm_alltoall(a->hw, bytes, p);
     a->t += c;
     a->comm += c;
@@ -195,16 +197,16 @@ static void layer(acc *a, const tc_model *tm, int P, int ring, const tc_work *w,
         op_stream(a, 2.0 * 2.0 * r * (q + kv));     /* q/k RMSNorm */
     int uly = P > 1 && !ring;
     if (uly) {
-        op_a2a(a, 2.0 * r * q, P);
-        op_a2a(a, 2.0 * r * kv, P);
-        op_a2a(a, 2.0 * r * kv, P);
+        op_a2a(a, 2.0 * r * q, P, tm->a2a_eff);
+        op_a2a(a, 2.0 * r * kv, P, tm->a2a_eff);
+        op_a2a(a, 2.0 * r * kv, P, tm->a2a_eff);
     }
     double sq = type == 0 ? w->sq_a : w->sq_b;
     double pairs = (stdit ? sq : 0.5 * sq) + ATTN_TILE_PAD * w->tokens;
     op_attn(a, 4.0 * hd * H * pairs / P, 2.0 * (2.0 * r * q + 2.0 * r * kv),
             ring ? P : 1, P <= gpn, 2.0 * 2.0 * r * kv);
     if (uly)
-        op_a2a(a, 2.0 * r * q, P);
+        op_a2a(a, 2.0 * r * q, P, tm->a2a_eff);
     op_gemm(a, r, h, q);                            /* output projection */
     op_stream(a, 3.0 * act);                        /* residual (gated for STDiT) */
     if (stdit && type == 1)

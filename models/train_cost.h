@@ -32,6 +32,8 @@ typedef struct tc_model {
     double act_factor;    /* activation bytes kept per token per layer per hidden unit
                            * when a layer is not checkpointed (34: Korthikanti et al.) */
     double params;        /* trainable parameters (STDiT: with cross-attention) */
+    double a2a_eff;       /* fraction of the collective bandwidth (hw ar_eff) that the SP
+                           * all-to-alls reach; 1 after tc_model_init() */
 } tc_model;
 
 /* Fills *tm.  STDiT needs an even layer count.  Returns 0, or -1 with a

@@ -171,7 +171,7 @@ static int add_metrics(run_record *rec, const dcp_result *r, double speedup)
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
         char key[48];
-        snprintf(key, sizeof key, "%s.%s", r->name, m[i].k);
+        snprintf(key, sizeof key, "%.24s.%.20s", r->name, m[i].k);
         if (run_add_metric(rec, key, m[i].v))
             return -1;
     }
@@ -271,7 +271,7 @@ int cmd_dcp(int argc, char **argv)
             char key[48];
             if (isnan(imb[k][i]))
                 continue;
-            snprintf(key, sizeof key, "g%d.%s.imbalance", scale_gpus[k], st[i].name);
+            snprintf(key, sizeof key, "g%d.%.24s.imbalance", scale_gpus[k], st[i].name);
             oom = run_add_metric(rec, key, imb[k][i]);
         }
     if (oom) {

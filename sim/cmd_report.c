@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "reports/dcp_report.h"
 #include "reports/report.h"
 #include "sim/cmd.h"
 #include "sim/store.h"
@@ -99,12 +100,14 @@ int cmd_report(int argc, char **argv)
     ts_err e = {""};
     store *s = NULL;
     run_record *r = NULL;
-    if (store_open(db, &s, &e) || store_load_run(s, id, &r, &e) || report_write(r, out, &e)) {
+    if (store_open(db, &s, &e) || store_load_run(s, id, &r, &e) || report_write(r, out, &e) ||
+        (!strcmp(r->command, "dcp") && dcp_report_write(r, out, &e))) {
         fprintf(stderr, "tailsim: %s\n", e.msg);
         goto cleanup;
     }
     static const char *const files[] = {"gantt.dat", "gantt.png", "cdf.dat", "cdf.png",
-                                        "report.md"};
+                                        "report.md", "dcp.md", "dcp_imbalance.dat",
+                                        "dcp_imbalance.png"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", out, files[i]);

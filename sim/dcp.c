@@ -10,7 +10,8 @@
  * evaluations give it exactly) and prices micro-batches of 1, 2, 4, ...
  * sequences up to it, as the profiler's doubling does.  From that table it
  * keeps, per bucket, the (SP, micro-batch) with the most samples per second
- * per GPU (dcp-intra/inter), the same with PAC's checkpointing, and the
+ * per GPU (dcp-intra/inter; within tie_tol of it, the shortest micro-batch),
+ * the same with PAC's checkpointing, and the
  * bucket strategy's choice at its fixed SP size: doubled until memory runs
  * out, then, for buckets slower than the median bucket, cut to
  * max(1, floor(bs * median / time)) (the profiler's interpolation for fixed
@@ -44,6 +45,7 @@ void dcp_cfg_default(dcp_cfg *c)
     c->zero_stage = 1;
     c->max_gas = 5;
     c->overshoot = 1.2;
+    c->tie_tol = 0.0;
     c->seed = 1;
 }
 
@@ -178,6 +180,14 @@ int dcp_pac(const dcp_ctx *c, int32_t b, dcp_choice *ch)
                       tm->n_b ? tc_layer_fwd_time(c->hw, tm, &p, &w, 1) : 0.0};
     double best = -1.0;
     int best_a = tm->n_a, best_b = tm->n_b;
+    /* no checkpointing at all also drops the recomputation working set, so
+     * memory is not monotone at that corner: try it first */
+    p.ckpt_a = p.ckpt_b = 0;
+    if (tc_act_bytes(tm, &p, &w) <= c->budget_bytes) {
+        ch->ckpt_a = ch->ckpt_b = 0;
+        ch->time_s = mb_time(c, b, ch->sp, ch->bs, 0, 0);
+        return 0;
+    }
     for (int ka = 0; ka <= tm->n_a; ka++) { /* ka layers of type A keep activations */
         p.ckpt_a = tm->n_a - ka;
         /* largest kb that fits: memory falls as ckpt_b rises */
@@ -204,6 +214,26 @@ int dcp_pac(const dcp_ctx *c, int32_t b, dcp_choice *ch)
     ch->ckpt_b = best_b;
     ch->time_s = mb_time(c, b, ch->sp, ch->bs, best_a, best_b);
     return 0;
+}
+
+/* DCP's choice among a bucket's configurations: the most samples per second
+ * per GPU; of those within tie_tol of it, the shortest micro-batch, so that
+ * near-ties go to the finer granularity the balancing needs. */
+static dcp_choice pick_best(const dcp_choice *ch, int n, double tie_tol)
+{
+    double best = 0;
+    for (int i = 0; i < n; i++) {
+        double thr = ch[i].bs / (ch[i].sp * ch[i].time_s);
+        if (thr > best)
+            best = thr;
+    }
+    int w = -1;
+    for (int i = 0; i < n; i++) {
+        double thr = ch[i].bs / (ch[i].sp * ch[i].time_s);
+        if (thr >= best * (1 - tie_tol) && (w < 0 || ch[i].time_s < ch[w].time_s))
+            w = i;
+    }
+    return ch[w];
 }
 
 static int cmp_dbl(const void *x, const void *y)
@@ -258,9 +288,10 @@ int dcp_ctx_init(dcp_ctx *c, const hw_desc *hw, const tc_model *tm, const btrace
         return ts_errf(e, "no listed SP size divides the model's %d heads (or fits %d GPUs); "
                           "try ring attention", tm->m.heads, cfg->gpus);
     }
-    double tol = getenv("DCP_TOL") ? atof(getenv("DCP_TOL")) : 0.0;
     for (int32_t b = 0; b < c->nb; b++) {
-        double best = -1, best_pac = -1;
+        /* every (SP, 2^k) with full checkpointing and with PAC */
+        dcp_choice full[DCP_MAX_SP * DCP_MAX_K], pac[DCP_MAX_SP * DCP_MAX_K];
+        int nf = 0, np = 0;
         for (int j = 0; j < nsp; j++) {
             int sp = cfg->sp[j];
             if (!tc_sp_ok(tm, sp, cfg->ring) || sp > cfg->gpus)
@@ -271,20 +302,13 @@ int dcp_ctx_init(dcp_ctx *c, const hw_desc *hw, const tc_model *tm, const btrace
             for (int k = 0; k < DCP_MAX_K && (1 << k) <= mb; k++) {
                 int32_t bs = 1 << k;
                 t[k] = mb_time(c, b, sp, bs, tm->n_a, tm->n_b);
-                /* the smallest micro-batch within bs_tol of the best throughput wins */
-                double thr = bs / (sp * t[k]);
-                if (thr > best * (1 + tol)) {
-                    best = thr;
-                    c->best[b] = (dcp_choice){sp, bs, tm->n_a, tm->n_b, t[k]};
-                }
+                full[nf++] = (dcp_choice){sp, bs, tm->n_a, tm->n_b, t[k]};
                 dcp_choice pc = {sp, bs, 0, 0, 0};
-                if (dcp_pac(c, b, &pc) == 0 && bs / (sp * pc.time_s) > best_pac * (1 + tol)) {
-                    best_pac = bs / (sp * pc.time_s);
-                    c->best_pac[b] = pc;
-                }
+                if (dcp_pac(c, b, &pc) == 0)
+                    pac[np++] = pc;
             }
         }
-        if (best < 0) {
+        if (nf == 0) {
             char nm[64];
             free(med);
             int32_t hi = c->bt->buckets[b].hi;
@@ -293,6 +317,8 @@ int dcp_ctx_init(dcp_ctx *c, const hw_desc *hw, const tc_model *tm, const btrace
             return ts_errf(e, "bucket %s (%d tokens) fits in memory at no SP size (cap %.2f of "
                               "%.0f GB)", nm, hi, cfg->mem_cap, hw->hbm_bytes / 1e9);
         }
+        c->best[b] = pick_best(full, nf, cfg->tie_tol);
+        c->best_pac[b] = np ? pick_best(pac, np, cfg->tie_tol) : c->best[b];
     }
     /* the bucket strategy's SP: given, or the smallest that fits the longest sequence */
     int j0 = -1;
@@ -397,66 +423,81 @@ int dcp_gas_limit(double e, double e_max, int max_gas)
     return q > DCP_GAS_HARD ? DCP_GAS_HARD : (int)q;
 }
 
-double dcp_gas_search(const double *e, int k, int max_gas, double overshoot, int *gas)
+double dcp_gas_search(const double *e, const int *cap, int k, int max_gas, double overshoot,
+                      int *gas)
 {
     if (k <= 0)
         return 0.0;
-    /* distinct times with multiplicities */
+    /* distinct (time, limit) pairs with multiplicities */
     double dv[256];
-    int dc[256], nd = 0;
+    int dl[256], dc[256], nd = 0;
     double *v = dv;
-    int *cnt = dc;
-    double *heap_v = NULL;
-    int *heap_c = NULL;
+    int *lim = dl, *cnt = dc;
+    void *heap = NULL;
     if (k > 256) {
-        heap_v = malloc((size_t)k * sizeof *heap_v);
-        heap_c = malloc((size_t)k * sizeof *heap_c);
-        if (!heap_v || !heap_c) { /* fall back to no accumulation */
-            free(heap_v);
-            free(heap_c);
+        heap = malloc((size_t)k * (sizeof *v + 2 * sizeof *lim));
+        if (!heap) { /* fall back to no accumulation */
             for (int i = 0; i < k; i++)
                 gas[i] = 1;
             return INFINITY;
         }
-        v = heap_v;
-        cnt = heap_c;
+        v = heap;
+        lim = (int *)(v + k);
+        cnt = lim + k;
     }
     double e_max = 0;
-    for (int i = 0; i < k; i++) {
-        int d;
+    for (int i = 0; i < k; i++)
         e_max = e[i] > e_max ? e[i] : e_max;
+    for (int i = 0; i < k; i++) {
+        int l = dcp_gas_limit(e[i], e_max, max_gas);
+        if (cap && cap[i] < l)
+            l = cap[i] < 1 ? 1 : cap[i];
+        int d;
         for (d = 0; d < nd; d++)
-            if (v[d] == e[i])
+            if (v[d] == e[i] && lim[d] == l)
                 break;
         if (d == nd) {
             v[nd] = e[i];
+            lim[nd] = l;
             cnt[nd++] = 0;
         }
         cnt[d]++;
     }
-    /* the objective is piecewise linear in T with its minimum at some
-     * e[i] * gas[i]: those are the only targets to try */
-    double best = INFINITY, bestT = v[0];
-    for (int d = 0; d < nd; d++) {
-        int gd = dcp_gas_limit(v[d], e_max, max_gas);
-        for (int m = 1; m <= gd; m++) {
-            double T = v[d] * m, sum = 0, p;
-            for (int x = 0; x < nd && sum < best; x++) {
-                best_count(v[x], T, dcp_gas_limit(v[x], e_max, max_gas), overshoot, &p);
+    /* for fixed counts the objective is (a + b T) / T on each interval
+     * between the products e[i] * gas[i], so its minimum over T in
+     * (0, max_gas * e_max] is at one of them or at the upper end: those are
+     * the only targets to try */
+    double Tmax = max_gas * e_max;
+    double best = INFINITY, bestT = Tmax;
+    for (int d = 0; d <= nd; d++) {
+        int md = d < nd ? lim[d] : 1;
+        for (int m = 1; m <= md; m++) {
+            double T = d < nd ? v[d] * m : Tmax, sum = 0, p;
+            if (T > Tmax * (1 + 1e-12))
+                continue;
+            int pruned = 0;
+            for (int x = 0; x < nd && !pruned; x++) {
+                best_count(v[x], T, lim[x], overshoot, &p);
                 sum += cnt[x] * p;
+                pruned = sum > best * T; /* already worse than the best target */
             }
-            if (sum < best || (sum == best && T < bestT)) {
-                best = sum;
+            if (pruned)
+                continue;
+            double f = sum / T;
+            if (f < best || (f == best && T > bestT)) {
+                best = f;
                 bestT = T;
             }
         }
     }
     for (int i = 0; i < k; i++) {
+        int l = dcp_gas_limit(e[i], e_max, max_gas);
+        if (cap && cap[i] < l)
+            l = cap[i] < 1 ? 1 : cap[i];
         double p;
-        gas[i] = best_count(e[i], bestT, dcp_gas_limit(e[i], e_max, max_gas), overshoot, &p);
+        gas[i] = best_count(e[i], bestT, l, overshoot, &p);
     }
-    free(heap_v);
-    free(heap_c);
+    free(heap);
     return best;
 }
 

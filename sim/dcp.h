@@ -71,6 +71,8 @@ typedef struct dcp_cfg {
     int ring;               /* 1: ring attention, 0: Ulysses */
     int max_gas;            /* dcp-inter: most micro-batches per group per step */
     double overshoot;       /* dcp-inter: penalty on finishing after the target */
+    double tie_tol;         /* dcp-intra/inter: configurations within this fraction of a
+                             * bucket's best samples/s/GPU count as ties; the shortest wins */
     double pack_tokens;     /* packed: token budget per micro-batch (0: the longest sequence) */
     uint64_t seed;          /* planner randomness (bucket access order) */
 } dcp_cfg;
@@ -125,16 +127,18 @@ double dcp_prof_time(const dcp_ctx *c, int32_t b, int j, int32_t bs);
  * -1 when even full checkpointing does not fit. */
 int dcp_pac(const dcp_ctx *c, int32_t b, dcp_choice *ch);
 
-/* The accumulation search of dcp-inter (VideoSys' grad-accumulation
- * search, exact): given k group times e[] (s, > 0), picks gas[i] in
- * [1, dcp_gas_limit(e[i], max e, max_gas)] minimising the sum over groups
- * of pen(e[i] * gas[i] - T) for the best real target T, where pen(x) =
- * x * overshoot for x > 0 and -x otherwise.  Targets never exceed max_gas
- * times the longest group's micro-batch; a short group may accumulate more
- * micro-batches than max_gas to reach it (up to DCP_GAS_HARD).  Groups with
- * equal times are priced together: O(D^2 * DCP_GAS_HARD) for D distinct
- * times.  Returns the minimum; k == 0 returns 0. */
-double dcp_gas_search(const double *e, int k, int max_gas, double overshoot, int *gas);
+/* The accumulation search of dcp-inter, exact: given k group times e[]
+ * (s, > 0), picks gas[i] in [1, min(cap[i], dcp_gas_limit(e[i], max e,
+ * max_gas))] (cap may be NULL: no caps; the planner caps a group by the
+ * micro-batches its bucket has left) and a target T in (0, max_gas * max e]
+ * minimising sum_i pen(e[i] * gas[i] - T) / T, where pen(x) = x * overshoot
+ * for x > 0 and -x otherwise.  VideoSys' search sums absolute deviations,
+ * which never prefers a longer target; dividing by T makes it weigh the
+ * imbalance relative to the step.  Groups with equal (time, limit) are
+ * priced together: O(D^2 * DCP_GAS_HARD) for D distinct ones.  Returns the
+ * minimum; k == 0 returns 0. */
+double dcp_gas_search(const double *e, const int *cap, int k, int max_gas, double overshoot,
+                      int *gas);
 
 /* Most micro-batches a group of micro-batch time e may accumulate when the
  * longest group's is e_max: floor(max_gas * e_max / e), in [1, DCP_GAS_HARD]. */
@@ -170,7 +174,11 @@ typedef struct dcp_plan {
 int dcp_plan_run(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *out, ts_err *e);
 void dcp_plan_free(dcp_plan *p);
 
-/* Plan-building helpers shared by the planners (sim/dcp_plan.c). */
+/* Plan-building helpers shared by the planners (sim/dcp_plan.c): append a
+ * sequence index, a micro-batch over plan->seq[first .. first + n), a group
+ * over its micro-batches, or close a step holding the groups from g0 on.
+ * Each returns 0, or -1 with a message on allocation failure (the plan keeps
+ * what it had; free it with dcp_plan_free()). */
 int dcp_plan_push_seq(dcp_plan *p, int32_t idx, ts_err *e);
 int dcp_plan_push_mb(dcp_plan *p, int32_t first, int32_t n, int32_t ca, int32_t cb, ts_err *e);
 int dcp_plan_push_group(dcp_plan *p, int32_t sp, int32_t mb0, int32_t n_mb, ts_err *e);

@@ -4,19 +4,22 @@
  * (sim/dcp.h describes the plan) reading only the profile in dcp_ctx, so
  * planning is a few passes over the sequences and buckets.
  *
- * Data order: the trace's order is the order data arrives in.  The DCP
- * planners fill a step's GPUs with groups taken in that order: the next
- * group serves the bucket of the earliest sequence not yet planned whose SP
- * size fits the GPUs left (each bucket keeps a queue of its sequences in
- * data order, so this is O(buckets) per group), and takes up to its
- * micro-batch of that bucket's sequences.  Reservations are counts per
- * bucket until the step is final, so dcp-intra can shrink a group and give
- * its sequences back to the next step.  bucket and packed follow DCP's
- * baselines instead: micro-batches formed per bucket (or packed), then
- * shuffled with ts_rng_new(seed, 1) (packed: stream 2), so every run with the
- * same seed plans the same steps.  Groups of a step are laid out on
- * consecutive GPUs, largest SP size first, so power-of-two groups never
- * straddle a node boundary they need not cross.
+ * Filling a step: the DCP planners fill a step's GPUs with groups, each
+ * serving one bucket at its chosen SP size and taking up to its micro-batch
+ * of that bucket's sequences (each bucket keeps a queue of its sequences in
+ * data order).  The next group serves the bucket with the largest share of
+ * its sequences still unplanned among those whose SP size fits the GPUs
+ * left, ties to the earliest sequence in data order: O(buckets) per group.
+ * dcp-inter also counts what each group is expected to accumulate at the
+ * previous step's target, so that buckets are drawn in proportion to what
+ * steps really consume and the rare, long buckets are not left alone at the
+ * end.  Reservations are counts per bucket until the step is final, so
+ * dcp-intra can shrink a group and give its sequences back to the next
+ * step.  bucket and packed follow DCP's baselines instead: micro-batches
+ * formed per bucket (or packed), then shuffled with ts_rng_new(seed, 1)
+ * (packed: stream 2), so every run with the same seed plans the same steps.
+ * Groups of a step are laid out on consecutive GPUs, largest SP size first,
+ * so power-of-two groups never straddle a node boundary they need not cross.
  *
  * Invariant (checked by tests/test_dcp.c): every sequence index appears in
  * plan->seq exactly once, and each micro-batch's memory at its group's SP
@@ -47,6 +50,8 @@ typedef struct queues {
     int32_t *off;    /* nb + 1 offsets into q */
     int32_t *head;   /* nb: next unplanned position */
     int32_t *resv;   /* nb: reserved for the step being planned */
+    int32_t *vres;   /* nb: further sequences the step's groups are expected to take
+                      * by accumulation (only steers next_bucket()) */
     int32_t *spare;  /* nb: scratch for emit_step() */
     int32_t *cnt;    /* gpus * DCP_GAS_HARD: scratch for emit_step() */
     size_t left;     /* sequences not planned */
@@ -58,6 +63,7 @@ static void queues_free(queues *Q)
     free(Q->off);
     free(Q->head);
     free(Q->resv);
+    free(Q->vres);
     free(Q->spare);
     free(Q->cnt);
 }
@@ -71,9 +77,10 @@ static int queues_init(queues *Q, const dcp_ctx *c, ts_err *e)
     Q->off = calloc((size_t)nb + 1, sizeof *Q->off);
     Q->head = calloc((size_t)nb, sizeof *Q->head);
     Q->resv = calloc((size_t)nb, sizeof *Q->resv);
+    Q->vres = calloc((size_t)nb, sizeof *Q->vres);
     Q->spare = calloc((size_t)nb, sizeof *Q->spare);
     Q->cnt = malloc((size_t)c->cfg.gpus * DCP_GAS_HARD * sizeof *Q->cnt);
-    if (!Q->q || !Q->off || !Q->head || !Q->resv || !Q->spare || !Q->cnt) {
+    if (!Q->q || !Q->off || !Q->head || !Q->resv || !Q->vres || !Q->spare || !Q->cnt) {
         queues_free(Q);
         return ts_errf(e, "out of memory");
     }
@@ -109,15 +116,21 @@ static int take_mb(dcp_plan *p, queues *Q, int32_t b, int32_t n, int ca, int cb,
     return dcp_plan_push_mb(p, first, n, ca, cb, e);
 }
 
-/* The bucket of the earliest unplanned, unreserved sequence whose SP size
- * fits `remain` GPUs: with any_sp, any usable SP size of the bucket counts,
- * else the bucket's chosen one (ch[b].sp).  -1 when none. */
+/* The next bucket to serve, among those whose SP size fits `remain` GPUs
+ * (with any_sp, any usable SP size of the bucket counts, else the bucket's
+ * chosen one, ch[b].sp): the one with the largest share of its sequences
+ * still unplanned, ties to the earliest such sequence in data order.
+ * Serving the most-behind bucket keeps the remaining mix like the whole
+ * trace, so the last steps do not pile up the rare, long buckets.  -1 when
+ * none fits. */
 static int32_t next_bucket(const dcp_ctx *c, const queues *Q, const dcp_choice *ch, int remain,
                            int any_sp)
 {
     int32_t best = -1, best_pos = INT32_MAX;
+    double best_share = -1;
     for (int32_t b = 0; b < c->nb; b++) {
-        if (avail(Q, b) <= 0)
+        int32_t a = avail(Q, b);
+        if (a <= 0)
             continue;
         int fits = 0;
         if (any_sp) {
@@ -126,8 +139,12 @@ static int32_t next_bucket(const dcp_ctx *c, const queues *Q, const dcp_choice *
         } else {
             fits = ch[b].sp <= remain;
         }
+        if (!fits)
+            continue;
+        double share = (double)(a - Q->vres[b]) / (Q->off[b + 1] - Q->off[b]);
         int32_t pos = Q->q[Q->head[b] + Q->resv[b]];
-        if (fits && pos < best_pos) {
+        if (share > best_share || (share == best_share && pos < best_pos)) {
+            best_share = share;
             best_pos = pos;
             best = b;
         }
@@ -164,13 +181,14 @@ static int cmp_pgroup_sp(const void *x, const void *y)
  * then each group's further micro-batches (g->gas - 1 of up to g->ch.bs),
  * handed out round by round so that groups sharing a bucket share what is
  * left of it. */
-static int emit_step(const dcp_ctx *c, dcp_plan *p, queues *Q, pgroup *g, int n, ts_err *e)
+static int emit_step(dcp_plan *p, queues *Q, pgroup *g, int n, ts_err *e)
 {
     int mg = DCP_GAS_HARD;
     qsort(g, (size_t)n, sizeof *g, cmp_pgroup_sp);
     for (int i = 0; i < n; i++) {
         int32_t b = g[i].b;
         Q->resv[b] = 0;
+        Q->vres[b] = 0;
         Q->spare[b] = Q->off[b + 1] - Q->head[b];
     }
     for (int i = 0; i < n; i++) {
@@ -214,11 +232,12 @@ static int plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
         return -1;
     pgroup *g = malloc((size_t)G * sizeof *g);
     double *et = malloc((size_t)G * sizeof *et);
-    int *gas = malloc((size_t)G * sizeof *gas);
-    if (!g || !et || !gas) {
+    int *gas = malloc((size_t)G * sizeof *gas), *cap = malloc((size_t)G * sizeof *cap);
+    if (!g || !et || !gas || !cap) {
         ts_errf(e, "out of memory");
         goto done;
     }
+    double T_est = 0; /* the previous step's target, s */
     while (Q.left > 0) {
         int n = 0, remain = G;
         int32_t b;
@@ -228,16 +247,37 @@ static int plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
             g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], choice_time(c, b, &ch[b], cnt)};
             et[n] = g[n].t;
             remain -= ch[b].sp;
+            /* what this group will likely accumulate at the last step's target,
+             * so that buckets are drawn in proportion to what steps consume */
+            if (T_est > g[n].t) {
+                double more = floor(T_est / g[n].t - 0.5) * ch[b].bs;
+                int32_t room = avail(&Q, b) - Q.vres[b];
+                Q.vres[b] += (int32_t)fmin(more, room > 0 ? room : 0);
+            }
             n++;
         }
         if (n == 0) {
             ts_errf(e, "dcp-inter: no bucket fits %d GPUs", G);
             goto done;
         }
-        dcp_gas_search(et, n, c->cfg.max_gas, c->cfg.overshoot, gas);
+        /* cap each group by the micro-batches its bucket has left, shared
+         * among the step's groups of that bucket */
         for (int i = 0; i < n; i++)
+            Q.spare[g[i].b] = 0;
+        for (int i = 0; i < n; i++)
+            Q.spare[g[i].b]++;
+        for (int i = 0; i < n; i++) {
+            int32_t b2 = g[i].b, left = avail(&Q, b2) / Q.spare[b2];
+            int64_t more = (left + g[i].ch.bs - 1) / g[i].ch.bs;
+            cap[i] = 1 + (int)(more < DCP_GAS_HARD ? more : DCP_GAS_HARD);
+        }
+        dcp_gas_search(et, cap, n, c->cfg.max_gas, c->cfg.overshoot, gas);
+        T_est = 0;
+        for (int i = 0; i < n; i++) {
             g[i].gas = gas[i];
-        if (emit_step(c, p, &Q, g, n, e))
+            T_est = fmax(T_est, gas[i] * et[i]);
+        }
+        if (emit_step(p, &Q, g, n, e))
             goto done;
     }
     rc = 0;
@@ -245,6 +285,7 @@ done:
     free(g);
     free(et);
     free(gas);
+    free(cap);
     queues_free(&Q);
     return rc;
 }
@@ -259,7 +300,7 @@ static double penalty(double t, double T, double over)
 /* Picks (SP <= remain, bs <= limit) for bucket b closest to target T.
  * Returns 0 and fills *out, or -1 when nothing fits. */
 static int pick_near(const dcp_ctx *c, int32_t b, int32_t limit, int remain, double T,
-                     const dcp_strategy *s, pgroup *out)
+                     pgroup *out)
 {
     double best = INFINITY;
     int found = -1;
@@ -282,7 +323,6 @@ static int pick_near(const dcp_ctx *c, int32_t b, int32_t limit, int remain, dou
             }
         }
     }
-    (void)s;
     return found >= 0 ? 0 : -1;
 }
 
@@ -326,7 +366,7 @@ static int plan_intra(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
         int used = 0;
         for (int i = 0; i < n; i++) {
             pgroup ng;
-            if (pick_near(c, g[i].b, g[i].n, G, T, s, &ng) == 0) {
+            if (pick_near(c, g[i].b, g[i].n, G, T, &ng) == 0) {
                 Q.resv[g[i].b] -= g[i].n - ng.n;
                 g[i] = ng;
             }
@@ -341,7 +381,7 @@ static int plan_intra(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
         }
         while (used < G && (b = next_bucket(c, &Q, ch, G - used, 1)) >= 0) {
             pgroup ng;
-            if (pick_near(c, b, avail(&Q, b), G - used, T, s, &ng))
+            if (pick_near(c, b, avail(&Q, b), G - used, T, &ng))
                 break;
             Q.resv[b] += ng.n;
             g[n++] = ng;
@@ -376,7 +416,7 @@ static int plan_intra(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
             if (dcp_pac(c, g[i].b, &pc) == 0)
                 g[i].ch = pc;
         }
-        if (emit_step(c, p, &Q, g, n, e))
+        if (emit_step(p, &Q, g, n, e))
             goto done;
     }
     rc = 0;
@@ -552,7 +592,7 @@ static int plan_packed(const dcp_ctx *c, dcp_plan *p, ts_err *e)
         bins[k].head = ord[i].i;
         bins[k].n++;
     }
-    /* bins in creation order, members in data order */
+    /* bins in creation order, members in packing order */
     if (!(m = malloc((nbins ? nbins : 1) * sizeof *m))) {
         ts_errf(e, "out of memory");
         goto done;

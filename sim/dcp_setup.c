@@ -50,6 +50,7 @@ int dcp_setup_load(const scenario *s, const char *trace_file, dcp_setup *d, ts_e
         d->hw.gpus_per_node = s->gpus_per_node;
     if (tc_model_init(&d->tm, &d->m, x->cross_tokens, x->act_factor, e))
         return ts_err_prefix(e, "%s: [dcp]: ", s->path);
+    d->tm.a2a_eff = x->a2a_eff;
     dcp_cfg_default(&d->cfg);
     d->cfg.gpus = s->gpus;
     if (dcp_parse_sp_sizes(x->sp_sizes, d->cfg.sp, &d->cfg.n_sp, e))
@@ -69,6 +70,7 @@ int dcp_setup_load(const scenario *s, const char *trace_file, dcp_setup *d, ts_e
     d->cfg.ring = x->ring;
     d->cfg.max_gas = x->max_gas;
     d->cfg.overshoot = x->overshoot;
+    d->cfg.tie_tol = x->tie_tol;
     d->cfg.pack_tokens = x->pack_tokens;
     d->cfg.seed = x->seed;
     if (dcp_parse_strategies(x->strategies, d->strat, DCP_MAX_STRATEGIES, &d->n_strat, e))

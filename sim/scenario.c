@@ -79,7 +79,9 @@ static const key_def keys[] = {
     {"dcp", "ring", K_BOOL, OFF(dcp.ring), 0, 1, "ring attention instead of Ulysses"},
     {"dcp", "max_gas", K_INT, OFF(dcp.max_gas), 1, 64, "dcp-inter: max accumulation steps"},
     {"dcp", "overshoot", K_DBL, OFF(dcp.overshoot), 1.0, 100.0, "dcp-inter: overshoot penalty"},
+    {"dcp", "tie_tol", K_DBL, OFF(dcp.tie_tol), 0, 0.5, "throughput ties (shortest wins)"},
     {"dcp", "act_factor", K_DBL, OFF(dcp.act_factor), 2.0, 1000.0, "activation bytes/token/layer/hidden"},
+    {"dcp", "a2a_eff", K_DBL, OFF(dcp.a2a_eff), 0.01, 1.0, "SP all-to-all bandwidth fraction"},
     {"dcp", "cross_tokens", K_INT, OFF(dcp.cross_tokens), 0, 65536, "caption tokens per sample"},
     {"dcp", "pack_tokens", K_INT, OFF(dcp.pack_tokens), 0, TRACE_MAX_TOKENS, "packed token budget (0: longest)"},
     {"dcp", "file", K_STR, OFF(dcp.file), 0, SCN_STR, "batch trace CSV (shared:PATH allowed)"},
@@ -131,7 +133,9 @@ static void scenario_defaults(scenario *s)
     s->dcp.zero_stage = 1;
     s->dcp.max_gas = 5;
     s->dcp.overshoot = 1.2;
+    s->dcp.tie_tol = 0.0;
     s->dcp.act_factor = 34.0;
+    s->dcp.a2a_eff = 1.0;
     snprintf(s->dcp.dist, sizeof s->dcp.dist, "sft");
     s->dcp.videos = 2000;
     s->dcp.image_mix = 1.0;

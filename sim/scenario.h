@@ -26,7 +26,9 @@ typedef struct scn_dcp {
     int ring;                 /* 1: ring attention instead of Ulysses */
     int max_gas;              /* dcp-inter: most accumulation steps per group */
     double overshoot;         /* dcp-inter: penalty on overshooting the target time */
+    double tie_tol;           /* dcp-intra/inter: throughput ties, fraction */
     double act_factor;        /* activation bytes per token per layer per hidden unit */
+    double a2a_eff;           /* SP all-to-all bandwidth, fraction of the collectives' */
     int cross_tokens;         /* video: caption tokens per sample (cross-attention) */
     int pack_tokens;          /* packed: token budget per micro-batch (0: the longest) */
     char file[SCN_STR];       /* batch trace CSV ("" -> generate; shared:PATH allowed) */

@@ -450,7 +450,7 @@ Test(calib, fit_keeps_what_the_rows_cannot_tell)
     cr_expect(strstr(e.msg, "no rows of a modelled op"), "%s", e.msg);
 }
 
-Test(calib, fit_of_thousands_of_rows_is_fast)
+Test(calib, fit_of_thousands_of_rows_recovers_parameters)
 {
     hw_desc t = truth_hw(), start;
     ts_err e = {{0}};
@@ -466,15 +466,8 @@ Test(calib, fit_of_thousands_of_rows_is_fast)
     }
     cr_assert_gt(n, 3000);
     fit_result f;
-    double t0 = ts_cpu_s();
+    /* how long it takes is bench material, not a test assertion */
     cr_assert_eq(fit_hw(&start, rows, n, NULL, &f, &e), 0, "%s", e.msg);
-    double dt = ts_cpu_s() - t0;
-#if defined(__SANITIZE_ADDRESS__)
-    const double limit = 1.0;
-#else
-    const double limit = 0.1;
-#endif
-    cr_expect_lt(dt, limit, "fit of %zu rows took %.3f s", n, dt);
     expect_recovered(&f, &t, 0.02);
     free(rows);
 }

@@ -1,0 +1,199 @@
+/*
+ * DCP report: turns a stored `tailsim dcp` run into DIR/dcp.md (the
+ * strategy table: steps, step time, tokens/s, speedup over bucket,
+ * imbalance, GPU-idle fraction, peak memory) and, when the run carries
+ * imbalance at several GPU counts (`--scale`, metrics "g<N>.<strategy>.
+ * imbalance"), DIR/dcp_imbalance.dat and DIR/dcp_imbalance.png drawn by
+ * the static script reports/dcp_imbalance.gp with `gnuplot -d -c`.
+ *
+ * Strategies are discovered from the run's metric keys ("<name>.steps"), in
+ * the order the command stored them, so the report needs nothing but the
+ * record.  Files appear atomically (.md/.dat through ts_atomic_*, the PNG
+ * rendered to a temporary name and renamed); gnuplot runs through
+ * posix_spawnp with an argv, its stderr in a temporary log whose last line
+ * becomes the error message.  Nothing here prints or exits.
+ */
+#include "reports/dcp_report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+extern char **environ;
+
+#define MAX_STRAT 16
+#define PATHN 4200
+
+static const int scale_gpus[] = {8, 16, 32, 64, 128};
+#define N_SCALE 5
+
+/* Strategy names in the order of their "<name>.steps" metrics. */
+static int strategies(const run_record *r, char names[MAX_STRAT][48])
+{
+    int n = 0;
+    for (size_t i = 0; i < r->n_metrics && n < MAX_STRAT; i++) {
+        const char *k = r->metrics[i].key;
+        size_t l = strlen(k);
+        if (l > 6 && !strcmp(k + l - 6, ".steps") && k[0] != 'g') {
+            snprintf(names[n], 48, "%.*s", (int)(l - 6), k);
+            n++;
+        }
+    }
+    return n;
+}
+
+static double metric_of(const run_record *r, const char *name, const char *what)
+{
+    char key[96];
+    double v;
+    snprintf(key, sizeof key, "%.47s.%.40s", name, what);
+    return run_get_metric(r, key, &v) == 0 ? v : NAN;
+}
+
+static int plot(const char *script, const char *dat, const char *png, const char *title,
+                const char *dir, ts_err *e)
+{
+    char tmp[PATHN + 32], log[PATHN + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", png, (long)getpid());
+    snprintf(log, sizeof log, "%s/.gnuplot-dcp.%ld.log", dir, (long)getpid());
+    char *argv[] = {"gnuplot", "-d", "-c", (char *)script, (char *)dat, tmp, (char *)title, NULL};
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int rc = -1, status = 0;
+    if (posix_spawn_file_actions_init(&fa))
+        return ts_errf(e, "%s: cannot start gnuplot", script);
+    int err = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    if (!err)
+        err = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, log,
+                                               O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (!err)
+        err = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (err) {
+        ts_errf(e, "%s: %s", script,
+                err == ENOENT ? "gnuplot not found on PATH" : strerror(err));
+        goto done;
+    }
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            ts_errf(e, "%s: waiting for gnuplot: %s", script, strerror(errno));
+            goto done;
+        }
+    }
+    char why[256] = "";
+    FILE *lf = fopen(log, "r");
+    if (lf) {
+        char line[256];
+        while (fgets(line, sizeof line, lf))
+            if (line[strspn(line, " \t\r\n^")])
+                snprintf(why, sizeof why, "%.*s", (int)strcspn(line, "\r\n"), line);
+        fclose(lf);
+    }
+    struct stat st;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || stat(tmp, &st) != 0 || !st.st_size) {
+        ts_errf(e, "%s: gnuplot failed%s%s", script, why[0] ? ": " : "", why);
+        goto done;
+    }
+    if (rename(tmp, png) != 0) {
+        ts_errf(e, "%s: cannot rename into place: %s", png, strerror(errno));
+        goto done;
+    }
+    rc = 0;
+done:
+    remove(log);
+    if (rc)
+        remove(tmp);
+    return rc;
+}
+
+int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
+{
+    if (strcmp(r->command, "dcp"))
+        return ts_errf(e, "run %lld is a '%.*s' run, not dcp", (long long)r->id,
+                       (int)sizeof r->command, r->command);
+    char names[MAX_STRAT][48];
+    int ns = strategies(r, names);
+    char path[PATHN];
+    ts_atomic a;
+    snprintf(path, sizeof path, "%s/dcp.md", dir);
+    if (ts_atomic_open(&a, path, e))
+        return -1;
+    FILE *f = a.f;
+    fprintf(f, "# DCP: %.*s (run %lld)\n\n", (int)sizeof r->scenario, r->scenario,
+            (long long)r->id);
+    fprintf(f, "| strategy | steps | step (s) | total (s) | tokens/s | speedup | imbalance "
+               "| GPU idle | peak GB | mean gas |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (int i = 0; i < ns; i++) {
+        const char *n = names[i];
+        fprintf(f, "| %s | %.0f | %.4f | %.3f | %.4g | %.2fx | %.1f%% | %.1f%% | %.1f | %.2f |\n",
+                n, metric_of(r, n, "steps"), metric_of(r, n, "step_s"), metric_of(r, n, "time_s"),
+                metric_of(r, n, "tokens_per_s"), metric_of(r, n, "speedup"),
+                100 * metric_of(r, n, "imbalance"), 100 * metric_of(r, n, "idle_fraction"),
+                metric_of(r, n, "peak_mem_gb"), metric_of(r, n, "mean_gas"));
+    }
+    /* the scale metrics are "g<N>.<name>.imbalance" */
+    int have_scale = 0;
+    double imb[N_SCALE][MAX_STRAT];
+    for (int k = 0; k < N_SCALE; k++)
+        for (int i = 0; i < ns; i++) {
+            char key[96];
+            double v;
+            snprintf(key, sizeof key, "g%d.%.47s.imbalance", scale_gpus[k], names[i]);
+            imb[k][i] = run_get_metric(r, key, &v) == 0 ? v : NAN;
+            have_scale |= !isnan(imb[k][i]);
+        }
+    if (have_scale) {
+        fprintf(f, "\n## Imbalance vs GPU count\n\n| GPUs |");
+        for (int i = 0; i < ns; i++)
+            if (!isnan(imb[0][i]))
+                fprintf(f, " %s |", names[i]);
+        fprintf(f, "\n|---:|");
+        for (int i = 0; i < ns; i++)
+            if (!isnan(imb[0][i]))
+                fprintf(f, "---:|");
+        fprintf(f, "\n");
+        for (int k = 0; k < N_SCALE; k++) {
+            fprintf(f, "| %d |", scale_gpus[k]);
+            for (int i = 0; i < ns; i++)
+                if (!isnan(imb[0][i]))
+                    fprintf(f, " %.1f%% |", 100 * imb[k][i]);
+            fprintf(f, "\n");
+        }
+        fprintf(f, "\n![imbalance vs GPUs](dcp_imbalance.png)\n");
+    }
+    if (ts_atomic_commit(&a, e))
+        return -1;
+    if (!have_scale)
+        return 0;
+
+    char dat[PATHN], png[PATHN], script[PATHN], title[400];
+    snprintf(dat, sizeof dat, "%s/dcp_imbalance.dat", dir);
+    snprintf(png, sizeof png, "%s/dcp_imbalance.png", dir);
+    if (ts_atomic_open(&a, dat, e))
+        return -1;
+    int blocks = 0;
+    for (int i = 0; i < ns; i++) {
+        if (isnan(imb[0][i]))
+            continue;
+        fprintf(a.f, "%s%s imbalance_percent\n", blocks ? "\n\n" : "", names[i]);
+        for (int k = 0; k < N_SCALE; k++)
+            if (!isnan(imb[k][i]))
+                fprintf(a.f, "%d %.6g\n", scale_gpus[k], 100 * imb[k][i]);
+        blocks++;
+    }
+    if (ts_atomic_commit(&a, e))
+        return -1;
+    snprintf(script, sizeof script, "%s/reports/dcp_imbalance.gp", ts_data_root());
+    snprintf(title, sizeof title, "run %lld: %.*s - imbalance vs GPU count", (long long)r->id,
+             (int)sizeof r->scenario, r->scenario);
+    return plot(script, dat, png, title, dir, e);
+}
