@@ -17,8 +17,10 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "models/calib.h"
 #include "models/hw.h"
 #include "models/vidur.h"
+#include "traces/batch.h"
 #include "sim/scenario.h"
 #include "traces/trace.h"
 
@@ -91,6 +93,42 @@ static inline int fuzz_vidur(const uint8_t *data, size_t size)
     ts_err e = {{0}};
     if (vidur_load(path, "median", &t, &e) == 0)
         vidur_free(&t);
+    else if (!e.msg[0])
+        abort();
+    remove(path);
+    return 0;
+}
+
+/* Training-batch traces for DCP (1D token counts, 2D videos). */
+static inline int fuzz_batch(const uint8_t *data, size_t size)
+{
+    char path[128];
+    if (!fuzz_tmpfile(data, size, ".csv", path, sizeof path))
+        return 0;
+    btrace *b = NULL;
+    ts_err e = {{0}};
+    if (btrace_load(path, &b, &e) == 0) {
+        if (!b || btrace_tokens(b) <= 0)
+            abort(); /* a loaded batch trace holds tokens */
+        btrace_free(b);
+    } else if (b || !e.msg[0]) {
+        abort();
+    }
+    remove(path);
+    return 0;
+}
+
+/* Calibration CSVs (tailsim-validate calibrate's output). */
+static inline int fuzz_calib(const uint8_t *data, size_t size)
+{
+    char path[128];
+    if (!fuzz_tmpfile(data, size, ".csv", path, sizeof path))
+        return 0;
+    calib_row *rows = NULL;
+    size_t n = 0;
+    ts_err e = {{0}};
+    if (calib_csv_load(path, &rows, &n, &e) == 0)
+        free(rows);
     else if (!e.msg[0])
         abort();
     remove(path);
