@@ -16,7 +16,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"trace", cmd_trace, "trace stats FILE... | trace gen ...: inspect and generate length traces"},
-    {"calib", cmd_calib, "calib vidur FILE --hw h100: check the cost model against measured operator times"},
+    {"calib", cmd_calib, "calib vidur FILE | calib check CSV: the cost model against measured GPU times"},
     {"rollout", cmd_rollout, "rollout SCENARIO: simulate the rollout phase and its bubble"},
     {"rlstep", cmd_rlstep, "rlstep SCENARIO: simulate one synchronous RL step (all phases)"},
     {"specdec", cmd_specdec, "specdec SCENARIO: plain vs speculative decoding throughput per batch size"},
