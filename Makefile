@@ -120,7 +120,7 @@ fuzz: deps $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 	    mkdir -p $(B)/fuzz/work-$$t && \
 	    echo "== fuzz $$t for $(FUZZ_SECONDS) s" && \
 	    $(B)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
-	        -artifact_prefix=tests/fuzz/corpus/$$t/crash- $(B)/fuzz/work-$$t tests/fuzz/corpus/$$t \
+	        -artifact_prefix=tests/fuzz/corpus/$$t/ $(B)/fuzz/work-$$t tests/fuzz/corpus/$$t \
 	        2>&1 | tail -n 3 || exit 1; \
 	done
 

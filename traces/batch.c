@@ -158,7 +158,7 @@ int btrace_load(const char *path, btrace **out, ts_err *e)
             goto done;
         }
         char *s = trim(line);
-        if (lineno == 1 && !memcmp(s, "\xEF\xBB\xBF", 3))
+        if (lineno == 1 && !strncmp(s, "\xEF\xBB\xBF", 3)) /* no read past a short line */
             s += 3;
         if (!*s || *s == '#')
             continue;
