@@ -59,24 +59,12 @@ double mem_kv_capacity(const hw_desc *hw, const llm_desc *m, int tp, double util
 
 double mem_model_states(const llm_desc *m, int zero_stage, int dp)
 {
-    double p = llm_params(m);
-    double n = dp < 1 ? 1.0 : (double)dp;
-    switch (zero_stage) {
-    case 0:
-        return 16.0 * p;
-    case 1:
-        return 4.0 * p + 12.0 * p / n;
-    case 2:
-        return 2.0 * p + 14.0 * p / n;
-    default:
-        return 16.0 * p / n;
-    }
+    return mem_model_states_params(llm_params(m), zero_stage, dp);
 }
 
 double mem_act_per_token(const llm_desc *m, int recompute)
 {
-    double per_layer = (recompute ? 2.0 : 34.0) * m->hidden;
-    return m->layers * per_layer;
+    return m->layers * mem_act_layer_per_token(m, 34.0, recompute);
 }
 
 double mem_act_layer_per_token(const llm_desc *m, double act_factor, int checkpointed)

@@ -16,6 +16,12 @@ int cmd_specdec(int argc, char **argv); /* specdec SCENARIO          (sim/cmd_sp
 int cmd_dcp(int argc, char **argv);     /* dcp SCENARIO              (sim/cmd_dcp.c)    */
 int cmd_compare(int argc, char **argv); /* compare SCENARIO          (sim/cmd_compare.c) */
 
+/* Prints o to stdout as indented JSON with reals to `precision` digits (the
+ * one format of every command's --json).  Does not take o's reference.
+ * Returns 0, or -1 with e set on allocation failure. */
+struct json_t;
+int cmd_print_json(const struct json_t *o, int precision, struct ts_err *e);
+
 /* The calibration check shared by `tailsim calib check` and
  * `tailsim-validate check` (argv[0] is "check"; prog names the command in
  * messages).  strict 0: exit 0 when the report was printed, 1 on bad input,

@@ -162,13 +162,8 @@ int cmd_compare(int argc, char **argv)
             json_array_append_new(arr, p);
         }
         json_object_set(out, "policies", arr);
-        char *txt = json_dumps(out, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-        if (!txt) {
-            ts_errf(&e, "out of memory printing JSON");
+        if (cmd_print_json(out, 10, &e))
             goto fail;
-        }
-        puts(txt);
-        free(txt);
     } else {
         printf("compare  scenario %s  model %s  hw %s  seed %llu  steps %d (means over steps)\n\n",
                s.name, m.name, hw.name, (unsigned long long)s.seed, steps);

@@ -353,13 +353,8 @@ int cmd_dcp(int argc, char **argv)
         }
         if (!o.no_wall)
             json_object_set_new(root, "wall_s", json_real(wall));
-        char *txt = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-        if (!txt) {
-            ts_errf(&e, "out of memory printing JSON");
+        if (cmd_print_json(root, 10, &e))
             goto fail;
-        }
-        puts(txt);
-        free(txt);
     } else {
         printf("dcp  scenario %s  model %s  hw %s  gpus %d (%d per node)  seed %llu\n", s.name,
                d.m.name, d.hw.name, d.cfg.gpus, d.hw.gpus_per_node,

@@ -36,6 +36,16 @@ typedef struct run_opts {
     const char *policy;    /* --policy NAME (NULL: the scenario's policy.name) */
 } run_opts;
 
+int cmd_print_json(const json_t *o, int precision, ts_err *e)
+{
+    char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(precision));
+    if (!txt)
+        return ts_errf(e, "out of memory printing JSON");
+    puts(txt);
+    free(txt);
+    return 0;
+}
+
 static void run_usage(FILE *f, const char *cmd)
 {
     fprintf(f,
@@ -251,13 +261,9 @@ static int print_json(const run_record *rec, const char *model, const char *hw, 
     }
     json_object_set_new(o, "phases_s", ph);
     json_object_set(o, "per_step", per_step);
-    char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    int rc = cmd_print_json(o, 10, NULL);
     json_decref(o);
-    if (!txt)
-        return -1;
-    puts(txt);
-    free(txt);
-    return 0;
+    return rc;
 }
 
 static void print_table(const run_record *rec, const char *model, const char *hw, const char *pol,

@@ -150,14 +150,10 @@ int cmd_specdec(int argc, char **argv)
         json_object_set_new(o, "hw", json_string(hw.name));
         json_object_set_new(o, "calibration", json_string(hw.calibration));
         json_object_set_new(o, "rows", rows);
-        char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+        int jr = cmd_print_json(o, 8, &e);
         json_decref(o);
-        if (!txt) {
-            ts_errf(&e, "out of memory");
+        if (jr)
             goto fail;
-        }
-        puts(txt);
-        free(txt);
     } else {
         json_decref(rows);
     }

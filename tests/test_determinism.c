@@ -10,21 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *capture(const char *cmd)
-{
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t cap = 1 << 16, n = 0, k;
-    char *buf = malloc(cap);
-    while ((k = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += k;
-        if (n + 1 == cap)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = 0;
-    cr_assert_eq(pclose(p), 0, "failed: %s", cmd);
-    return buf;
-}
+#include "tests/helpers.h"
 
 Test(determinism, debug_and_optimized_builds_agree, .timeout = 600)
 {
@@ -38,9 +24,9 @@ Test(determinism, debug_and_optimized_builds_agree, .timeout = 600)
     for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
         char cmd[512];
         snprintf(cmd, sizeof cmd, "build/tailsim %s", args[i]);
-        char *opt = capture(cmd);
+        char *opt = run_capture(cmd);
         snprintf(cmd, sizeof cmd, "build/O0/tailsim %s", args[i]);
-        char *dbg = capture(cmd);
+        char *dbg = run_capture(cmd);
         cr_assert(strstr(opt, "\"rollout_s\""), "%s", opt);
         cr_assert_str_eq(opt, dbg, "outputs differ for: %s", args[i]);
         free(opt);

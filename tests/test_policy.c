@@ -14,6 +14,7 @@
 
 #include <gsl/gsl_errno.h>
 
+#include "tests/helpers.h"
 #include "sim/policy.h"
 #include "traces/gen.h"
 
@@ -240,22 +241,6 @@ Test(policy, steps_from_a_file_in_order)
     cr_assert_eq(policy_load_steps(&s, p, 3, tr, &e), -1);
     cr_assert(strstr(e.msg, "3 RL steps"), "%s", e.msg);
     remove(p);
-}
-
-static char *run_capture(const char *cmd)
-{
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t cap = 1 << 16, n = 0, k;
-    char *buf = malloc(cap);
-    while ((k = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += k;
-        if (n + 1 == cap)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = 0;
-    cr_assert_eq(pclose(p), 0, "command failed: %s", cmd);
-    return buf;
 }
 
 Test(policy, compare_and_multistep_cli, .timeout = 120)

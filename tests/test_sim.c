@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/helpers.h"
 #include "models/cost.h"
 #include "sim/rlstep.h"
 #include "sim/scenario.h"
@@ -278,23 +279,6 @@ Test(sim, dapo_trace_replay)
     cr_assert(share > 0.3 && share < 0.99, "rollout share %g", share);
     rlstep_result_free(&r);
     trace_free(t);
-}
-
-static char *run_capture(const char *cmd)
-{
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    size_t k;
-    while ((k = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += k;
-        if (n + 1 == cap)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = 0;
-    cr_assert_eq(pclose(p), 0, "command failed: %s", cmd);
-    return buf;
 }
 
 Test(sim, same_seed_same_json_byte_for_byte, .timeout = 120)
