@@ -7,6 +7,8 @@
 #ifndef TS_CMD_H
 #define TS_CMD_H
 
+#include "common/err.h"
+
 int cmd_trace(int argc, char **argv);   /* trace stats | trace gen   (sim/cmd_trace.c)  */
 int cmd_calib(int argc, char **argv);   /* calib vidur               (sim/cmd_calib.c)  */
 int cmd_rollout(int argc, char **argv); /* rollout SCENARIO          (sim/cmd_run.c)    */
@@ -20,7 +22,7 @@ int cmd_compare(int argc, char **argv); /* compare SCENARIO          (sim/cmd_co
  * one format of every command's --json).  Does not take o's reference.
  * Returns 0, or -1 with e set on allocation failure. */
 struct json_t;
-int cmd_print_json(const struct json_t *o, int precision, struct ts_err *e);
+int cmd_print_json(const struct json_t *o, int precision, ts_err *e);
 
 /* The calibration check shared by `tailsim calib check` and
  * `tailsim-validate check` (argv[0] is "check"; prog names the command in
