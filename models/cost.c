@@ -62,8 +62,12 @@
  * (one block per row, two passes over it) at ~1/2, the embedding gather at
  * ~0.2.  These describe the kernels' code, not the GPU, so they carry over to
  * H200 through mem_eff. */
-enum { K_ADD = COST_K_ADD, K_ACT = COST_K_ACT, K_ROPE = COST_K_ROPE, K_NORM = COST_K_NORM,
-       K_GATHER = COST_K_GATHER, K_COUNT = COST_K_COUNT };
+#define K_ADD COST_K_ADD
+#define K_ACT COST_K_ACT
+#define K_ROPE COST_K_ROPE
+#define K_NORM COST_K_NORM
+#define K_GATHER COST_K_GATHER
+#define K_COUNT COST_K_COUNT
 static const double kernel_bw[K_COUNT] = {1.00, 0.68, 0.60, 0.48, 0.22};
 
 static double kernel_time(const hw_desc *hw, cost_kernel_kind k, double bytes)
