@@ -45,6 +45,7 @@ static const key_def keys[] = {
     {"train", "recompute", K_BOOL, OFF(recompute), 0, 1, "activation checkpointing"},
     {"train", "update_epochs", K_INT, OFF(update_epochs), 1, 64, "actor update passes"},
     {"train", "ref_model", K_BOOL, OFF(ref_model), 0, 1, "reference-policy forward pass"},
+    {"train", "strategy", K_STR, OFF(train_strategy), 0, 32, "none | bucket | packed | dcp-intra | dcp-inter | dcp-inter+pac"},
     {"spec", "mode", K_STR, OFF(spec_mode), 0, 16, "off | always | adaptive"},
     {"spec", "patience", K_INT, OFF(spec_patience), 1, 1 << 20, "tail decode iterations before the switch"},
     {"spec", "depth", K_INT, OFF(sp.depth), 1, SPEC_MAX_DEPTH, "draft depth"},
@@ -113,6 +114,7 @@ static void scenario_defaults(scenario *s)
     s->recompute = 1;
     s->update_epochs = 1;
     s->ref_model = 1;
+    snprintf(s->train_strategy, sizeof s->train_strategy, "none");
     s->trace_step = -1;
     snprintf(s->spec_mode, sizeof s->spec_mode, "off");
     s->spec_patience = 10;
@@ -147,6 +149,17 @@ static void scenario_defaults(scenario *s)
 }
 
 /* Assigns one value.  Returns 0, or -1 with "key 'x': problem" in e. */
+/* The names train.strategy takes (sim/rlstep_train.h plans with them). */
+static int train_strategy_ok(const char *v)
+{
+    static const char *const names[] = {"none",      "bucket",    "packed",
+                                        "dcp-intra", "dcp-inter", "dcp-inter+pac"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(v, names[i]))
+            return 1;
+    return 0;
+}
+
 static int set_key(scenario *s, const char *section, const char *key, const char *val, ts_err *e)
 {
     for (size_t i = 0; i < N_KEYS; i++) {
@@ -184,6 +197,9 @@ static int set_key(scenario *s, const char *section, const char *key, const char
             if (strlen(val) >= (size_t)k->max)
                 return ts_errf(e, "key '%s.%s': value longer than %d characters",
                                section, key, (int)k->max - 1);
+            if (k->off == OFF(train_strategy) && !train_strategy_ok(val))
+                return ts_errf(e, "key '%s.%s': '%s' is not none, bucket, packed, dcp-intra, "
+                                  "dcp-inter or dcp-inter+pac", section, key, val);
             snprintf(dst, (size_t)k->max, "%s", val);
             return 0;
         }

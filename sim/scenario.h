@@ -68,6 +68,8 @@ typedef struct scenario {
     int recompute;           /* activation checkpointing in the update */
     int update_epochs;       /* passes of the actor update over the batch */
     int ref_model;           /* 1: a reference-policy forward pass (KL) */
+    char train_strategy[32]; /* none (plain DP) | bucket | packed | dcp-intra | dcp-inter |
+                              * dcp-inter+pac: the DCP planner of the training phases */
     /* [spec] */
     char spec_mode[16];      /* off | always | adaptive */
     int spec_patience;       /* adaptive switch: tail decode iterations */
