@@ -166,7 +166,7 @@ static int step_metrics(run_record *rec, const rlstep_result *res, const trace *
     if (full)
         add(rec, "train_imbalance", res->train_imbalance, &oom);
     if (full && res->train_dcp) {
-        add(rec, "update_steps", res->update_steps, &oom);
+        add(rec, "update_plan_steps", res->update_plan_steps, &oom);
         add(rec, "update_bound_s", res->update_bound_s, &oom);
     }
     add(rec, "kv_tokens_per_replica", res->kv_tokens, &oom);

@@ -22,7 +22,7 @@
  * variable lengths in training shows up here, as in DCP's motivation.  Any
  * other train.strategy plans the three training phases with that DCP
  * strategy instead (sim/rlstep_train.c): per-group SP sizes, micro-batches
- * and accumulation counts, one gradient sync per optimizer step of the plan.
+ * and accumulation counts, still one gradient sync per epoch.
  */
 #include "sim/rlstep.h"
 
@@ -205,7 +205,7 @@ static int dcp_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, c
     res->phase_s[PH_UPDATE] = ph.len_s;
     res->train_imbalance = ph.imbalance;
     res->train_dcp = 1;
-    res->update_steps = (double)ph.opt_steps;
+    res->update_plan_steps = (double)ph.plan_steps;
     res->update_bound_s = rt.bound_s * s->update_epochs;
     res->step_s = now + ph.len_s;
     rc = 0;

@@ -10,6 +10,11 @@
  * optimizer steps (DCP's: a step ends when its slowest group has run its
  * micro-batches); a phase replays it, pricing every micro-batch from its own
  * sequences with tc_microbatch_time(), exactly as sim/dcp_sim.c does.  The
+ * training strategy must not change the RL algorithm, so the plan's steps are
+ * only barriers (groups re-form between them) and the gradients accumulate
+ * over all of them into the update's one optimizer step per epoch, as with
+ * train.strategy = none: one gradient sync (ZeRO reduce-scatter + all-gather
+ * + Adam, dcp_ctx.sync_s) per epoch.  The
  * forward-only passes (old log-prob, reference) reuse the update's plan with
  * forward time only and no sync: the same grouping, a conservative choice
  * (a forward-only pass could take larger micro-batches).
@@ -122,7 +127,7 @@ int rlstep_train_run(const rlstep_train *rt, int update, int passes, int phase, 
         }
     double sync = update ? c->sync_s : 0;
     double now = t0, idle = 0, maxsum = 0, busy = 0;
-    for (int pass = 0; pass < passes; pass++)
+    for (int pass = 0; pass < passes; pass++) {
         for (size_t k = 0, gi = 0; k < p->n_step; k++) {
             const dcp_step *st = &p->step[k];
             double cmax = 0;
@@ -143,14 +148,17 @@ int rlstep_train_run(const rlstep_train *rt, int update, int passes, int phase, 
             for (int gpu = used; rec && gpu < G; gpu++)
                 if (add_iv(rec, gpu, phase, TL_IDLE, now, now + cmax))
                     goto oom;
-            for (int gpu = 0; rec && gpu < G; gpu++)
-                if (add_iv(rec, gpu, phase, TL_BUSY, now + cmax, now + cmax + sync))
-                    goto oom;
             maxsum += G * cmax;
-            busy += G * sync;
-            now += cmax + sync;
-            out->opt_steps++;
+            now += cmax;
+            out->plan_steps++;
         }
+        /* the pass's one optimizer step: gradients accumulated over all plan steps */
+        for (int gpu = 0; rec && gpu < G; gpu++)
+            if (add_iv(rec, gpu, phase, TL_BUSY, now, now + sync))
+                goto oom;
+        busy += G * sync;
+        now += sync;
+    }
     free(gt);
     out->len_s = now - t0;
     out->busy_gpu_s = busy;

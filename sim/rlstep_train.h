@@ -5,9 +5,9 @@
  * planner (sim/dcp.h) lays them out over the RL cluster's GPUs with the
  * [dcp] section's configuration and the model's training cost and memory
  * (models/train_cost.h), and each phase replays that plan: the update with
- * forward + backward + recomputation and one gradient sync per optimizer
- * step of the plan, the forward-only passes with forward time only and no
- * sync.  With train.strategy = none, sim/rlstep.c keeps its own plain
+ * forward + backward + recomputation, the plan's steps as barriers and one
+ * gradient sync per epoch (the RL algorithm's optimizer steps do not depend
+ * on the strategy), the forward-only passes with forward time only.  With train.strategy = none, sim/rlstep.c keeps its own plain
  * data-parallel phases and nothing here runs.
  */
 #ifndef TS_RLSTEP_TRAIN_H
@@ -26,7 +26,8 @@ typedef struct rlstep_train {
     btrace *bt;          /* owned: prompt + response tokens of every response, bucketized */
     dcp_ctx ctx;         /* the planner context (points into this struct: do not move it) */
     dcp_plan plan;       /* the strategy's plan of one pass over the responses */
-    double bound_s;      /* DCP's bound on one pass (compute perfectly balanced + one sync), s */
+    double bound_s;      /* DCP's bound on one pass (compute perfectly balanced + one sync), s:
+                          * never above one update epoch of any strategy */
 } rlstep_train;
 
 /* Plans the training sequences of trace t (responses capped at
@@ -46,12 +47,12 @@ typedef struct rlstep_train_phase {
     double busy_gpu_s;  /* GPU-seconds of compute and sync */
     double imbalance;   /* DCP's: sum over steps of (slowest group - each GPU's compute), over
                          * gpus x sum of the slowest groups' times */
-    int64_t opt_steps;  /* optimizer steps (update) or plan steps (forward passes) */
+    int64_t plan_steps; /* plan steps replayed (barriers; all passes) */
 } rlstep_train_phase;
 
 /* Replays the plan `passes` times from time t0: update != 0 prices every
- * micro-batch's forward + backward (+ recomputation) and ends each plan step
- * with the gradient sync; update == 0 prices forward only, no sync.  Every
+ * micro-batch's forward + backward (+ recomputation) and ends each pass with
+ * one gradient sync; update == 0 prices forward only, no sync.  Every plan
  * step waits for its slowest group (groups re-form between steps).  When rec
  * is not NULL, each GPU gets busy / idle intervals in `phase` (the sync
  * counts as busy).  Returns 0, or -1 on allocation failure. */

@@ -113,10 +113,10 @@ Test(rlstep_dcp, none_is_the_plain_step_and_strategies_change_only_training, .ti
     char *y = run_capture("build/tailsim rlstep qwen7b-64gpu --set trace.prompts=32 "
                           "--set train.strategy=none --json --no-wall");
     cr_assert_str_eq(x, y);
-    cr_assert_null(strstr(x, "update_steps"));
+    cr_assert_null(strstr(x, "update_plan_steps"));
     char *z = run_capture("build/tailsim rlstep qwen7b-64gpu --set trace.prompts=32 "
                           "--set train.strategy=bucket --json --no-wall");
-    cr_assert(strstr(z, "\"update_steps\"") && strstr(z, "\"update_bound_s\""), "%s", z);
+    cr_assert(strstr(z, "\"update_plan_steps\"") && strstr(z, "\"update_bound_s\""), "%s", z);
     free(x);
     free(y);
     free(z);
@@ -177,7 +177,7 @@ Test(rlstep_dcp, dcp_inter_not_slower_than_bucket_and_bound_below_all, .timeout 
         rlstep_result r;
         cr_assert_eq(rlstep_run(&f.s, &f.hw, &f.m, f.t, &r, NULL, &e), 0, "%s", e.msg);
         upd[k] = r.phase_s[PH_UPDATE];
-        cr_assert_gt(r.update_steps, 0);
+        cr_assert_gt(r.update_plan_steps, 0);
         cr_assert(r.train_imbalance >= 0 && r.train_imbalance < 1);
         cr_assert_leq(r.update_bound_s, upd[k] * (1 + 1e-9), "%s: bound %g above %g",
                       strategies[k], r.update_bound_s, upd[k]);
