@@ -79,6 +79,7 @@ int dcp_setup_load(const scenario *s, const char *trace_file, dcp_setup *d, ts_e
     if (tc_model_init(&d->tm, &d->m, x->cross_tokens, x->act_factor, e))
         return ts_err_prefix(e, "%s: [dcp]: ", s->path);
     d->tm.a2a_eff = x->a2a_eff;
+    d->tm.frame_split = x->frame_split;
     if (dcp_setup_cfg(s, &d->cfg, e))
         return -1;
     if (dcp_parse_strategies(x->strategies, d->strat, DCP_MAX_STRATEGIES, &d->n_strat, e))

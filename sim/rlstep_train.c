@@ -52,6 +52,7 @@ int rlstep_train_init(rlstep_train *rt, const scenario *s, const hw_desc *hw, co
     if (tc_model_init(&rt->tm, m, s->dcp.cross_tokens, s->dcp.act_factor, e))
         return ts_err_prefix(e, "%s: [dcp]: ", s->path);
     rt->tm.a2a_eff = s->dcp.a2a_eff;
+    rt->tm.frame_split = s->dcp.frame_split;
     dcp_cfg cfg;
     if (dcp_setup_cfg(s, &cfg, e))
         return -1;

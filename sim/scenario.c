@@ -78,6 +78,7 @@ static const key_def keys[] = {
     {"dcp", "reserve_gb", K_DBL, OFF(dcp.reserve_gb), 0, 1024, "per-GPU reserve, GB"},
     {"dcp", "zero_stage", K_INT, OFF(dcp.zero_stage), 0, 3, "ZeRO stage"},
     {"dcp", "ring", K_BOOL, OFF(dcp.ring), 0, 1, "ring attention instead of Ulysses"},
+    {"dcp", "frame_split", K_BOOL, OFF(dcp.frame_split), 0, 1, "STDiT: VideoSys' frame-split SP instead of Ulysses"},
     {"dcp", "max_gas", K_INT, OFF(dcp.max_gas), 1, 64, "dcp-inter: max accumulation steps"},
     {"dcp", "overshoot", K_DBL, OFF(dcp.overshoot), 1.0, 100.0, "dcp-inter: overshoot penalty"},
     {"dcp", "tie_tol", K_DBL, OFF(dcp.tie_tol), 0, 0.5, "throughput ties (shortest wins)"},

@@ -24,6 +24,7 @@ typedef struct scn_dcp {
     double reserve_gb;        /* per-GPU reserve (context, workspaces), GB */
     int zero_stage;           /* ZeRO stage 0..3 of the optimizer states */
     int ring;                 /* 1: ring attention instead of Ulysses */
+    int frame_split;          /* STDiT: 1 = VideoSys' frame-split SP instead of Ulysses */
     int max_gas;              /* dcp-inter: most accumulation steps per group */
     double overshoot;         /* dcp-inter: penalty on overshooting the target time */
     double tie_tol;           /* dcp-intra/inter: throughput ties, fraction */
