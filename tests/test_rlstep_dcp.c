@@ -177,6 +177,15 @@ Test(rlstep_dcp, dcp_inter_not_slower_than_bucket_and_bound_below_all, .timeout 
         rlstep_result r;
         cr_assert_eq(rlstep_run(&f.s, &f.hw, &f.m, f.t, &r, NULL, &e), 0, "%s", e.msg);
         upd[k] = r.phase_s[PH_UPDATE];
+        if (k == 3) { /* two epochs replay the same plan twice, one sync each */
+            rlstep_result r2;
+            cr_assert_eq(scenario_set(&f.s, "train.update_epochs=2", &e), 0, "%s", e.msg);
+            cr_assert_eq(rlstep_run(&f.s, &f.hw, &f.m, f.t, &r2, NULL, &e), 0, "%s", e.msg);
+            cr_assert_float_eq(r2.phase_s[PH_UPDATE], 2 * upd[k], 1e-9 * upd[k]);
+            cr_assert_float_eq(r2.update_bound_s, 2 * r.update_bound_s, 1e-9 * upd[k]);
+            cr_assert_eq(r2.phase_s[PH_OLD_LOGP], r.phase_s[PH_OLD_LOGP]);
+            rlstep_result_free(&r2);
+        }
         cr_assert_gt(r.update_plan_steps, 0);
         cr_assert(r.train_imbalance >= 0 && r.train_imbalance < 1);
         cr_assert_leq(r.update_bound_s, upd[k] * (1 + 1e-9), "%s: bound %g above %g",
