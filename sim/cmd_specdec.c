@@ -126,8 +126,8 @@ int cmd_specdec(int argc, char **argv)
             int b = batches[bi], V = spec_budget_for_batch(b);
             double ctx_sum = (double)b * ctxs[ci];
             double acc = mean_accept(&s.sp, V, s.seed);
-            double t_plain = cost_decode_iter(&hw, &m, s.tp, b, ctx_sum);
-            double t_spec = spec_iter_cost(&s.sp, &hw, &m, s.tp, b, V, ctx_sum, b * acc, NULL);
+            double t_plain = cost_decode_iter(&hw, &m, s.tp, b, ctx_sum) + cost_sample(&hw, &m, b);
+            double t_spec = spec_iter_cost(&s.sp, &hw, &m, s.tp, b, V, ctx_sum, NULL);
             double plain = b / t_plain, spec = b * acc / t_spec;
             if (json) {
                 json_t *o = json_object();

@@ -275,7 +275,8 @@ static int plan(sim *s, engine *e, replica *rp)
             if (rp->spec_on && n_dec > 0) {
                 dt = ro_spec_plan(s, rp, V, &b);
             } else {
-                dt = cost_iter(cfg->hw, cfg->llm, cfg->tp, &b);
+                dt = cost_iter(cfg->hw, cfg->llm, cfg->tp, &b) +
+                     cost_sample(cfg->hw, cfg->llm, b.n_decode + b.n_prefill_seqs);
             }
             if (cfg->on_iter)
                 report_iter(s, rp, engine_now(e), dt, n_dec, V);

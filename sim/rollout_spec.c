@@ -10,8 +10,7 @@
  * (cost_verify, V from TLT's batch-size table), and each sequence gains the
  * tokens drawn from the acceptance model (sim/specdec.c), never more than it
  * has left: a response still ends at exactly its trace length (lossless).
- * The iteration's duration includes EAGLE's draft extend over the accepted
- * tokens (spec_iter_cost).  Each sequence keeps the verify tree of its own drafter quality, rebuilt only
+ * The iteration's duration includes EAGLE's draft extend (spec_iter_cost).  Each sequence keeps the verify tree of its own drafter quality, rebuilt only
  * when V changes.  The switch flushes the KV cache, sends every running
  * request back to prefill (prompt + tokens so far) and cuts the prefill
  * budget to a quarter, as TLT's engine does.  Speculation runs in the tail,
@@ -26,7 +25,6 @@ double ro_spec_plan(sim *s, replica *rp, int32_t V, const cost_batch *b)
 {
     const rollout_cfg *cfg = s->cfg;
     int32_t n_dec = rp->nsp;
-    double accepted = 0;
     /* draw every sequence's accepted tokens now, apply them at the end */
     for (int32_t k = 0; k < n_dec; k++) {
         req *q = &s->reqs[rp->sp[k]];
@@ -37,9 +35,8 @@ double ro_spec_plan(sim *s, replica *rp, int32_t V, const cost_batch *b)
         int a = spec_sample(&cfg->sp, &rp->sp_tree[k], rp->rng);
         rp->st->spec_accepted += a;
         q->acc = a < q->target - q->gen ? a : q->target - q->gen;
-        accepted += q->acc;
     }
-    return spec_iter_cost(&cfg->sp, cfg->hw, cfg->llm, cfg->tp, n_dec, V, rp->sp_ctx, accepted, b);
+    return spec_iter_cost(&cfg->sp, cfg->hw, cfg->llm, cfg->tp, n_dec, V, rp->sp_ctx, b);
 }
 
 void ro_spec_verify_done(sim *s, replica *rp, double now)

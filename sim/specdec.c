@@ -139,6 +139,7 @@ void spec_tree_build(const spec_params *p, double q, int budget, spec_tree *t)
 {
     if (budget > SPEC_MAX_BUDGET)
         budget = SPEC_MAX_BUDGET;
+    budget -= 1; /* the root (the last verified token) is one of the V */
     cand heap[2 * SPEC_MAX_BUDGET + 2];
     int n = 0;
     t->n = 0;
@@ -216,11 +217,11 @@ double spec_draw_quality(const spec_params *p, gsl_rng *r)
 }
 
 double spec_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
-                      int batch, int V, double ctx_sum, double accepted, const cost_batch *extra)
+                      int batch, int V, double ctx_sum, const cost_batch *extra)
 {
     return cost_draft(hw, m, tp, batch, p->depth, p->topk, ctx_sum) +
            cost_verify(hw, m, tp, batch, V, ctx_sum, extra) +
-           cost_draft_extend(hw, m, tp, batch, accepted, ctx_sum);
+           cost_draft_extend(hw, m, tp, batch, p->depth, ctx_sum);
 }
 
 void drafter_params_default(drafter_params *p)

@@ -58,8 +58,10 @@ typedef struct spec_tree {
     double expected;             /* E[accepted tokens per verify], bonus included */
 } spec_tree;
 
-/* Builds the tree of the `budget` most probable nodes for quality q (best-
- * first enumeration, O(budget log budget)). */
+/* Builds the verify tree of budget V for quality q: as in SGLang, V counts the
+ * tree's root (the last verified token), so the tree holds the V - 1 most
+ * probable draft nodes (best-first enumeration, O(V log V)); V = 1 drafts
+ * nothing. */
 void spec_tree_build(const spec_params *p, double q, int budget, spec_tree *t);
 
 /* Samples the tokens one verify step produces (1 .. depth + 1) from the
@@ -73,12 +75,11 @@ int spec_sample_walk(const spec_params *p, double q, const spec_tree *t, gsl_rng
 double spec_draw_quality(const spec_params *p, gsl_rng *r);
 
 /* Duration of one speculative iteration of `batch` sequences whose contexts
- * sum to ctx_sum, s: `depth` draft steps (cost_draft), the verify of V tokens
- * per sequence with the prefill chunks of `extra` (may be NULL) sharing the
- * pass (cost_verify), and the draft extend over the `accepted` tokens
- * (cost_draft_extend).  Cannot fail. */
+ * sum to ctx_sum, s: the draft (cost_draft), the verify of V tokens per
+ * sequence with the prefill chunks of `extra` (may be NULL) sharing the pass
+ * (cost_verify), and the draft extend (cost_draft_extend).  Cannot fail. */
 double spec_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
-                      int batch, int V, double ctx_sum, double accepted, const cost_batch *extra);
+                      int batch, int V, double ctx_sum, const cost_batch *extra);
 
 /* Drafter quality across RL steps (TLT's adaptive drafter).  Between steps
  * the quality q (the mean per-position top-1 acceptance, spec_params.quality)
