@@ -8,7 +8,8 @@
  * (so a per-replica decode counter D advances by one and nothing per request
  * is touched), and fills the rest of the token budget (chunk_tokens, decode
  * tokens count against it, as in vLLM's max_num_batched_tokens) with prefill
- * chunks, admitting waiting requests while fewer than max_running run.  The
+ * chunks, admitting waiting requests while fewer than max_running run and
+ * the request's whole prefill fits in the free KV cache.  The
  * last chunk of a prefill produces the request's next token.  KV usage is
  * counted in tokens; when the next iteration's decode tokens do not fit, the
  * most recently admitted request is preempted (recompute: its KV is freed and
@@ -246,7 +247,12 @@ static int plan(sim *s, engine *e, replica *rp)
             int32_t r;
             if (i < rp->npre) {
                 r = rp->pre[i++];
-            } else if (rp->wn > 0 && rp->npre + n_dec < cfg->max_running) {
+            } else if (rp->wn > 0 && rp->npre + n_dec < cfg->max_running &&
+                       /* admit only when the whole prefill fits (vLLM's can_allocate,
+                        * SGLang's PrefillAdder): else a preempted request re-enters at
+                        * once and is preempted again, recomputing its context each time */
+                       kv_free >= (double)(s->reqs[rp->wq[rp->whead]].prompt +
+                                           s->reqs[rp->wq[rp->whead]].gen)) {
                 r = wq_pop_front(rp);
                 req *q = &s->reqs[r];
                 q->state = R_PREFILL;
