@@ -5,16 +5,22 @@
  *
  * Once a replica decodes speculatively (from the start, or after TLT's
  * adaptive switch), its decoding requests live in a plain array `sp` in
- * admission order, since each advances by its own accepted count.  An
- * iteration drafts (cost_draft), verifies V tokens per sequence
- * (cost_verify, V from TLT's batch-size table), and each sequence gains the
- * tokens drawn from the acceptance model (sim/specdec.c), never more than it
- * has left: a response still ends at exactly its trace length (lossless).
- * The iteration's duration includes EAGLE's draft extend (spec_iter_cost).  Each sequence keeps the verify tree of its own drafter quality, rebuilt only
- * when V changes.  The switch flushes the KV cache, sends every running
- * request back to prefill (prompt + tokens so far) and cuts the prefill
- * budget to a quarter, as TLT's engine does.  Speculation runs in the tail,
- * so the O(batch) work per speculative iteration is small.
+ * admission order, since each advances by its own accepted count.  A step's
+ * draft configuration is TLT's batch-size table (depth 8, top-k 4, V by
+ * batch) or, with spec.bandit, the arm the replica's epsilon-greedy bandit
+ * picks (sim/spec_bandit.h; created on first use, rewarded at the end of the
+ * step with tokens x batch / step time).  With spec.ngram the step then
+ * drafts with EAGLE or with n-gram retrieval, whichever gives more expected
+ * tokens per second over the batch (sum of expected accepted lengths over
+ * the step's duration, spec_iter_cost vs ngram_iter_cost).  Each sequence
+ * gains the tokens drawn from the chosen acceptance model (sim/specdec.c),
+ * never more than it has left: a response still ends at exactly its trace
+ * length (lossless).  Each sequence keeps the verify tree of its own drafter
+ * quality, rebuilt only when (depth, top-k, V) changes.  The switch flushes
+ * the KV cache, sends every running request back to prefill (prompt +
+ * tokens so far) and cuts the prefill budget to a quarter, as TLT's engine
+ * does.  Speculation runs in the tail, so the O(batch) work per speculative
+ * step (plus O(window) for the bandit) is small.
  */
 #include <math.h>
 #include <string.h>

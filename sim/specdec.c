@@ -1,6 +1,6 @@
 /*
- * Acceptance model of EAGLE-style tree speculation (see specdec.h for the
- * model).  The tree is built by best-first enumeration of rank paths: the
+ * Acceptance model of EAGLE-style tree speculation and of n-gram retrieval
+ * (see specdec.h for both models).  The tree is built by best-first enumeration of rank paths: the
  * most probable unexpanded path is taken, and its first child (rank 1 one
  * level deeper) and next sibling (rank + 1 at the same depth) become
  * candidates; every path is reached exactly once this way, and since
