@@ -89,12 +89,13 @@ double ro_spec_plan(sim *s, replica *rp, int32_t V, const cost_batch *b)
     rp->sp_arm = -1;
     if (p.bandit) {
         int arm = pick_arm(s, rp, n_dec);
-        if (arm < 0) {
+        if (arm < 0) { /* the run fails at its end; this step uses arm 0, unrecorded */
             s->failed = 1;
             ts_errf(s->e, "out of memory for the draft bandit of replica %d", rp->id);
             arm = 0;
+        } else {
+            rp->sp_arm = arm;
         }
-        rp->sp_arm = arm;
         p.depth = s->arms[arm].depth;
         p.topk = s->arms[arm].topk;
         V = s->arms[arm].V;
