@@ -139,7 +139,7 @@ static void add(run_record *r, const char *k, double v, int *oom)
 
 /* The metrics of one step, in the order the table and JSON print them. */
 static int step_metrics(run_record *rec, const rlstep_result *res, const trace *t, int full,
-                        double quality)
+                        double quality, const multistep_result *all)
 {
     int oom = 0;
     const rollout_result *ro = &res->ro;
@@ -175,8 +175,8 @@ static int step_metrics(run_record *rec, const rlstep_result *res, const trace *
     add(rec, "drafter_quality", quality, &oom);
     add(rec, "drafter_gpu_steps", (double)ro->drafter_gpu_steps, &oom);
     add(rec, "spot_step_s", ro->spot_step_s, &oom);
-    add(rec, "off_policy_fraction", 0.0, &oom);
-    add(rec, "mean_staleness", 0.0, &oom);
+    add(rec, "off_policy_fraction", all->off_policy_fraction, &oom); /* over the whole run */
+    add(rec, "mean_staleness", all->mean_staleness, &oom);
     add(rec, "events", (double)ro->events, &oom);
     return oom ? -1 : 0;
 }
@@ -192,7 +192,7 @@ int run_multistep_metrics(run_record *rec, const multistep_result *r, trace *con
         return -1;
     for (int k = 0; k < r->steps; k++)
         if (!(one[k] = run_record_new()) ||
-            step_metrics(one[k], &r->step[k], steps[k], full, r->quality[k]))
+            step_metrics(one[k], &r->step[k], steps[k], full, r->quality[k], r))
             goto done;
     json_t *ps = per_step ? json_object() : NULL;
     for (size_t i = 0; i < one[0]->n_metrics; i++) {

@@ -17,10 +17,27 @@
 
 #include "traces/gen.h"
 
-extern const policy policy_verl, policy_tlt_base, policy_tlt;
+extern const policy policy_verl, policy_tlt_base, policy_tlt, policy_sorted, policy_partial,
+    policy_tailbatch, policy_async;
 
-static const policy *const registry[] = {&policy_verl, &policy_tlt_base, &policy_tlt};
+static const policy *const registry[] = {&policy_verl,    &policy_tlt_base, &policy_tlt,
+                                         &policy_sorted,  &policy_partial,  &policy_tailbatch,
+                                         &policy_async};
 #define N_POLICIES (sizeof registry / sizeof registry[0])
+
+extern const policy_driver policy_sorted_driver, policy_partial_driver,
+    policy_tailbatch_driver, policy_async_driver;
+static const policy_driver *const drivers[] = {&policy_sorted_driver, &policy_partial_driver,
+                                               &policy_tailbatch_driver, &policy_async_driver};
+
+/* The multi-step driver of p, or NULL: the synchronous loop. */
+static policy_run_fn driver_of(const policy *p)
+{
+    for (size_t i = 0; p && i < sizeof drivers / sizeof drivers[0]; i++)
+        if (drivers[i]->p == p)
+            return drivers[i]->run;
+    return NULL;
+}
 
 const policy *policy_find(const char *name)
 {
@@ -112,6 +129,31 @@ void multistep_result_free(multistep_result *res)
     memset(res, 0, sizeof *res);
 }
 
+int policy_result_alloc(multistep_result *res, int n, ts_err *e)
+{
+    memset(res, 0, sizeof *res);
+    res->step = calloc((size_t)n, sizeof *res->step);
+    res->quality = calloc((size_t)n, sizeof *res->quality);
+    res->t0 = calloc((size_t)n, sizeof *res->t0);
+    if (!res->step || !res->quality || !res->t0) {
+        multistep_result_free(res);
+        return ts_errf(e, "out of memory");
+    }
+    res->steps = n;
+    return 0;
+}
+
+void policy_shift_record(run_record *rec, size_t first, double dt, int gpus)
+{
+    if (!rec)
+        return;
+    for (size_t i = first; i < rec->n_tl; i++) {
+        rec->tl[i].t0 += dt;
+        rec->tl[i].t1 += dt;
+        rec->tl[i].gpu += gpus;
+    }
+}
+
 int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm_desc *m,
                trace *const *steps, int n, int full, multistep_result *res, run_record *rec,
                ts_err *e)
@@ -122,14 +164,16 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
     scenario s = *s0;
     if (p)
         p->apply(&s);
-    res->step = calloc((size_t)n, sizeof *res->step);
-    res->quality = calloc((size_t)n, sizeof *res->quality);
-    res->t0 = calloc((size_t)n, sizeof *res->t0);
-    if (!res->step || !res->quality || !res->t0) {
-        multistep_result_free(res);
-        return ts_errf(e, "out of memory");
+    if (policy_result_alloc(res, n, e))
+        return -1;
+    policy_run_fn drive = driver_of(p);
+    if (drive) {
+        if (drive(&s, hw, m, steps, n, full, res, rec, e)) {
+            multistep_result_free(res);
+            return -1;
+        }
+        return 0;
     }
-    res->steps = n;
     double q = s.sp.quality, t0 = 0;
     for (int k = 0; k < n; k++) {
         s.sp.quality = q;
@@ -144,11 +188,7 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
             multistep_result_free(res);
             return -1;
         }
-        if (rec)
-            for (size_t i = first; i < rec->n_tl; i++) {
-                rec->tl[i].t0 += t0;
-                rec->tl[i].t1 += t0;
-            }
+        policy_shift_record(rec, first, t0, 0);
         t0 += res->step[k].step_s;
         q = drafter_next_quality(&s.dp, q, (double)res->step[k].ro.drafter_gpu_steps);
     }

@@ -287,7 +287,7 @@ int rlstep_run_opts(const scenario *s, const hw_desc *hw, const llm_desc *m, con
     if (rollout_phase(s, hw, m, t, o, now, res, rec, e))
         goto cleanup;
     now += res->ro.makespan_s;
-    now = train_phases(s, hw, m, o && o->train ? o->train : t, now, per_gpu, res, rec);
+    now = train_phases(s, hw, m, t, now, per_gpu, res, rec);
     if (now < 0)
         goto oom;
     res->step_s = now;

@@ -38,14 +38,13 @@ int rlstep_run(const scenario *s, const hw_desc *hw, const llm_desc *m, const tr
                rlstep_result *res, run_record *rec, ts_err *e);
 
 /* What a policy may change in a step (sim/policy_*.c); all zero/NULL: the
- * plain synchronous step.  The first five go to rollout_cfg (see there). */
+ * plain synchronous step.  They go to rollout_cfg (see there). */
 typedef struct rlstep_opts {
     const int32_t *place;       /* per prompt of t: replica */
     const int32_t *order;       /* admission order of t's responses */
     const int32_t *start_gen;   /* per response of t: tokens from an earlier step */
     int stop_groups;            /* stop the rollout once this many groups are complete */
     const uint8_t *must_finish; /* per prompt of t: the stop waits for it */
-    const trace *train;         /* the batch the training phases process (NULL: t) */
 } rlstep_opts;
 
 /* rlstep_run and rlstep_rollout with a policy's options (o may be NULL).
