@@ -63,7 +63,8 @@ const policy *const *policy_all(size_t *n);
 
 
 /* Loads or generates n RL steps of the scenario's trace: from a file (the
- * override if not NULL, else trace.file), the n distinct steps starting at
+ * override if not NULL, else trace.file; a directory: its *.jsonl and
+ * *.csv files concatenated in name order), the n distinct steps starting at
  * trace.step (the first when -1), in file order; generated, step k with seed
  * trace.seed + k.  Writes n new traces into out (free each with trace_free).
  * Returns 0, or -1 when the file has fewer steps or cannot be read. */

@@ -12,8 +12,11 @@
  */
 #include "sim/policy.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "traces/gen.h"
 
@@ -53,6 +56,72 @@ const policy *const *policy_all(size_t *n)
     return registry;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    size_t lx = strlen(x), ly = strlen(y);
+    return lx != ly ? (lx > ly) - (lx < ly) : strcmp(x, y);
+}
+
+/* Loads every *.jsonl / *.csv file of directory dir, in name order (shorter
+ * names first, so step_2 comes before step_10), into one trace. */
+static int load_dir(const char *dir, trace **out, ts_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return ts_errf(e, "%s: cannot open the directory", dir);
+    char **names = NULL;
+    size_t nn = 0, cap = 0;
+    int rc = -1;
+    trace *all = trace_new();
+    struct dirent *de;
+    while (all && (de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (!(l > 6 && !strcmp(de->d_name + l - 6, ".jsonl")) &&
+            !(l > 4 && !strcmp(de->d_name + l - 4, ".csv")))
+            continue;
+        if (nn == cap) {
+            char **nb = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *nb);
+            if (!nb)
+                goto done;
+            names = nb;
+        }
+        if (!(names[nn] = strdup(de->d_name)))
+            goto done;
+        nn++;
+    }
+    if (!all)
+        goto done;
+    if (nn == 0) {
+        ts_errf(e, "%s: no .jsonl or .csv trace in the directory", dir);
+        goto done;
+    }
+    qsort(names, nn, sizeof *names, by_name);
+    for (size_t i = 0; i < nn; i++) {
+        char path[2048];
+        trace *one = NULL;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (trace_load(path, &one, e))
+            goto done;
+        int arc = trace_append(all, one, e);
+        trace_free(one);
+        if (arc)
+            goto done;
+    }
+    *out = all;
+    all = NULL;
+    rc = 0;
+done:
+    if (rc && !e->msg[0])
+        ts_errf(e, "%s: out of memory", dir);
+    for (size_t i = 0; i < nn; i++)
+        free(names[i]);
+    free(names);
+    trace_free(all);
+    closedir(d);
+    return rc;
+}
+
 int policy_load_steps(const scenario *s, const char *override, int n, trace **out, ts_err *e)
 {
     for (int k = 0; k < n; k++)
@@ -73,7 +142,9 @@ int policy_load_steps(const scenario *s, const char *override, int n, trace **ou
         return 0;
     }
     trace *all = NULL;
-    if (trace_load(file, &all, e))
+    struct stat st;
+    if (stat(file, &st) == 0 && S_ISDIR(st.st_mode) ? load_dir(file, &all, e)
+                                                    : trace_load(file, &all, e))
         return -1;
     /* distinct steps in file order, from trace.step on */
     int32_t *ids = malloc((all->n_prompts + 1) * sizeof *ids);

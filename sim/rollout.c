@@ -456,6 +456,7 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
     int32_t *place = calloc(t->n_prompts, sizeof *place);
     int32_t *count = calloc((size_t)cfg->replicas, sizeof *count);
     engine *eng = engine_new();
+    uint8_t *queued = NULL; /* cfg->order: responses queued so far */
     int rc = -1;
     if (cfg->stop_groups > 0) {
         s.grp = malloc(n * sizeof *s.grp);
@@ -546,14 +547,17 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         replica *rp = &s.reps[s.reqs[q].replica];
         s.reqs[q].q = cfg->spec != SPEC_OFF ? spec_draw_quality(&cfg->sp, rp->rng) : 0.0;
     }
+    if (cfg->order && !(queued = calloc(n, 1))) {
+        ts_errf(e, "out of memory for %zu responses", n);
+        goto cleanup;
+    }
     for (size_t q = 0; q < n; q++) {
         int32_t r = cfg->order ? cfg->order[q] : (int32_t)q;
-        if (r < 0 || (size_t)r >= n || s.reqs[r].state != R_WAIT || s.reqs[r].hpos < 0) {
+        if (cfg->order && (r < 0 || (size_t)r >= n || queued[r]++)) {
             ts_errf(e, "admission order: entry %zu (response %d) is out of range or repeated",
                     q, r);
             goto cleanup;
         }
-        s.reqs[r].hpos = -1; /* queued (hpos is set again when it decodes) */
         wq_push_back(&s.reps[s.reqs[r].replica], r);
     }
     if (s.grp)
@@ -647,6 +651,7 @@ cleanup:
     free(s.reqs);
     free(s.grp);
     free(s.grp_left);
+    free(queued);
     free(place);
     free(count);
     engine_free(eng);
