@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <gsl/gsl_errno.h>
 #include <jansson.h>
@@ -29,13 +30,18 @@ static void setup(void)
 {
     gsl_set_error_handler_off();
     const char *path = "build/test-policy-carry.ini";
-    FILE *f = fopen(path, "w");
+    /* written aside and renamed: parallel tests' setups and the CLI tests
+     * reading the file never see it half written */
+    char tmp[128];
+    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
     cr_assert_not_null(f);
     fputs("[cluster]\ngpus = 8\nhw = h100\n[model]\nname = qwen2.5-7b\n[rollout]\ntp = 2\n"
           "mem_util = 0.85\nmax_response = 16384\n[train]\nmicro_batch_tokens = 32768\n"
           "[trace]\ndist = lognormal:1500:1.0\nprompts = 32\ngroup = 8\ncap = 16384\nseed = 3\n",
           f);
-    fclose(f);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(rename(tmp, path), 0);
     ts_err e = {{0}};
     cr_assert_eq(scenario_load(path, &scn, &e), 0, "%s", e.msg);
     cr_assert_eq(hw_load(scn.hw, &hw, &e), 0, "%s", e.msg);
