@@ -162,6 +162,16 @@ int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const l
     rlstep_opts o = {.start_gen = start, .stop_groups = stop, .must_finish = must};
     if (rlstep_rollout_opts(s, hw, m, seg, &o, res, rec, e))
         goto done;
+    /* utilization against the full-batch rate of the step's own prompts:
+     * the segment's (resumed, long) responses would understate it */
+    rollout_cfg cfg;
+    if (rlstep_rollout_cfg(s, hw, m, &cfg, e)) {
+        rlstep_result_free(res);
+        goto done;
+    }
+    rollout_full_rate(&cfg, cs->steps[k % cs->n_steps], &res->ro.full_rate, &res->ro.full_batch);
+    double span = res->ro.makespan_s * res->ro.replicas * res->ro.full_rate;
+    res->ro.utilization = span > 0 ? (double)res->ro.decode_tokens / span : 0;
     for (size_t x = 0; x < q; x++) {
         carry_group *g = &cs->g[gi[x]];
         int32_t now = res->ro.gen[x];

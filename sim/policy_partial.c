@@ -1,9 +1,10 @@
 /*
  * Policy `partial`: APRIL's active partial rollouts (Zhou et al., "APRIL:
  * Active Partial Rollouts in Reinforcement Learning to Tame Long-tail
- * Generation", 2025; implemented in THUDM/slime as
- * `--partial-rollout` with an over-sampling batch).  Each step launches
- * prompts until policy.overprov x the step's prompt count are in flight
+ * Generation", arXiv 2509.18521; github.com/RLsys-Foundation/APRIL, in
+ * THUDM/slime as `--partial-rollout` with `--over-sampling-batch-size`).
+ * Each step launches prompts until policy.overprov (1.5 by default, the low
+ * end of APRIL's "typically 1.5-2.0") x the step's prompt count are in flight
  * (the unfinished ones carried from earlier steps count), stops the
  * rollout as soon as the step's prompt count of groups is complete (GRPO
  * needs whole groups), trains those (ties at the stop included) and aborts
@@ -55,5 +56,5 @@ static int partial_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
 
 const policy policy_partial = {
     "partial", "APRIL: over-provision, stop when the batch is full, resume the rest next step",
-    "APRIL (Active Partial Rollouts, 2025), github.com/THUDM/slime --partial-rollout", partial_apply, 0};
+    "APRIL (arXiv 2509.18521), github.com/RLsys-Foundation/APRIL, THUDM/slime --partial-rollout", partial_apply, 0};
 const policy_driver policy_partial_driver = {&policy_partial, partial_run};

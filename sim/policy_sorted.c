@@ -1,7 +1,9 @@
 /*
  * Policy `sorted`: length-aware scheduling, after SortedRL ("SortedRL:
- * Accelerating RL Training for LLMs through Online Length-aware
- * Scheduling", 2025), here in its simplest lossless form: the synchronous
+ * Accelerating RL Training for LLMs through Online Length-Aware
+ * Scheduling", arXiv 2603.23414).  SortedRL also groups short trajectories
+ * into earlier updates behind an off-policy cache; that part is not
+ * modelled.  Here is its scheduling idea in lossless form: the synchronous
  * step of verl with the rollout ordered by predicted response length.
  * Prompts go to replicas longest-predicted-group first, each to the replica
  * with the least predicted tokens so far (LPT), and every replica admits its
@@ -128,5 +130,5 @@ static int sorted_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
 
 const policy policy_sorted = {
     "sorted", "length-aware: longest predicted first, LPT placement (default predictor: oracle)",
-    "SortedRL (online length-aware scheduling, 2025); LPT scheduling", sorted_apply, 1};
+    "SortedRL (arXiv 2603.23414), its length-aware scheduling only; LPT", sorted_apply, 1};
 const policy_driver policy_sorted_driver = {&policy_sorted, sorted_run};

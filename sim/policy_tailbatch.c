@@ -1,8 +1,8 @@
 /*
  * Policy `tailbatch`: RollPacker's tail batching (Gao et al., "RollPacker:
  * Mitigating Long-Tail Rollouts for Fast, Synchronous RL Post-Training",
- * 2025).  A short round launches policy.tail_overprov (1.25, the
- * paper's) x the step's prompt count of new prompts and keeps the first
+ * arXiv 2509.21009, NSDI'26).  A short round launches policy.tail_overprov
+ * (default 1.25) x the step's prompt count of new prompts and keeps the first
  * groups to complete, up to that count; the prompts still running are
  * aborted, their tokens thrown away, and deferred.  Once the deferred
  * prompts fill a batch, the step is a long round: it runs a batch of them
@@ -75,5 +75,5 @@ static int tailbatch_run(const scenario *s, const hw_desc *hw, const llm_desc *m
 
 const policy policy_tailbatch = {
     "tailbatch", "RollPacker: 1.25x short rounds keep the first finishers; long prompts batched",
-    "RollPacker tail batching (2025)", tailbatch_apply, 0};
+    "RollPacker tail batching (arXiv 2509.21009, NSDI'26)", tailbatch_apply, 0};
 const policy_driver policy_tailbatch_driver = {&policy_tailbatch, tailbatch_run};

@@ -407,7 +407,7 @@ void rollout_result_free(rollout_result *res)
  * the KV cache allow at the trace's token-weighted mean context (a token of
  * an L-token response sees on average prompt + L/2 context, weighted by L),
  * priced by the same cost model. */
-static void full_rate(const rollout_cfg *cfg, const trace *t, rollout_result *res)
+void rollout_full_rate(const rollout_cfg *cfg, const trace *t, double *rate, double *batch_out)
 {
     double sum_l = 0, sum_l2 = 0, sum_p = 0;
     size_t n = 0;
@@ -426,8 +426,8 @@ static void full_rate(const rollout_cfg *cfg, const trace *t, rollout_result *re
     if (batch < 1)
         batch = 1;
     double dt = cost_decode_iter(cfg->hw, cfg->llm, cfg->tp, (int)batch, batch * ctx);
-    res->full_batch = batch;
-    res->full_rate = batch / dt;
+    *batch_out = batch;
+    *rate = batch / dt;
 }
 
 int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_err *e)
@@ -626,7 +626,7 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         }
     }
     res->accept_len = seq_steps > 0 ? (double)accepted / (double)seq_steps : 0.0;
-    full_rate(cfg, t, res);
+    rollout_full_rate(cfg, t, &res->full_rate, &res->full_batch);
     double span = res->makespan_s * cfg->replicas;
     res->bubble_fraction = span > 0 ? (idle - train) / span : 0;
     res->train_fraction = span > 0 ? train / span : 0;

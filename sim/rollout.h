@@ -138,4 +138,8 @@ void rollout_place(const trace *t, int replicas, int32_t *out);
 int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_err *e);
 void rollout_result_free(rollout_result *res);
 
+/* Decode tokens/s of one replica at full batch for trace t's lengths, and
+ * that batch (rollout_result's full_rate and full_batch).  Cannot fail. */
+void rollout_full_rate(const rollout_cfg *cfg, const trace *t, double *rate, double *batch);
+
 #endif
