@@ -211,6 +211,16 @@ int run_multistep_metrics(run_record *rec, const multistep_result *r, trace *con
             goto done;
         }
     }
+    /* run totals: what trained, and how fast (the fair speed of policies
+     * that train other samples than the step's) */
+    double total = 0;
+    for (int k = 0; k < r->steps; k++)
+        total += r->step[k].step_s;
+    if (run_add_metric(rec, "trained_tokens", (double)r->trained_tokens) ||
+        run_add_metric(rec, "trained_tokens_per_s", total > 0 ? r->trained_tokens / total : 0)) {
+        json_decref(ps);
+        goto done;
+    }
     if (per_step)
         *per_step = ps;
     rc = 0;
@@ -225,7 +235,7 @@ static int is_integer_metric(const char *k)
 {
     static const char *ints[] = {"gpus", "tp", "replicas", "responses", "tokens", "decode_tokens",
                                  "prefill_tokens", "preemptions", "events", "kv_tokens_per_replica",
-                                 "spec_iterations", "drafter_gpu_steps"};
+                                 "spec_iterations", "drafter_gpu_steps", "trained_tokens"};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(k, ints[i]))
             return 1;
@@ -324,7 +334,7 @@ static int run_common(int argc, char **argv, int full)
     const char *pname = o.policy ? o.policy : s.policy;
     const policy *pol = NULL;
     if (pname[0] && !(pol = policy_find(pname))) {
-        ts_errf(&e, "unknown policy '%s' (verl, tlt-base, tlt)", pname);
+        ts_errf(&e, "unknown policy '%s' (tailsim compare --help lists them)", pname);
         goto fail;
     }
     if (!(steps = calloc((size_t)o.steps, sizeof *steps)) || !(rec = run_record_new())) {

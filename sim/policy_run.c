@@ -225,6 +225,13 @@ void policy_shift_record(run_record *rec, size_t first, double dt, int gpus)
     }
 }
 
+void policy_count_sync_step(multistep_result *res, const trace *t, const rlstep_result *st)
+{
+    res->launched_groups += (int64_t)t->n_prompts;
+    res->trained_groups += (int64_t)t->n_prompts;
+    res->trained_tokens += st->ro.decode_tokens; /* lossless: the capped trace lengths */
+}
+
 int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm_desc *m,
                trace *const *steps, int n, int full, multistep_result *res, run_record *rec,
                ts_err *e)
@@ -262,6 +269,7 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
         policy_shift_record(rec, first, t0, 0);
         t0 += res->step[k].step_s;
         q = drafter_next_quality(&s.dp, q, (double)res->step[k].ro.drafter_gpu_steps);
+        policy_count_sync_step(res, steps[k], &res->step[k]);
     }
     return 0;
 }

@@ -121,6 +121,7 @@ static int sorted_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
             ts_err_prefix(e, "step %d: ", k);
             return -1;
         }
+        policy_count_sync_step(res, t, &res->step[k]);
         policy_shift_record(rec, first, t0, 0);
         res->t0[k] = t0;
         t0 += res->step[k].step_s;

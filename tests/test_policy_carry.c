@@ -6,12 +6,15 @@
  * conservation across steps); tailbatch trains every prompt at most once
  * and keeps the rest deferred; async never trains a sample staler than its
  * bound; sorted is lossless with a noisy predictor too; every policy is
- * deterministic for a seed.
+ * deterministic for a seed; steps load from a trace directory in name order;
+ * the same hold on the real PolyTrace DAPO steps (skipped when ../shared is
+ * absent).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gsl/gsl_errno.h>
@@ -243,4 +246,95 @@ Test(policy_carry, compare_prints_the_off_policy_cost, .timeout = 120)
     }
     json_decref(o);
     free(a);
+}
+
+Test(policy_carry, steps_from_a_trace_directory_in_name_order)
+{
+    const char *dir = "build/test-policy-carry-dir";
+    char p[256];
+    mkdir(dir, 0755);
+    /* step_10 must come after step_2: shorter names first */
+    const int ids[] = {10, 2, 1};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/step_%d.csv", dir, ids[i]);
+        FILE *f = fopen(p, "w");
+        cr_assert_not_null(f);
+        fprintf(f, "step,prompt_id,prompt_tokens,response_tokens\n%d,0,10,%d\n", ids[i],
+                100 + ids[i]);
+        fclose(f);
+    }
+    snprintf(p, sizeof p, "%s/notes.txt", dir);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fputs("not a trace\n", f);
+    fclose(f);
+    scenario s = scn;
+    ts_err e = {{0}};
+    trace *tr[3];
+    cr_assert_eq(policy_load_steps(&s, dir, 3, tr, &e), 0, "%s", e.msg);
+    cr_assert_eq(tr[0]->prompts[0].step, 1);
+    cr_assert_eq(tr[1]->prompts[0].step, 2);
+    cr_assert_eq(tr[2]->prompts[0].step, 10);
+    cr_assert_eq(tr[2]->prompts[0].resp[0], 110);
+    unload(3, tr);
+    cr_assert_eq(policy_load_steps(&s, dir, 4, tr, &e), -1);
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/step_%d.csv", dir, ids[i]);
+        remove(p);
+    }
+    snprintf(p, sizeof p, "%s/notes.txt", dir);
+    remove(p);
+    cr_assert_eq(policy_load_steps(&s, dir, 1, tr, &e), -1);
+    cr_assert(strstr(e.msg, "no .jsonl or .csv"), "%s", e.msg);
+    rmdir(dir);
+}
+
+/* The real PolyTrace DAPO steps (../shared): over 5 steps tailbatch runs 4
+ * short rounds and 1 long round and so trains exactly the prompts of the 5
+ * steps; partial conserves tokens; async stays within its bound. */
+Test(policy_carry, polytrace_dapo_five_steps, .timeout = 120)
+{
+    const char *sh = getenv("TAILSIM_SHARED");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/polytrace-dapo-32b/step_4.jsonl",
+             sh && *sh ? sh : "../shared");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        cr_skip_test("shared traces absent (%s)", path);
+    fclose(f);
+    scenario s;
+    hw_desc h;
+    llm_desc m;
+    ts_err e = {{0}};
+    cr_assert_eq(scenario_load("dapo-32b-polytrace", &s, &e), 0, "%s", e.msg);
+    cr_assert_eq(hw_load(s.hw, &h, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load(s.model, &m, &e), 0, "%s", e.msg);
+    trace *tr[5];
+    cr_assert_eq(policy_load_steps(&s, NULL, 5, tr, &e), 0, "%s", e.msg);
+    int64_t tokens = 0;
+    for (int k = 0; k < 5; k++) {
+        cr_assert_eq(tr[k]->prompts[0].step, k);
+        for (size_t i = 0; i < tr[k]->n_prompts; i++)
+            for (int32_t j = 0; j < tr[k]->prompts[i].n_resp; j++)
+                tokens += tr[k]->prompts[i].resp[j] < s.max_response ? tr[k]->prompts[i].resp[j]
+                                                                      : s.max_response;
+    }
+    multistep_result r;
+    cr_assert_eq(policy_run(&s, policy_find("tailbatch"), &h, &m, tr, 5, 1, &r, NULL, &e), 0,
+                 "%s", e.msg);
+    cr_assert_eq(r.launched_groups, 5 * 96);
+    cr_assert_eq(r.trained_groups, 5 * 96);
+    cr_assert_eq(r.trained_tokens, tokens);
+    multistep_result_free(&r);
+    cr_assert_eq(policy_run(&s, policy_find("partial"), &h, &m, tr, 5, 1, &r, NULL, &e), 0,
+                 "%s", e.msg);
+    cr_assert_eq(generated(&r), r.trained_tokens + r.pending_tokens);
+    cr_assert_gt(r.off_policy_fraction, 0);
+    multistep_result_free(&r);
+    cr_assert_eq(policy_run(&s, policy_find("async"), &h, &m, tr, 5, 1, &r, NULL, &e), 0,
+                 "%s", e.msg);
+    cr_assert_leq(r.max_staleness, s.max_staleness);
+    cr_assert_eq(generated(&r), r.trained_tokens + r.pending_tokens);
+    multistep_result_free(&r);
+    unload(5, tr);
 }
