@@ -51,7 +51,7 @@ static int async_step(carry_state *cs, const scenario *sr, const scenario *st, c
     if (carry_rollout(cs, sr, hw, m, k, P, res, rec, e))
         return -1;
     trace *batch = NULL;
-    if (carry_take_done(cs, k, &batch, e)) {
+    if (carry_take_done(cs, k, P, &batch, e)) {
         rlstep_result_free(res);
         return -1;
     }

@@ -102,6 +102,7 @@ int carry_launch(carry_state *cs, int k, int count, ts_err *e)
             g->first[j] = -1;
         g->launched = k;
         g->active = 1;
+        g->done_step = -1;
         cs->ng++;
         cs->next++;
         cs->res->launched_groups++;
@@ -134,8 +135,11 @@ int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const l
         goto done;
     }
     size_t q = 0, np = 0;
+    int buffered = 0;
     for (size_t i = 0; i < cs->ng; i++) {
         carry_group *g = &cs->g[i];
+        if (group_complete(cs, g))
+            buffered++;
         if (!g->active || group_complete(cs, g))
             continue;
         int32_t n = 0;
@@ -159,6 +163,8 @@ int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const l
         ts_errf(e, "step %d: no prompt left to roll out", k);
         goto done;
     }
+    if (stop > 0)
+        stop = stop - buffered > 1 ? stop - buffered : 1;
     rlstep_opts o = {.start_gen = start, .stop_groups = stop, .must_finish = must};
     if (rlstep_rollout_opts(s, hw, m, seg, &o, res, rec, e))
         goto done;
@@ -180,6 +186,17 @@ int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const l
             g->first[rj[x]] = k;
         g->gen[rj[x]] = now;
     }
+    /* groups complete in this segment: when (their last response's end) */
+    for (size_t x = 0; x < q; x++) {
+        carry_group *g = &cs->g[gi[x]];
+        if (g->done_step == k || (g->done_step < 0 && group_complete(cs, g))) {
+            if (g->done_step < 0)
+                g->done_at = 0;
+            g->done_step = k;
+            if (res->ro.finish_s[x] > g->done_at)
+                g->done_at = res->ro.finish_s[x];
+        }
+    }
     rc = 0;
 done:
     trace_free(seg);
@@ -191,15 +208,48 @@ done:
     return rc;
 }
 
-int carry_take_done(carry_state *cs, int k, trace **out, ts_err *e)
+typedef struct done_key {
+    int must, step;
+    double at;
+    size_t i;
+} done_key;
+
+/* must first, then earliest completed, then launch order */
+static int by_done(const void *a, const void *b)
+{
+    const done_key *x = a, *y = b;
+    if (x->must != y->must)
+        return y->must - x->must;
+    if (x->step != y->step)
+        return x->step - y->step;
+    if (x->at != y->at)
+        return x->at < y->at ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+int carry_take_done(carry_state *cs, int k, int limit, trace **out, ts_err *e)
 {
     trace *t = trace_new();
-    if (!t)
+    done_key *key = malloc((cs->ng + 1) * sizeof *key);
+    uint8_t *take = calloc(cs->ng + 1, 1);
+    if (!t || !key || !take) {
+        trace_free(t);
+        free(key);
+        free(take);
         return ts_errf(e, "out of memory");
+    }
+    size_t nd = 0;
+    for (size_t i = 0; i < cs->ng; i++)
+        if (group_complete(cs, &cs->g[i]))
+            key[nd++] = (done_key){cs->g[i].must, cs->g[i].done_step, cs->g[i].done_at, i};
+    qsort(key, nd, sizeof *key, by_done);
+    for (size_t x = 0; x < nd; x++)
+        take[key[x].i] = key[x].must || limit <= 0 || x < (size_t)limit;
+    free(key);
     size_t keep = 0;
     for (size_t i = 0; i < cs->ng; i++) {
         carry_group *g = &cs->g[i];
-        if (!group_complete(cs, g)) {
+        if (!take[i]) {
             cs->g[keep++] = *g;
             continue;
         }
@@ -210,6 +260,7 @@ int carry_take_done(carry_state *cs, int k, trace **out, ts_err *e)
                 cs->g[keep++] = cs->g[r];
             cs->ng = keep;
             trace_free(t);
+            free(take);
             return -1;
         }
         multistep_result *res = cs->res;
@@ -229,6 +280,7 @@ int carry_take_done(carry_state *cs, int k, trace **out, ts_err *e)
         group_free(g);
     }
     cs->ng = keep;
+    free(take);
     *out = t;
     return 0;
 }
@@ -241,10 +293,11 @@ void carry_restart(carry_state *cs, size_t i)
         g->gen[j] = 0;
         g->first[j] = -1;
     }
+    g->done_step = -1;
 }
 
 int carry_step(carry_state *cs, const scenario *s, const hw_desc *hw, const llm_desc *m, int k,
-               int stop, int full, rlstep_result *res, run_record *rec, ts_err *e)
+               int stop, int limit, int full, rlstep_result *res, run_record *rec, ts_err *e)
 {
     double sync = full ? comm_allgather(hw, mem_weights(m, s->tp), s->gpus) : 0.0;
     size_t first = rec ? rec->n_tl : 0;
@@ -252,7 +305,7 @@ int carry_step(carry_state *cs, const scenario *s, const hw_desc *hw, const llm_
         return -1;
     policy_shift_record(rec, first, sync, 0);
     trace *batch = NULL;
-    if (carry_take_done(cs, k, &batch, e)) {
+    if (carry_take_done(cs, k, limit, &batch, e)) {
         rlstep_result_free(res);
         return -1;
     }

@@ -18,6 +18,8 @@ typedef struct carry_group {
     int active;            /* 1: runs in the next segment */
     int must;              /* 1: the next segment waits for it to complete */
     int deferred;          /* policy's mark (tailbatch: waits for a long round) */
+    int done_step;         /* step it completed in (-1: not complete) */
+    double done_at;        /* when, s from the start of that step's rollout */
 } carry_group;
 
 typedef struct carry_state {
@@ -48,26 +50,30 @@ void carry_finish(carry_state *cs);
 int carry_launch(carry_state *cs, int k, int count, ts_err *e);
 
 /* Rolls out, at step k under scenario s, the unfinished responses of the
- * active groups, each resuming from its progress, until `stop` groups are
- * complete and every `must` group too (stop 0: to the end).  Updates each
- * response's progress.  Fills res (rollout only) and the timeline into rec
- * (rollout phase from 0).  Returns 0 or -1. */
+ * active groups, each resuming from its progress, until `stop` groups in
+ * flight are complete (those complete already count; at least one more) and
+ * every `must` group too (stop 0: to the end).  Updates each response's
+ * progress.  Fills res (rollout only) and the timeline into rec (rollout
+ * phase from 0).  Returns 0 or -1. */
 int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const llm_desc *m,
                   int k, int stop, rlstep_result *res, run_record *rec, ts_err *e);
 
-/* Removes the complete groups from flight into *out (a new trace of their
+/* Removes complete groups from flight into *out (a new trace of their
  * prompts, trace lengths, for training), counting each response trained at
- * step k with its staleness.  Returns 0, or -1 on allocation failure. */
-int carry_take_done(carry_state *cs, int k, trace **out, ts_err *e);
+ * step k with its staleness: every `must` one, then the earliest completed
+ * up to `limit` groups in all (limit 0: every complete group); the other
+ * complete groups stay in flight for a later batch.  Returns 0, or -1 on
+ * allocation failure. */
+int carry_take_done(carry_state *cs, int k, int limit, trace **out, ts_err *e);
 
 /* Throws away group i's progress: it will start over. */
 void carry_restart(carry_state *cs, size_t i);
 
 /* A colocated step on all of s->gpus: weight sync, carry_rollout, then (when
- * full) the training phases on the groups complete.  Fills res like
+ * full) the training phases on the groups carry_take_done(limit) takes.  Fills res like
  * rlstep_run (timeline from 0 into rec).  Returns 0 or -1. */
 int carry_step(carry_state *cs, const scenario *s, const hw_desc *hw, const llm_desc *m, int k,
-               int stop, int full, rlstep_result *res, run_record *rec, ts_err *e);
+               int stop, int limit, int full, rlstep_result *res, run_record *rec, ts_err *e);
 
 /* Sets the off-policy fraction and mean staleness of cs->res.  Cannot fail. */
 void carry_summarize(carry_state *cs);

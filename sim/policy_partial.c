@@ -40,7 +40,7 @@ static int partial_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
         size_t first = rec ? rec->n_tl : 0;
         rc = carry_launch(&cs, k, want > (int)cs.ng ? want - (int)cs.ng : 0, e);
         if (!rc)
-            rc = carry_step(&cs, &sk, hw, m, k, P, full, &res->step[k], rec, e);
+            rc = carry_step(&cs, &sk, hw, m, k, P, P, full, &res->step[k], rec, e);
         if (rc) {
             ts_err_prefix(e, "step %d: ", k);
             break;

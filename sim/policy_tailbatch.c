@@ -52,7 +52,7 @@ static int tailbatch_run(const scenario *s, const hw_desc *hw, const llm_desc *m
         sk.seed = s->seed + (uint64_t)k;
         size_t first = rec ? rec->n_tl : 0;
         if (!rc)
-            rc = carry_step(&cs, &sk, hw, m, k, stop, full, &res->step[k], rec, e);
+            rc = carry_step(&cs, &sk, hw, m, k, stop, 0, full, &res->step[k], rec, e);
         if (rc) {
             ts_err_prefix(e, "step %d: ", k);
             break;
