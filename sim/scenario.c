@@ -64,7 +64,7 @@ static const key_def keys[] = {
     {"policy", "sort_noise", K_DBL, OFF(sort_noise), 0, 10, "sorted: length predictor's lognormal sigma (0: oracle)"},
     {"policy", "overprov", K_DBL, OFF(overprov), 1, 16, "partial: prompts launched per prompt trained"},
     {"policy", "tail_overprov", K_DBL, OFF(tail_overprov), 1, 16, "tailbatch: prompts launched per prompt kept"},
-    {"policy", "max_staleness", K_INT, OFF(max_staleness), 1, 1024, "async: max policy versions behind"},
+    {"policy", "max_staleness", K_INT, OFF(max_staleness), 1, 1024, "async: max policy versions behind (AReaL eta)"},
     {"policy", "rollout_share", K_DBL, OFF(rollout_share), 0.01, 0.99, "async: GPU fraction that rolls out"},
     {"trace", "file", K_STR, OFF(trace_file), 0, SCN_STR, "trace file (shared:PATH for ../shared)"},
     {"trace", "step", K_INT, OFF(trace_step), -1, 1 << 30, "step to replay (-1: first)"},
@@ -122,8 +122,8 @@ static void scenario_defaults(scenario *s)
     s->sort_noise = 0.0;
     s->overprov = 1.5;
     s->tail_overprov = 1.25;
-    s->max_staleness = 4;
-    s->rollout_share = 0.75;
+    s->max_staleness = 2;
+    s->rollout_share = 0.5;
     snprintf(s->spec_mode, sizeof s->spec_mode, "off");
     s->spec_patience = 10;
     spec_params_default(&s->sp);
