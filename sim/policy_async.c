@@ -2,7 +2,7 @@
  * Policy `async`: AReaL's asynchronous RL (Fu et al., "AReaL: A Large-Scale
  * Asynchronous Reinforcement Learning System for Language Reasoning",
  * arXiv 2505.24298; github.com/inclusionAI/AReaL).  The GPUs split into a
- * rollout pool (policy.rollout_share of them, whole TP groups) and a trainer
+ * rollout pool (policy.rollout_pool of them, whole TP groups) and a trainer
  * pool.  The rollout never waits for a step: step k's segment runs until
  * the step's prompt count of groups is complete, the unfinished ones keep
  * their tokens and continue in the next segment after the weight update
@@ -15,7 +15,7 @@
  * waits for every group that would otherwise train more than eta versions
  * behind.  Defaults: eta 2 (AReaL's `max_head_offpolicyness` is 0,
  * synchronous, in its code and 2 to 4 in its examples; eta 0 here would be
- * verl, so the key starts at 1), rollout_share 0.5 (an even split, assumed:
+ * verl, so the key starts at 1), rollout_pool 0.5 (an even split, assumed:
  * AReaL sizes its pools per job).  The two pools form a pipeline: segment k starts when the
  * rollout pool is free and version k - 1 exists (the update of batch k - 2
  * is done); the update of batch k starts when segment k is done and the
@@ -124,13 +124,13 @@ fail:
 static int async_run(const scenario *s, const hw_desc *hw, const llm_desc *m, trace *const *steps,
                      int n, int full, multistep_result *res, run_record *rec, ts_err *e)
 {
-    int gr = (int)floor(s->gpus * s->rollout_share / s->tp) * s->tp;
+    int gr = (int)floor(s->gpus * s->rollout_pool / s->tp) * s->tp;
     if (gr >= s->gpus)
         gr = (s->gpus - 1) / s->tp * s->tp;
     if (gr < s->tp)
-        return ts_errf(e, "%s: policy async: %d GPUs at rollout_share %.2f leave no whole TP "
+        return ts_errf(e, "%s: policy async: %d GPUs at rollout_pool %.2f leave no whole TP "
                           "group of %d for rollout and at least one GPU for training",
-                       s->path, s->gpus, s->rollout_share, s->tp);
+                       s->path, s->gpus, s->rollout_pool, s->tp);
     scenario sr = *s, st = *s;
     sr.gpus = gr;
     st.gpus = s->gpus - gr;

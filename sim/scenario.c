@@ -65,7 +65,7 @@ static const key_def keys[] = {
     {"policy", "overprov", K_DBL, OFF(overprov), 1, 16, "partial: prompts launched per prompt trained"},
     {"policy", "tail_overprov", K_DBL, OFF(tail_overprov), 1, 16, "tailbatch: prompts launched per prompt kept"},
     {"policy", "max_staleness", K_INT, OFF(max_staleness), 1, 1024, "async: max policy versions behind (AReaL eta)"},
-    {"policy", "rollout_share", K_DBL, OFF(rollout_share), 0.01, 0.99, "async: GPU fraction that rolls out"},
+    {"policy", "rollout_pool", K_DBL, OFF(rollout_pool), 0.01, 0.99, "async: GPU fraction that rolls out"},
     {"trace", "file", K_STR, OFF(trace_file), 0, SCN_STR, "trace file (shared:PATH for ../shared)"},
     {"trace", "step", K_INT, OFF(trace_step), -1, 1 << 30, "step to replay (-1: first)"},
     {"trace", "dist", K_STR, OFF(dist), 0, SCN_STR, "generator distribution"},
@@ -123,7 +123,7 @@ static void scenario_defaults(scenario *s)
     s->overprov = 1.5;
     s->tail_overprov = 1.25;
     s->max_staleness = 2;
-    s->rollout_share = 0.5;
+    s->rollout_pool = 0.5;
     snprintf(s->spec_mode, sizeof s->spec_mode, "off");
     s->spec_patience = 10;
     spec_params_default(&s->sp);

@@ -80,7 +80,7 @@ typedef struct scenario {
     double overprov;         /* partial: prompts launched per prompt trained */
     double tail_overprov;    /* tailbatch: prompts launched per prompt kept, short rounds */
     int max_staleness;       /* async: most policy versions a trained sample may lag */
-    double rollout_share;    /* async: fraction of the GPUs in the rollout pool */
+    double rollout_pool;     /* async: fraction of the GPUs in the rollout pool */
     /* [trace] */
     char trace_file[SCN_STR];/* "" -> generate; "shared:PATH" -> $TAILSIM_SHARED/PATH */
     int trace_step;          /* step to replay, -1: the first */
