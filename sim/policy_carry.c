@@ -63,13 +63,18 @@ void carry_finish(carry_state *cs)
     cs->ng = cs->cap = 0;
 }
 
-/* The prompt at stream position pos. */
-static const trace_prompt *stream_at(const carry_state *cs, size_t pos)
+static size_t stream_len(const carry_state *cs)
 {
     size_t total = 0;
     for (int k = 0; k < cs->n_steps; k++)
         total += cs->steps[k]->n_prompts;
-    pos %= total;
+    return total;
+}
+
+/* The prompt at stream position pos (the stream is not empty). */
+static const trace_prompt *stream_at(const carry_state *cs, size_t pos)
+{
+    pos %= stream_len(cs);
     for (int k = 0;; k++) {
         if (pos < cs->steps[k]->n_prompts)
             return &cs->steps[k]->prompts[pos];
@@ -79,6 +84,8 @@ static const trace_prompt *stream_at(const carry_state *cs, size_t pos)
 
 int carry_launch(carry_state *cs, int k, int count, ts_err *e)
 {
+    if (count > 0 && stream_len(cs) == 0)
+        return ts_errf(e, "no prompts to launch: the steps are empty");
     for (int c = 0; c < count; c++) {
         if (cs->ng == cs->cap) {
             size_t nc = cs->cap ? 2 * cs->cap : 64;

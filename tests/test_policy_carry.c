@@ -11,6 +11,7 @@
  * absent).
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,44 @@ Test(policy_carry, rollout_stops_after_k_groups)
     rollout_result_free(&full);
     rollout_result_free(&half);
     unload(1, tr);
+}
+
+/* With nothing over-provisioned, partial and tailbatch launch exactly the
+ * step's prompts and wait for all of them: the synchronous step, to the bit
+ * (the carried machinery assembles sync, rollout and training as rlstep). */
+Test(policy_carry, without_over_provisioning_partial_and_tailbatch_are_verl, .timeout = 120)
+{
+    ts_err e = {{0}};
+    trace *tr[2];
+    load(2, tr);
+    scenario s = scn;
+    s.overprov = 1.0;
+    s.tail_overprov = 1.0;
+    multistep_result v;
+    cr_assert_eq(policy_run(&s, policy_find("verl"), &hw, &m7, tr, 2, 1, &v, NULL, &e), 0, "%s",
+                 e.msg);
+    static const char *names[] = {"partial", "tailbatch"};
+    for (int i = 0; i < 2; i++) {
+        multistep_result r;
+        cr_assert_eq(policy_run(&s, policy_find(names[i]), &hw, &m7, tr, 2, 1, &r, NULL, &e), 0,
+                     "%s", e.msg);
+        for (int k = 0; k < 2; k++) {
+            /* the same phases, summed in another order */
+            cr_assert_lt(fabs(r.step[k].step_s - v.step[k].step_s), 1e-9 * v.step[k].step_s,
+                         "%s step %d: %.17g vs %.17g", names[i], k, r.step[k].step_s,
+                         v.step[k].step_s);
+            cr_assert_eq(r.step[k].ro.makespan_s, v.step[k].ro.makespan_s);
+            cr_assert_eq(r.step[k].ro.decode_tokens, v.step[k].ro.decode_tokens);
+            for (int ph = 0; ph < PH_COUNT; ph++)
+                cr_assert_eq(r.step[k].phase_s[ph], v.step[k].phase_s[ph]);
+        }
+        cr_assert_eq(r.trained_tokens, v.trained_tokens);
+        cr_assert_eq(r.pending_groups, 0);
+        cr_assert_eq(r.off_policy_fraction, 0.0);
+        multistep_result_free(&r);
+    }
+    multistep_result_free(&v);
+    unload(2, tr);
 }
 
 Test(policy_carry, partial_carried_plus_new_tokens_are_the_trace_lengths, .timeout = 120)
