@@ -1,9 +1,12 @@
 /*
  * Long-tail policies and the multi-step driver.  A policy is a named way to
- * run the rollout of synchronous RL (VeRL's plain rollout, TLT's speculative
- * ones, ...); each lives in its own sim/policy_*.c and is found by name.
- * policy_run() replays N RL steps under one policy, carrying state across
- * steps (the drafter's quality), and returns every step's result.
+ * run RL steps against the long tail (VeRL's plain rollout, TLT's
+ * speculative ones, length-aware ordering, partial rollouts, tail batching,
+ * asynchronous pools); each lives in its own sim/policy_*.c and is found by
+ * name.  policy_run() replays N RL steps under one policy, carrying state
+ * across steps (the drafter's quality; the prompts in flight of the
+ * policies that carry them), and returns every step's result with what the
+ * run trained and how stale it was.
  */
 #ifndef TS_POLICY_H
 #define TS_POLICY_H

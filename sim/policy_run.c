@@ -9,6 +9,12 @@
  * from (seed, step), so a run of N steps repeats its first N - 1 steps'
  * results exactly when N grows.  The synchronous policies train exactly the
  * samples they generate: off-policy fraction and staleness are 0.
+ *
+ * A policy with a driver (policy_driver: sorted, partial, tailbatch, async)
+ * runs its N steps itself; those that carry prompts (sim/policy_carry.c)
+ * carry the partial-rollout buffer or the async queue across steps, so
+ * their steps are not independent.  Each step is still seeded from
+ * (seed, step), and the run is deterministic for a seed.
  */
 #include "sim/policy.h"
 

@@ -387,3 +387,20 @@ Test(policy_carry, polytrace_dapo_five_steps, .timeout = 120)
     multistep_result_free(&r);
     unload(5, tr);
 }
+
+Test(policy_carry, async_needs_a_rollout_group_and_a_trainer_gpu)
+{
+    ts_err e = {{0}};
+    trace *tr[1];
+    load(1, tr);
+    scenario s = scn;
+    s.gpus = 2; /* one TP-2 group: nothing left to train on */
+    multistep_result r;
+    cr_assert_eq(policy_run(&s, policy_find("async"), &hw, &m7, tr, 1, 1, &r, NULL, &e), -1);
+    cr_assert(strstr(e.msg, "rollout_pool") && strstr(e.msg, "test-policy-carry.ini"), "%s",
+              e.msg);
+    cr_assert_null(r.step);
+    cr_assert_eq(scenario_set(&s, "policy.rollout_pool=1.5", &e), -1);
+    cr_assert(strstr(e.msg, "policy.rollout_pool"), "%s", e.msg);
+    unload(1, tr);
+}
