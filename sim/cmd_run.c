@@ -217,6 +217,7 @@ int run_multistep_metrics(run_record *rec, const multistep_result *r, trace *con
     for (int k = 0; k < r->steps; k++)
         total += r->step[k].step_s;
     if (run_add_metric(rec, "trained_tokens", (double)r->trained_tokens) ||
+        run_add_metric(rec, "off_policy_tokens", r->off_policy_token_fraction) ||
         run_add_metric(rec, "trained_tokens_per_s", total > 0 ? r->trained_tokens / total : 0)) {
         json_decref(ps);
         goto done;

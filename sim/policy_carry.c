@@ -100,13 +100,15 @@ int carry_launch(carry_state *cs, int k, int count, ts_err *e)
         memset(g, 0, sizeof *g);
         g->p = p;
         g->gen = calloc((size_t)p->n_resp, sizeof *g->gen);
-        g->first = malloc((size_t)p->n_resp * sizeof *g->first);
+        g->first = malloc(3 * (size_t)p->n_resp * sizeof *g->first);
         if (!g->gen || !g->first) {
             group_free(g);
             return ts_errf(e, "out of memory for the groups in flight");
         }
+        g->pre = g->first + p->n_resp;
+        g->last = g->pre + p->n_resp;
         for (int32_t j = 0; j < p->n_resp; j++)
-            g->first[j] = -1;
+            g->first[j] = g->last[j] = -1, g->pre[j] = 0;
         g->launched = k;
         g->active = 1;
         g->done_step = -1;
@@ -191,6 +193,10 @@ int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const l
         TS_CHECK(now >= start[x] && now <= len[x]);
         if (g->first[rj[x]] < 0 && now > 0)
             g->first[rj[x]] = k;
+        if (now > start[x]) {
+            g->pre[rj[x]] = start[x];
+            g->last[rj[x]] = k;
+        }
         g->gen[rj[x]] = now;
     }
     /* groups complete in this segment: when (their last response's end) */
@@ -278,6 +284,10 @@ int carry_take_done(carry_state *cs, int k, int limit, trace **out, ts_err *e)
             int v = g->first[j] - cs->lag > 0 ? g->first[j] - cs->lag : 0;
             int stale = k - v;
             res->trained_tokens += g->gen[j];
+            /* tokens before its latest segment are older; those of it are
+             * older too when that segment ran an earlier version than k */
+            int vl = g->last[j] - cs->lag > 0 ? g->last[j] - cs->lag : 0;
+            cs->offpol_tokens += g->pre[j] + (vl < k ? g->gen[j] - g->pre[j] : 0);
             cs->trained_resp++;
             cs->stale_sum += stale;
             cs->offpol += stale > 0;
@@ -298,7 +308,8 @@ void carry_restart(carry_state *cs, size_t i)
     for (int32_t j = 0; j < g->p->n_resp; j++) {
         cs->res->wasted_tokens += g->gen[j];
         g->gen[j] = 0;
-        g->first[j] = -1;
+        g->first[j] = g->last[j] = -1;
+        g->pre[j] = 0;
     }
     g->done_step = -1;
 }
@@ -353,4 +364,6 @@ void carry_summarize(carry_state *cs)
     multistep_result *r = cs->res;
     r->off_policy_fraction = cs->trained_resp ? (double)cs->offpol / (double)cs->trained_resp : 0;
     r->mean_staleness = cs->trained_resp ? cs->stale_sum / (double)cs->trained_resp : 0;
+    r->off_policy_token_fraction =
+        r->trained_tokens ? (double)cs->offpol_tokens / (double)r->trained_tokens : 0;
 }

@@ -166,6 +166,7 @@ Test(policy_carry, partial_carried_plus_new_tokens_are_the_trace_lengths, .timeo
     cr_assert_eq(r.launched_groups, r.trained_groups + r.pending_groups);
     cr_assert_gt(r.pending_groups, 0, "over-provisioned prompts are carried");
     cr_assert(r.off_policy_fraction > 0 && r.off_policy_fraction < 1);
+    cr_assert(r.off_policy_token_fraction > 0 && r.off_policy_token_fraction < 1);
     cr_assert(r.mean_staleness > 0 && r.max_staleness >= 1);
     multistep_result_free(&r);
     unload(4, tr);
@@ -185,6 +186,7 @@ Test(policy_carry, tailbatch_trains_every_prompt_once, .timeout = 120)
     cr_assert_gt(r.wasted_tokens, 0);
     cr_assert_eq(generated(&r), r.trained_tokens + r.wasted_tokens);
     cr_assert_eq(r.off_policy_fraction, 0.0);
+    cr_assert_eq(r.off_policy_token_fraction, 0.0);
     /* 4 short rounds of 40 keep 32 each and defer 8: step 4 is the long round */
     cr_assert_eq(r.launched_groups, 5 * 40);
     cr_assert_gt(r.step[4].ro.makespan_s, r.step[0].ro.makespan_s);
@@ -205,6 +207,8 @@ Test(policy_carry, async_staleness_never_exceeds_its_bound, .timeout = 120)
                      "%s", e.msg);
         cr_assert_leq(r.max_staleness, eta, "eta %d: staleness %d", eta, r.max_staleness);
         cr_assert_geq(r.max_staleness, 1, "rollout runs a version behind");
+        /* every token after step 0's comes from an older version */
+        cr_assert(r.off_policy_token_fraction > 0.5 && r.off_policy_token_fraction <= 1);
         cr_assert_eq(generated(&r), r.trained_tokens + r.pending_tokens);
         /* a pipeline: steps overlap, but the run is at least as long as
          * either pool's work, and a step at least as long as its update */
