@@ -28,9 +28,16 @@
  * at the end (rollout_run): a replica that has finished trains the drafter
  * until the last replica finishes.
  *
+ * For the policies that change what a rollout runs (sim/policy_*.c) the
+ * configuration may place prompts and order the queues, resume responses
+ * from tokens generated earlier (start_gen: prefill prompt + those tokens),
+ * and stop once stop_groups prompts have all their responses finished
+ * (engine_stop from ro_finish): every replica then aborts where it stands,
+ * and rollout_result.gen says how far each response got.
+ *
  * Invariants (checked in debug builds): kv_used == sum of KV tokens of the
  * prefilling and decoding requests <= kv capacity; dsum == sum of the decoding
- * requests' KV tokens; every response finishes exactly once.
+ * requests' KV tokens; every response finishes exactly once (unless stopped).
  */
 #include "sim/rollout.h"
 
