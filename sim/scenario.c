@@ -71,6 +71,11 @@ static const key_def keys[] = {
     {"spec", "train_window", K_INT, OFF(dp.window), 1, 1 << 20, "tokens per drafter training window"},
     {"spec", "train_start_s", K_DBL, OFF(dp.start_s), 0, 3600, "s from a replica's end to its first drafter step"},
     {"policy", "name", K_STR, OFF(policy), 0, 32, "long-tail policy (verl, tlt-base, tlt, ...)"},
+    {"policy", "sort_noise", K_DBL, OFF(sort_noise), 0, 10, "sorted: length predictor's lognormal sigma (0: oracle)"},
+    {"policy", "overprov", K_DBL, OFF(overprov), 1, 16, "partial: prompts launched per prompt trained"},
+    {"policy", "tail_overprov", K_DBL, OFF(tail_overprov), 1, 16, "tailbatch: prompts launched per prompt kept"},
+    {"policy", "max_staleness", K_INT, OFF(max_staleness), 1, 1024, "async: max policy versions behind (AReaL eta)"},
+    {"policy", "rollout_pool", K_DBL, OFF(rollout_pool), 0.01, 0.99, "async: GPU fraction that rolls out"},
     {"trace", "file", K_STR, OFF(trace_file), 0, SCN_STR, "trace file (shared:PATH for ../shared)"},
     {"trace", "step", K_INT, OFF(trace_step), -1, 1 << 30, "step to replay (-1: first)"},
     {"trace", "dist", K_STR, OFF(dist), 0, SCN_STR, "generator distribution"},
@@ -126,6 +131,11 @@ static void scenario_defaults(scenario *s)
     s->ref_model = 1;
     snprintf(s->train_strategy, sizeof s->train_strategy, "none");
     s->trace_step = -1;
+    s->sort_noise = 0.0;
+    s->overprov = 1.5;
+    s->tail_overprov = 1.25;
+    s->max_staleness = 2;
+    s->rollout_pool = 0.5;
     snprintf(s->spec_mode, sizeof s->spec_mode, "off");
     s->spec_patience = 10;
     spec_params_default(&s->sp);

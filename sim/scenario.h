@@ -79,6 +79,11 @@ typedef struct scenario {
     drafter_params dp;       /* drafter quality dynamics and spot-trainer batch */
     /* [policy] */
     char policy[32];         /* long-tail policy (sim/policy.h); "" = the [spec] keys as given */
+    double sort_noise;       /* sorted: lognormal sigma of the length predictor (0: oracle) */
+    double overprov;         /* partial: prompts launched per prompt trained */
+    double tail_overprov;    /* tailbatch: prompts launched per prompt kept, short rounds */
+    int max_staleness;       /* async: most policy versions a trained sample may lag */
+    double rollout_pool;     /* async: fraction of the GPUs in the rollout pool */
     /* [trace] */
     char trace_file[SCN_STR];/* "" -> generate; "shared:PATH" -> $TAILSIM_SHARED/PATH */
     int trace_step;          /* step to replay, -1: the first */
