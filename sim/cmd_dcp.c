@@ -166,6 +166,7 @@ static int add_metrics(run_record *rec, const dcp_result *r, double speedup)
         {"steps", (double)r->steps},      {"step_s", r->step_s},
         {"time_s", r->time_s},            {"tokens_per_s", r->tokens_per_s},
         {"speedup", speedup},             {"imbalance", r->imbalance},
+        {"imbalance_plan", r->imbalance_plan},
         {"idle_fraction", r->idle_fraction}, {"peak_mem_gb", r->peak_mem_bytes / 1e9},
         {"feasible", r->feasible},        {"mean_gas", r->mean_gas},
     };
@@ -317,6 +318,8 @@ int cmd_dcp(int argc, char **argv)
             json_object_set_new(x, "tokens_per_s", json_real(r->tokens_per_s));
             json_object_set_new(x, "speedup", json_real(r->tokens_per_s / ref.tokens_per_s));
             json_object_set_new(x, "imbalance", json_real(r->imbalance));
+            json_object_set_new(x, "imbalance_plan", json_real(r->imbalance_plan));
+            json_object_set_new(x, "full_steps", json_integer(r->full_steps));
             json_object_set_new(x, "idle_fraction", json_real(r->idle_fraction));
             json_object_set_new(x, "peak_mem_gb", json_real(r->peak_mem_bytes / 1e9));
             json_object_set_new(x, "feasible", json_boolean(r->feasible));
@@ -366,14 +369,15 @@ int cmd_dcp(int argc, char **argv)
                "grad sync + optimizer %.4f s/step\n\n",
                d.cfg.mem_cap, d.hw.hbm_bytes / 1e9, d.cfg.zero_stage,
                d.cfg.ring ? "ring attention" : "Ulysses", s.dcp.sp_sizes, c.bucket_sp, c.sync_s);
-        printf("%-15s %6s %9s %10s %11s %8s %7s %7s %8s %5s\n", "strategy", "steps", "step_s",
-               "total_s", "tokens/s", "speedup", "imbal", "idle", "peak_GB", "gas");
+        printf("%-15s %6s %9s %10s %11s %8s %7s %7s %7s %8s %5s\n", "strategy", "steps",
+               "step_s", "total_s", "tokens/s", "speedup", "imbal", "imb_pl", "idle", "peak_GB",
+               "gas");
         for (int i = 0; i < ns; i++) {
             const dcp_result *r = &res[i];
-            printf("%-15s %6lld %9.4f %10.3f %11.4g %7.2fx %6.1f%% %6.1f%% %8.1f %5.2f%s\n",
+            printf("%-15s %6lld %9.4f %10.3f %11.4g %7.2fx %6.1f%% %6.1f%% %6.1f%% %8.1f %5.2f%s\n",
                    r->name, (long long)r->steps, r->step_s, r->time_s, r->tokens_per_s,
                    r->tokens_per_s / ref.tokens_per_s, 100 * r->imbalance,
-                   100 * r->idle_fraction, r->peak_mem_bytes / 1e9, r->mean_gas,
+                   100 * r->imbalance_plan, 100 * r->idle_fraction, r->peak_mem_bytes / 1e9, r->mean_gas,
                    r->feasible ? "" : "  OVER CAP");
         }
         printf("\nplans (first step; ckpt = checkpointed layers):\n");
