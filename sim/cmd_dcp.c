@@ -131,9 +131,11 @@ static int run_one(const dcp_ctx *c, const dcp_strategy *s, int steps, dcp_resul
     return rc;
 }
 
-/* Imbalance of every strategy at each GPU count of scale_gpus[]. */
+/* Imbalance of every strategy at each GPU count of scale_gpus[]: simulated
+ * (imb) and as VideoSys' sampler estimates it (imbp). */
 static int run_scale(const dcp_setup *d, const dcp_strategy *st, int ns,
-                     double imb[N_SCALE][DCP_MAX_STRATEGIES], ts_err *e)
+                     double imb[N_SCALE][DCP_MAX_STRATEGIES],
+                     double imbp[N_SCALE][DCP_MAX_STRATEGIES], ts_err *e)
 {
     for (int k = 0; k < N_SCALE; k++) {
         dcp_cfg cfg = d->cfg;
@@ -143,7 +145,7 @@ static int run_scale(const dcp_setup *d, const dcp_strategy *st, int ns,
             return ts_err_prefix(e, "at %d GPUs: ", scale_gpus[k]);
         for (int i = 0; i < ns; i++) {
             dcp_result r;
-            imb[k][i] = NAN;
+            imb[k][i] = imbp[k][i] = NAN;
             if (st[i].kind == DCP_BOUND)
                 continue;
             if (run_one(&c, &st[i], 0, &r, NULL, 0, 0, NULL, 0, e)) {
@@ -151,6 +153,7 @@ static int run_scale(const dcp_setup *d, const dcp_strategy *st, int ns,
                 return ts_err_prefix(e, "at %d GPUs: ", scale_gpus[k]);
             }
             imb[k][i] = r.imbalance;
+            imbp[k][i] = r.imbalance_plan;
         }
         dcp_ctx_free(&c);
     }
@@ -216,7 +219,7 @@ int cmd_dcp(int argc, char **argv)
     int ns = 0;
     dcp_result res[DCP_MAX_STRATEGIES], ref;
     char plans[DCP_MAX_STRATEGIES][512];
-    double imb[N_SCALE][DCP_MAX_STRATEGIES];
+    double imb[N_SCALE][DCP_MAX_STRATEGIES], imbp[N_SCALE][DCP_MAX_STRATEGIES];
 
     if (scenario_load(o.scenario, &s, &e))
         goto fail;
@@ -248,7 +251,7 @@ int cmd_dcp(int argc, char **argv)
         if (run_one(&c, &st[i], steps, &res[i], o.db ? rec : NULL, i * d.cfg.gpus, o.tl_steps,
                     plans[i], sizeof plans[i], &e))
             goto fail;
-    if (o.scale && run_scale(&d, st, ns, imb, &e))
+    if (o.scale && run_scale(&d, st, ns, imb, imbp, &e))
         goto fail;
     double wall = ts_wall_s() - w0;
 
@@ -353,6 +356,17 @@ int cmd_dcp(int argc, char **argv)
                 json_object_set_new(sc, key, row);
             }
             json_object_set_new(root, "imbalance_vs_gpus", sc);
+            json_t *sp = json_object();
+            for (int k = 0; k < N_SCALE; k++) {
+                json_t *row = json_object();
+                for (int i = 0; i < ns; i++)
+                    if (!isnan(imbp[k][i]))
+                        json_object_set_new(row, st[i].name, json_real(imbp[k][i]));
+                char key[16];
+                snprintf(key, sizeof key, "%d", scale_gpus[k]);
+                json_object_set_new(sp, key, row);
+            }
+            json_object_set_new(root, "imbalance_plan_vs_gpus", sp);
         }
         if (!o.no_wall)
             json_object_set_new(root, "wall_s", json_real(wall));
@@ -384,17 +398,21 @@ int cmd_dcp(int argc, char **argv)
         for (int i = 0; i < ns; i++)
             printf("  %-15s %s\n", res[i].name, plans[i]);
         if (o.scale) {
-            printf("\nimbalance vs GPU count (same trace)\n  %-6s", "gpus");
-            for (int i = 0; i < ns; i++)
-                if (st[i].kind != DCP_BOUND)
-                    printf(" %14s", st[i].name);
-            printf("\n");
-            for (int k = 0; k < N_SCALE; k++) {
-                printf("  %-6d", scale_gpus[k]);
+            for (int v = 0; v < 2; v++) {
+                printf("\n%s vs GPU count (same trace)\n  %-6s",
+                       v ? "imbalance as VideoSys' sampler estimates it (imb_pl)" : "imbalance",
+                       "gpus");
                 for (int i = 0; i < ns; i++)
                     if (st[i].kind != DCP_BOUND)
-                        printf(" %13.1f%%", 100 * imb[k][i]);
+                        printf(" %14s", st[i].name);
                 printf("\n");
+                for (int k = 0; k < N_SCALE; k++) {
+                    printf("  %-6d", scale_gpus[k]);
+                    for (int i = 0; i < ns; i++)
+                        if (st[i].kind != DCP_BOUND)
+                            printf(" %13.1f%%", 100 * (v ? imbp[k][i] : imb[k][i]));
+                    printf("\n");
+                }
             }
         }
         if (o.buckets)
