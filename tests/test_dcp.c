@@ -449,28 +449,6 @@ Test(dcp, every_plan_is_complete_feasible_and_above_the_bound, .timeout = 120)
             }
 }
 
-/* VideoSys' calculate_imbalance on a hand-computed step: groups of 2, 1
- * and 1 GPUs busy 4, 2 and 3 s; the step lasts 4 s, so the idle GPU-seconds
- * are 2 x 0 + 2 + 1 = 3 and the imbalance 3 / (4 x 4) = 18.75%.  Two more
- * GPUs in no group wait the whole 4 s each. */
-Test(dcp, step_imbalance_hand_computed)
-{
-    const double t[] = {4, 2, 3};
-    const int32_t sp[] = {2, 1, 1};
-    double tmax = -1;
-    cr_expect_float_eq(dcp_step_idle(t, sp, 3, 4, &tmax), 3.0, 1e-12);
-    cr_expect_float_eq(tmax, 4.0, 1e-12);
-    cr_expect_float_eq(dcp_step_idle(t, sp, 3, 4, &tmax) / (4 * tmax), 0.1875, 1e-12);
-    cr_expect_float_eq(dcp_step_idle(t, sp, 3, 6, &tmax), 11.0, 1e-12);
-    cr_expect_float_eq(dcp_step_idle(t, sp, 0, 6, &tmax), 0.0, 1e-12);
-    cr_expect_float_eq(tmax, 0.0, 1e-12);
-    /* two steps: the run's imbalance weighs each step by its length */
-    const double t2[] = {1, 1, 1};
-    double m1, m2;
-    double idle = dcp_step_idle(t, sp, 3, 4, &m1) + dcp_step_idle(t2, sp, 3, 4, &m2);
-    cr_expect_float_eq(idle / (4 * (m1 + m2)), 3.0 / 20.0, 1e-12);
-}
-
 /* imbalance_plan recomputed from the plan by hand: only steps whose groups
  * hold every GPU, each group its micro-batch count x the profiled time of
  * its largest micro-batch (part-filled ones count as full). */
