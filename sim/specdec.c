@@ -35,6 +35,7 @@
 
 #include <gsl/gsl_randist.h>
 
+#include "common/util.h"
 #include "models/cost_spec.h"
 
 void spec_params_default(spec_params *p)
@@ -256,4 +257,20 @@ double drafter_next_quality(const drafter_params *p, double q, double gpu_steps)
     if (q > p->q_floor)
         q = p->q_floor + (q - p->q_floor) * (1.0 - p->drift);
     return fmin(fmax(q, 1e-6), 1 - 1e-6);
+}
+
+double spec_mean_accept(const spec_params *p, int V, uint64_t seed)
+{
+    gsl_rng *r = ts_rng_new(seed, 1000 + (uint64_t)V);
+    if (!r)
+        return 0;
+    double s = 0;
+    const int n = 2000;
+    for (int k = 0; k < n; k++) {
+        spec_tree t;
+        spec_tree_build(p, spec_draw_quality(p, r), V, &t);
+        s += t.expected;
+    }
+    gsl_rng_free(r);
+    return s / n;
 }

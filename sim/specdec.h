@@ -44,6 +44,12 @@ typedef struct spec_params {
 void spec_params_default(spec_params *p);
 int spec_params_check(const spec_params *p, ts_err *e);
 
+/* E[accepted tokens per verify] at budget V, averaged over 2000 sequence
+ * qualities drawn with ts_rng_new(seed, 1000 + V) (the same draws for every
+ * call, so curves over depth or batch are smooth).  Returns 0 on allocation
+ * failure of the RNG. */
+double spec_mean_accept(const spec_params *p, int V, uint64_t seed);
+
 /* TLT's verify budget by batch size: 1 -> 48, 2-4 -> 32, 5-20 -> 16, else 8. */
 int spec_budget_for_batch(int batch);
 
