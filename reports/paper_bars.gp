@@ -31,7 +31,7 @@ set ytics out nomirror
 set xtics out nomirror rotate by 25 right font ",10"
 set grid ytics lc rgb "#dddddd"
 set border 3
-set bmargin 9
+set bmargin 6
 set key top right
 set style data histogram
 set style histogram errorbars gap 1.5 lw 1.5

@@ -139,7 +139,7 @@ static int write_bars(const paper_doc *d, const char *dir, int *drawn, ts_err *e
 
 static int write_plot(const paper_plot *p, const char *dir, ts_err *e)
 {
-    char dat[PATHN], png[PATHN], gp[PATHN], stem[64], spec[512];
+    char dat[PATHN], png[PATHN], gp[PATHN], stem[64], spec[512], kinds[PAPER_MAX_SERIES + 1];
     ts_atomic a;
     snprintf(stem, sizeof stem, "%.*s.dat", (int)strcspn(p->file, "."), p->file);
     if (path_in(dat, dir, stem, e) || path_in(png, dir, p->file, e) || ts_atomic_open(&a, dat, e))
@@ -151,7 +151,10 @@ static int write_plot(const paper_plot *p, const char *dir, ts_err *e)
     }
     if (ts_atomic_commit(&a, e))
         return -1;
-    snprintf(spec, sizeof spec, "%s|%s|%s|%d", p->title, p->xlabel, p->ylabel, p->logx);
+    for (int i = 0; i < p->ns; i++)
+        kinds[i] = (char)('0' + (p->s[i].kind >= 0 && p->s[i].kind <= 2 ? p->s[i].kind : 0));
+    kinds[p->ns] = 0;
+    snprintf(spec, sizeof spec, "%s|%s|%s|%d|%s", p->title, p->xlabel, p->ylabel, p->logx, kinds);
     return ts_find_data("reports", "paper_xy", ".gp", gp, sizeof gp, e) ||
                    report_gnuplot(gp, dat, png, spec, dir, e)
                ? -1

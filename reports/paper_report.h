@@ -53,6 +53,7 @@ typedef struct paper_table {
 #define PAPER_MAX_POINTS 16
 typedef struct paper_series {
     char name[48];
+    int kind;              /* 0 tailsim curve, 1 published value, 2 reference line */
     int n;
     double x[PAPER_MAX_POINTS], y[PAPER_MAX_POINTS];
 } paper_series;

@@ -64,6 +64,7 @@ static paper_plot *new_plot(paper_ctx *c, const char *file, const char *title, c
 static paper_series *series(paper_plot *p, const char *name)
 {
     paper_series *s = &p->s[p->ns++];
+    s->kind = 0;
     snprintf(s->name, sizeof s->name, "%s", name);
     return s;
 }
@@ -99,7 +100,7 @@ int paper_exp_specdec(const paper_exp *x, paper_ctx *c, ts_err *e)
     snprintf(title, sizeof title, "TLT speculative decoding: %s on %s, TP %d, 8k context", m.name,
              hw.name, s.tp);
     paper_table *t = paper_doc_table(c->doc, title, nb + 1, 7, e);
-    paper_plot *pa = new_plot(c, "specdec_accept.png", "Accepted length vs batch (8k context)",
+    paper_plot *pa = new_plot(c, "specdec_accept.png", "Accepted length vs batch (8k context, V from TLT's batch table)",
                               "batch size", "accepted tokens per verify", 1, e);
     paper_plot *pt = new_plot(c, "specdec_batch.png", "Speedup of speculative decoding vs batch",
                               "batch size", "speedup over plain decoding (x)", 1, e);
@@ -136,6 +137,7 @@ int paper_exp_specdec(const paper_exp *x, paper_ctx *c, ts_err *e)
             return -1;
     }
     paper_series *one = series(pt, "break-even (1x)");
+    one->kind = 2;
     point(one, 1, 1);
     point(one, 256, 1);
     paper_series *sd = series(pd, "tailsim");
@@ -146,8 +148,10 @@ int paper_exp_specdec(const paper_exp *x, paper_ctx *c, ts_err *e)
     }
     /* the paper's one published point, so the curve is read against it */
     paper_series *pp = series(pd, "TLT: 6.53 at depth 8");
+    pp->kind = 1;
     point(pp, 8, 6.53);
     paper_series *pb = series(pa, "TLT: 6.53 at batch 1");
+    pb->kind = 1;
     point(pb, 1, 6.53);
     return 0;
 }
