@@ -269,6 +269,11 @@ static int write_md(const paper_doc *d, const char *path, int bars, ts_err *e)
         for (int i = 0; i < d->n_missing; i++)
             fprintf(f, "* %s\n", d->missing[i]);
     }
+    if (d->n_refs) {
+        fprintf(f, "\n## References\n\n");
+        for (int i = 0; i < d->n_refs; i++)
+            fprintf(f, "* %s\n", d->refs[i]);
+    }
     return ts_atomic_commit(&a, e);
 }
 
@@ -300,7 +305,8 @@ static const char css[] =
     "tr.sec td{background:#fafafa;font-weight:bold}"
     ".yes{color:#1e7b34;font-weight:bold}.no{color:#b03a2e;font-weight:bold}"
     ".cite{color:#555;font-size:.92em}figure{margin:14px 0}img{max-width:100%;"
-    "border:1px solid #e4e4e4}figcaption{color:#444;font-size:.9em}";
+    "border:1px solid #e4e4e4}figcaption{color:#444;font-size:.9em}"
+    ".grid{display:grid;grid-template-columns:1fr 1fr;gap:10px}.grid figure{margin:0}";
 
 static void html_table(FILE *f, const paper_table *tb)
 {
@@ -404,12 +410,13 @@ static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
     fprintf(f, "<h2>Results</h2>\n");
     for (int t = 0; t < d->n_tables; t++)
         html_table(f, &d->tables[t]);
-    fprintf(f, "<h2>Figures</h2>\n");
+    fprintf(f, "<h2>Figures</h2>\n<div class=grid>\n");
     for (int p = 0; p < d->n_plots; p++) {
         fprintf(f, "<figure><img src=\"%s\" alt=\"", d->plots[p].file);
         html(f, d->plots[p].title);
         fprintf(f, "\"></figure>\n");
     }
+    fprintf(f, "</div>\n");
     const char *last = "";
     for (int i = 0; i < d->n_figs; i++) {
         if (strcmp(last, d->figs[i].section)) {
@@ -427,6 +434,15 @@ static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
         for (int i = 0; i < d->n_missing; i++) {
             fprintf(f, "<li>");
             html(f, d->missing[i]);
+            fprintf(f, "</li>\n");
+        }
+        fprintf(f, "</ul>\n");
+    }
+    if (d->n_refs) {
+        fprintf(f, "<h2>References</h2>\n<ul>\n");
+        for (int i = 0; i < d->n_refs; i++) {
+            fprintf(f, "<li>");
+            html(f, d->refs[i]);
             fprintf(f, "</li>\n");
         }
         fprintf(f, "</ul>\n");

@@ -90,6 +90,8 @@ typedef struct paper_doc {
     int n_plots;
     paper_fig figs[PAPER_MAX_FIGS];
     int n_figs;
+    const char *refs[4];    /* the papers the rows cite, static strings */
+    int n_refs;
     char missing[8][200];   /* experiments not run, with why */
     int n_missing;
 } paper_doc;

@@ -150,7 +150,7 @@ int paper_exp_specdec(const paper_exp *x, paper_ctx *c, ts_err *e)
     paper_series *pp = series(pd, "TLT: 6.53 at depth 8");
     pp->kind = 1;
     point(pp, 8, 6.53);
-    paper_series *pb = series(pa, "TLT: 6.53 at batch 1");
+    paper_series *pb = series(pa, "TLT: average 6.53 (V 48)");
     pb->kind = 1;
     point(pb, 1, 6.53);
     return 0;
