@@ -63,16 +63,17 @@ static void boot_print(const boot_result *b, const policy *const *plist, int np,
                                        "bubble_fraction"};
     printf("\nbootstrap: %d resamples of the prompts (seed %llu): median [5%%, 95%%]\n%-10s",
            b->n, (unsigned long long)seed, "policy");
-    for (size_t k = 0; k < sizeof cols / sizeof cols[0]; k++)
-        printf(" %-25s", cols[k]);
+    const size_t nc = sizeof cols / sizeof cols[0];
+    for (size_t k = 0; k < nc; k++)
+        printf(k + 1 < nc ? " %-27s" : " %s", cols[k]);
     printf("\n");
     for (int i = 0; i < np; i++) {
         printf("%-10s", plist[i]->name);
-        for (size_t k = 0; k < sizeof cols / sizeof cols[0]; k++) {
+        for (size_t k = 0; k < nc; k++) {
             const boot_stat *st = boot_get(b, i, cols[k]);
-            char cell[64];
+            char cell[80];
             snprintf(cell, sizeof cell, "%.3f [%.3f, %.3f]", st->median, st->p5, st->p95);
-            printf(" %-25s", cell);
+            printf(k + 1 < nc ? " %-27s" : " %s", cell);
         }
         printf("\n");
     }
