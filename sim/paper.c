@@ -120,25 +120,25 @@ const paper_row *paper_published(size_t *n)
 
 /* One entry per experiment, run in this order.  The joint TLT + DCP RL step
  * goes here as {"joint-...", "...", SCENARIO, paper_exp_compare, "verl,tlt",
- * {"train.strategy=dcp-inter"}, ...} once the scenario key exists; its rows
+ * NULL, {"train.strategy=dcp-inter"}, {NULL}} once the scenario key exists; its rows
  * are then published[] entries keyed "joint-.../<policy>.speedup". */
 static const paper_exp experiments[] = {
     {"specdec", "TLT speculative-decoding microbenchmark (Qwen2.5-7B, TP 2, H100)", "qwen7b-64gpu",
-     paper_exp_specdec, NULL, {NULL}, {NULL}},
+     paper_exp_specdec, NULL, NULL, {NULL}, {NULL}},
     {"tlt-7b", "TLT end to end, Qwen2.5-7B on 64 H100", "qwen7b-64gpu", paper_exp_compare,
-     "verl,tlt-base,tlt", {NULL}, {"trace.prompts=64", NULL}},
+     "verl,tlt-base,tlt", "verl,tlt", {NULL}, {"trace.prompts=64", NULL}},
     {"tlt-32b", "TLT end to end, Qwen2.5-32B on 64 H100", "qwen32b-64gpu", paper_exp_compare,
-     "verl,tlt-base,tlt", {NULL}, {"trace.prompts=32", NULL}},
+     "verl,tlt-base,tlt", "verl,tlt", {NULL}, {"trace.prompts=32", NULL}},
     {"dapo", "PolyTrace DAPO replay (Qwen2.5-32B, 8 H100), every registered policy",
-     "dapo-32b-polytrace", paper_exp_compare, NULL, {NULL}, {NULL}},
+     "dapo-32b-polytrace", paper_exp_compare, NULL, NULL, {NULL}, {NULL}},
     {"dcp-mix1", "DCP, STDiT3 on 32 H200, image mix 1", "dcp-stdit3-32xh200-mix1", paper_exp_dcp,
-     "scale", {NULL}, {NULL}},
+     "scale", NULL, {NULL}, {NULL}},
     {"dcp-mix2", "DCP, STDiT3 on 32 H200, image mix 2", "dcp-stdit3-32xh200-mix2", paper_exp_dcp,
-     NULL, {NULL}, {NULL}},
+     NULL, NULL, {NULL}, {NULL}},
     {"dcp-mix5", "DCP, STDiT3 on 32 H200, image mix 5", "dcp-stdit3-32xh200-mix5", paper_exp_dcp,
-     NULL, {NULL}, {NULL}},
+     NULL, NULL, {NULL}, {NULL}},
     {"dcp-1d", "DCP 1D: Llama-3.1-8B SFT sequences on 32 H200", "dcp-llama8b-32xh200",
-     paper_exp_dcp, NULL, {NULL}, {NULL}},
+     paper_exp_dcp, NULL, NULL, {NULL}, {NULL}},
 };
 #define N_EXP (sizeof experiments / sizeof experiments[0])
 

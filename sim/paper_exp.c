@@ -225,6 +225,20 @@ done:
     return rc;
 }
 
+/* 1 when name is one of the comma-separated list. */
+static int policy_in(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list;; p++) {
+        size_t k = strcspn(p, ",");
+        if (k == n && !strncmp(p, name, n))
+            return 1;
+        p += k;
+        if (!*p)
+            return 0;
+    }
+}
+
 int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
 {
     const char *sets[2 * PAPER_MAX_SETS];
@@ -263,11 +277,22 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
     for (int i = 0; i < np; i++)
         if (run_policy(x, c, &s, plist[i], &hw, &m, tr, i == 0, v[i], e))
             goto done;
-    if (c->boot) {
+    /* the bootstrap reruns x->boot's policies (all when NULL); bi[i] is
+     * policy i's index among them, -1 when it is not rerun */
+    const policy *blist[MAX_POL];
+    int nb = 0, bi[MAX_POL];
+    for (int i = 0; i < np; i++) {
+        bi[i] = -1;
+        if (!x->boot || policy_in(x->boot, plist[i]->name)) {
+            bi[i] = nb;
+            blist[nb++] = plist[i];
+        }
+    }
+    if (c->boot && nb) {
         char n[32];
         snprintf(n, sizeof n, "%d", c->boot);
         paper_progress(c, "  bootstrap: %s resamples of %s", n, s.name);
-        if (boot_compare(&s, plist, np, &hw, &m, &tr, 1, c->boot, keys, NK, &b, e))
+        if (boot_compare(&s, blist, nb, &hw, &m, &tr, 1, c->boot, keys, NK, &b, e))
             goto done;
     }
     char title[400];
@@ -279,7 +304,8 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
     snprintf(t->note, sizeof t->note,
              "One RL step, %zu responses, seed %llu. Speedups are over %s%s.", nr,
              (unsigned long long)s.seed, plist[0]->name,
-             c->boot ? "; in parentheses the bootstrap 5-95% range over resampled prompts" : "");
+             c->boot ? "; in parentheses the bootstrap 5-95% range over resampled prompts "
+                       "(policies without one are not rerun by the bootstrap)" : "");
     const char *hdr[] = {"policy", "step_s", "rollout_s", "speedup", "rollout speedup", "bubble",
                          "train", "accept", "off-policy"};
     for (int k = 0; k < 9; k++)
@@ -288,14 +314,16 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
         char(*row)[PAPER_CELL] = t->cell[i + 1];
         double sp = v[0][0] / v[i][0], rs = v[0][1] / v[i][1];
         double lo = NAN, hi = NAN, rlo = NAN, rhi = NAN;
-        if (c->boot) {
-            const boot_stat *a = boot_get(&b, i, "speedup"), *r2 = boot_get(&b, i, "rollout_speedup");
+        int ranged = c->boot && bi[i] >= 0 && bi[0] == 0; /* paired with the same reference */
+        if (ranged) {
+            const boot_stat *a = boot_get(&b, bi[i], "speedup");
+            const boot_stat *r2 = boot_get(&b, bi[i], "rollout_speedup");
             lo = a->p5, hi = a->p95, rlo = r2->p5, rhi = r2->p95;
         }
         snprintf(row[0], PAPER_CELL, "%s", plist[i]->name);
         snprintf(row[1], PAPER_CELL, "%.1f", v[i][0]);
         snprintf(row[2], PAPER_CELL, "%.1f", v[i][1]);
-        if (c->boot) {
+        if (ranged) {
             snprintf(row[3], PAPER_CELL, "%.2fx (%.2f-%.2f)", sp, lo, hi);
             snprintf(row[4], PAPER_CELL, "%.2fx (%.2f-%.2f)", rs, rlo, rhi);
         } else {

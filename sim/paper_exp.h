@@ -39,6 +39,8 @@ typedef struct paper_exp {
     paper_runner run;
     const char *arg;       /* compare: policy list (NULL: policy_all()); dcp: "scale" for the
                             * imbalance-vs-GPUs figure */
+    const char *boot;      /* compare: the policies the bootstrap reruns (NULL: all of them;
+                            * the first listed is the speedup reference) */
     const char *sets[PAPER_MAX_SETS];       /* scenario overrides, NULL-terminated */
     const char *quick_sets[PAPER_MAX_SETS]; /* added under --quick */
 } paper_exp;
