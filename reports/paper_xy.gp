@@ -43,7 +43,7 @@ if (logx) { set logscale x 2 }
 set xtics out nomirror
 set ytics out nomirror
 set yrange [0 : *]
-set offsets graph 0.03, graph 0.03, graph 0.08, 0
+set offsets graph 0.03, graph 0.03, graph 0.22, 0  # headroom for the key
 set grid lc rgb "#dddddd"
 set border 3
 set key inside right top box opaque

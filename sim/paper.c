@@ -116,6 +116,14 @@ const paper_row *paper_published(size_t *n)
     return rows;
 }
 
+double paper_published_value(const char *key)
+{
+    for (size_t i = 0; i < N_PUB; i++)
+        if (!strcmp(published[i].key, key))
+            return published[i].row.lo > 0 ? published[i].row.lo : published[i].row.hi;
+    return NAN;
+}
+
 /* ---- experiments ---------------------------------------------------------- */
 
 /* One entry per experiment, run in this order.  The joint TLT + DCP RL step

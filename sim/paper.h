@@ -32,7 +32,7 @@ typedef struct paper_opts {
  * not an error: its rows say why they were not run.  Returns 0, or -1 with
  * the experiment's id and the problem. */
 int paper_run(const paper_opts *o, paper_doc *d, ts_err *e);
-/* Frees what paper_run allocated (rows and tables).  NULL-safe fields. */
+/* Frees what paper_run allocated (rows and tables); a second call is a no-op. */
 void paper_free(paper_doc *d);
 
 /* The published numbers (templates: sim and ran unset), n entries. */

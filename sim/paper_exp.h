@@ -57,6 +57,9 @@ int paper_put(paper_ctx *c, const char *key, double v, double lo, double hi);
 void paper_note_calibration(paper_ctx *c, const char *calib);
 /* Reports progress: fmt with two %s. */
 void paper_progress(paper_ctx *c, const char *fmt, const char *a, const char *b);
+/* The published value set against tailsim's value `key` (the low end of a
+ * range, the bound of an "up to"), NAN when no row has that key. */
+double paper_published_value(const char *key);
 /* Marks experiment x as not run, with why (also listed in the report). */
 void paper_skip(paper_ctx *c, const paper_exp *x, const char *why);
 
