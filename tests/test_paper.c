@@ -2,7 +2,8 @@
  * Paper-report tests: the difference and within mark of a published point,
  * range and "up to" bound; `tailsim paper --quick` writes index.md and
  * index.html with a row for every published number (by its quantity text),
- * and every image either file links exists and is not empty.
+ * and every image either file links exists and is not empty; two runs with
+ * one seed write the same report (but for the wall time); bad usage exits 2.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -116,4 +117,44 @@ Test(paper, quick_report_has_every_row_and_figure, .timeout = 300)
     cr_assert(strstr(html, "<style>") && !strstr(html, "<link"), "HTML is self-contained");
     free(md);
     free(html);
+}
+
+/* index.md without the line that states the wall time. */
+static char *md_without_time(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/index.md", dir);
+    char *s = slurp(path), *t = strstr(s, "; the experiments took");
+    cr_assert_not_null(t);
+    *t = 0; /* everything before it, then everything after its line */
+    char *rest = strchr(t + 1, '\n');
+    cr_assert_not_null(rest);
+    size_t a = strlen(s), b = strlen(rest);
+    memmove(s + a, rest, b + 1);
+    return s;
+}
+
+Test(paper, same_seed_same_report, .timeout = 300)
+{
+    const char *d1 = "build/test-paper-a", *d2 = "build/test-paper-b";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s %s && build/tailsim paper --quick --bootstrap 2 -o %s 2>/dev/null && "
+             "build/tailsim paper --quick --bootstrap 2 -o %s 2>/dev/null",
+             d1, d2, d1, d2);
+    free(run_capture(cmd));
+    char *a = md_without_time(d1), *b = md_without_time(d2);
+    cr_assert_str_eq(a, b, "two runs of one seed wrote different reports");
+    cr_assert(strstr(a, "(1."), "the bootstrap ranges are in the report");
+    free(a);
+    free(b);
+    snprintf(cmd, sizeof cmd, "cmp -s %s/bars.dat %s/bars.dat && cmp -s %s/specdec_batch.dat %s/specdec_batch.dat",
+             d1, d2, d1, d2);
+    cr_assert_eq(system(cmd), 0, "figure data differ between runs");
+}
+
+Test(paper, bad_usage_exits_2)
+{
+    cr_assert_eq(system("build/tailsim paper --bootstrap x >/dev/null 2>&1") >> 8, 2);
+    cr_assert_eq(system("build/tailsim paper extra >/dev/null 2>&1") >> 8, 2);
 }
