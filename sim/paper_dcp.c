@@ -163,8 +163,8 @@ int paper_exp_dcp(const paper_exp *x, paper_ctx *c, ts_err *e)
         goto done;
     if (do_scale) {
         snprintf(path, sizeof path, "%s/dcp_imbalance.png", x->id);
-        snprintf(cap, sizeof cap, "%s: imbalance vs GPU count, the same trace planned at 8-128 GPUs "
-                                  "(DCP: bucket ~16%% at 32 GPUs, DCP ~3%%)", s.name);
+        snprintf(cap, sizeof cap, "%s: imbalance vs GPU count, the same trace planned at 8-128 GPUs",
+                 s.name);
         if (paper_doc_fig(c->doc, "DCP", path, cap, e))
             goto done;
     }
