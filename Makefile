@@ -89,9 +89,9 @@ bench: deps
 # --- valgrind over the test binaries: make memcheck --------------------------
 # Leaks of any kind "definitely lost", invalid reads/writes and uses of
 # uninitialised values fail the run.  The suites that only drive the CLI in
-# child processes (bad inputs, scale, determinism, validate) are left out:
-# their work happens in build/tailsim, which the other suites cover.
-MEMCHECK_SKIP := test_badinput test_scale test_determinism test_validate
+# child processes (bad inputs, scale, determinism, validate, the paper report)
+# are left out: their work happens in build/tailsim, which the other suites cover.
+MEMCHECK_SKIP := test_badinput test_scale test_determinism test_validate test_paper
 MEMCHECK := $(filter-out $(MEMCHECK_SKIP:%=$(B)/tests/%),$(TESTS))
 memcheck: deps
 	@$(MAKE) --no-print-directory $(B)/tailsim $(MEMCHECK)

@@ -201,7 +201,11 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
     if (ts_atomic_commit(&a, e))
         return -1;
     snprintf(script, sizeof script, "%s/reports/dcp_imbalance.gp", ts_data_root());
-    snprintf(title, sizeof title, "run %lld: %.*s - imbalance vs GPU count", (long long)r->id,
-             (int)sizeof r->scenario, r->scenario);
+    if (r->id > 0)
+        snprintf(title, sizeof title, "run %lld: %.*s - imbalance vs GPU count", (long long)r->id,
+                 (int)sizeof r->scenario, r->scenario);
+    else /* an unsaved run (the paper report's) */
+        snprintf(title, sizeof title, "%.*s - imbalance vs GPU count", (int)sizeof r->scenario,
+                 r->scenario);
     return plot(script, dat, png, title, dir, e);
 }

@@ -64,23 +64,6 @@ static double mean_ngram(const spec_params *p, int V, uint64_t seed)
     return s / n;
 }
 
-/* E[accepted] at budget V averaged over sequence qualities (fixed draws). */
-static double mean_accept(const spec_params *p, int V, uint64_t seed)
-{
-    gsl_rng *r = ts_rng_new(seed, 1000 + (uint64_t)V);
-    if (!r)
-        return 0;
-    double s = 0;
-    const int n = 2000;
-    for (int k = 0; k < n; k++) {
-        spec_tree t;
-        spec_tree_build(p, spec_draw_quality(p, r), V, &t);
-        s += t.expected;
-    }
-    gsl_rng_free(r);
-    return s / n;
-}
-
 int cmd_specdec(int argc, char **argv)
 {
     static const struct option lo[] = {{"batch", required_argument, 0, 'b'}, {"ctx", required_argument, 0, 'c'},
@@ -149,12 +132,12 @@ int cmd_specdec(int argc, char **argv)
     }
     for (int ci = 0; ci < nc; ci++)
         for (int bi = 0; bi < nb; bi++) {
-            int b = batches[bi], V = spec_budget_for_batch(b);
+            int b = batches[bi];
             double ctx_sum = (double)b * ctxs[ci];
-            double acc = mean_accept(&s.sp, V, s.seed);
-            double t_plain = cost_decode_iter(&hw, &m, s.tp, b, ctx_sum) + cost_sample(&hw, &m, b);
-            double t_spec = spec_iter_cost(&s.sp, &hw, &m, s.tp, b, V, ctx_sum, NULL);
-            double plain = b / t_plain, spec = b * acc / t_spec;
+            spec_point sp;
+            spec_point_eval(&s.sp, &hw, &m, s.tp, b, ctx_sum, s.seed, &sp);
+            int V = sp.V;
+            double acc = sp.accept, plain = sp.plain, spec = sp.spec;
             int fits = (double)b * (ctxs[ci] + V) <= kv_cap;
             double ng_acc = ng ? mean_ngram(&s.sp, V, s.seed) : 0;
             double ng_spd = ng ? b * ng_acc / ngram_iter_cost(&s.sp, &hw, &m, s.tp, b, V, ctx_sum, NULL) / plain : 0;

@@ -22,6 +22,7 @@ static const command commands[] = {
     {"specdec", cmd_specdec, "specdec SCENARIO: plain vs speculative decoding throughput per batch size"},
     {"compare", cmd_compare, "compare SCENARIO --policies verl,tlt,...: the same RL steps under each policy"},
     {"dcp", cmd_dcp, "dcp SCENARIO: plan and simulate variable-length training (bucket, packed, DCP)"},
+    {"paper", cmd_paper, "paper [-o DIR] [--quick]: every paper experiment against the published numbers"},
     {"report", cmd_report, "report --run ID -o DIR: Gantt chart, length CDF and tables of a stored run"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
