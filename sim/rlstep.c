@@ -60,6 +60,7 @@ int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
     if (scenario_spec_mode(s, &mode, e))
         return -1;
     cfg->spec = (spec_mode)mode;
+    cfg->host = scenario_host_mode(s, mode != 0);
     cfg->spec_patience = s->spec_patience;
     cfg->sp = s->sp;
     cfg->seed = s->seed;
