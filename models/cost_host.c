@@ -61,7 +61,7 @@ double cost_spec_kernels(const llm_desc *m, int tp, int depth)
 double cost_host_step(const hw_desc *hw, const host_mode *mode, int batch, int decode_only,
                       double kernels, double gpu_s)
 {
-    if (batch <= 0)
+    if (batch <= 0 || !mode->on)
         return gpu_s;
     double t = gpu_s;
     if ((!decode_only || batch > mode->graph_max_bs) && kernels * hw->eager_launch_s > t)

@@ -10,6 +10,7 @@
 
 /* How an engine runs its steps on the host. */
 typedef struct host_mode {
+    int on;                 /* 0 (the zero value): no host time, GPU time only */
     int graph_max_bs;       /* largest batch replayed from a CUDA graph (0: none) */
     int overlap;            /* 1: the overlap scheduler hides scheduling behind the GPU */
 } host_mode;
@@ -31,7 +32,7 @@ double cost_spec_kernels(const llm_desc *m, int tp, int depth);
  * kernel from the host (eager_launch_s each; the GPU runs no faster than
  * the host launches), and the scheduler's sched_s + sched_req_s x batch is
  * added unless mode->overlap hides it behind the GPU.  Returns gpu_s
- * unchanged for batch <= 0.  Cannot fail. */
+ * unchanged for batch <= 0 or mode->on 0.  Cannot fail. */
 double cost_host_step(const hw_desc *hw, const host_mode *mode, int batch, int decode_only,
                       double kernels, double gpu_s);
 

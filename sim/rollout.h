@@ -53,9 +53,8 @@ typedef struct rollout_cfg {
     int tail_threshold;     /* a replica is "in the tail" with 1..this running */
     int max_response;       /* cap applied to trace lengths (0: none) */
     spec_mode spec;         /* speculative decoding policy */
-    host_mode host;         /* CUDA-graph limit and overlap scheduler of the engine;
-                             * {0, 0}: GPU time only (every batch graphed would be
-                             * {INT_MAX, 1} with zero sched_s) */
+    host_mode host;         /* host time of the engine's steps (CUDA-graph limit,
+                             * overlap scheduler); zeroed: GPU time only */
     int spec_patience;      /* adaptive: decode iterations at or under the threshold */
     spec_params sp;         /* acceptance model */
     uint64_t seed;          /* acceptance draws: one stream per replica */

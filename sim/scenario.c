@@ -47,6 +47,8 @@ static const key_def keys[] = {
     {"train", "recompute", K_BOOL, OFF(recompute), 0, 1, "activation checkpointing"},
     {"train", "update_epochs", K_INT, OFF(update_epochs), 1, 64, "actor update passes"},
     {"train", "ref_model", K_BOOL, OFF(ref_model), 0, 1, "reference-policy forward pass"},
+    {"train", "sp", K_INT, OFF(train_sp), 1, 1024, "Ulysses SP size of VeRL's training phases"},
+    {"train", "mini_batch_prompts", K_INT, OFF(mini_batch_prompts), 0, 1 << 20, "PPO mini-batch in prompts (0: one pass)"},
     {"train", "strategy", K_STR, OFF(train_strategy), 0, 32, "none | bucket | packed | dcp-intra | dcp-inter | dcp-inter+pac"},
     {"spec", "mode", K_STR, OFF(spec_mode), 0, 16, "off | always | adaptive"},
     {"spec", "patience", K_INT, OFF(spec_patience), 1, 1 << 20, "tail decode iterations before the switch"},
@@ -132,6 +134,8 @@ static void scenario_defaults(scenario *s)
     s->recompute = 1;
     s->update_epochs = 1;
     s->ref_model = 1;
+    s->train_sp = 1;
+    s->mini_batch_prompts = 0;
     snprintf(s->train_strategy, sizeof s->train_strategy, "none");
     s->trace_step = -1;
     snprintf(s->spec_mode, sizeof s->spec_mode, "off");
@@ -327,9 +331,9 @@ int scenario_spec_mode(const scenario *s, int *mode, ts_err *e)
 host_mode scenario_host_mode(const scenario *s, int speculative)
 {
     if (speculative)
-        return (host_mode){.graph_max_bs = s->spec_graph_max_bs, .overlap = s->spec_overlap};
+        return (host_mode){.on = 1, .graph_max_bs = s->spec_graph_max_bs, .overlap = s->spec_overlap};
     int g = s->graph_max_bs > 0 ? s->graph_max_bs : (s->tp >= 4 ? 512 : 256);
-    return (host_mode){.graph_max_bs = g, .overlap = s->overlap};
+    return (host_mode){.on = 1, .graph_max_bs = g, .overlap = s->overlap};
 }
 
 int scenario_validate(const scenario *s, ts_err *e)

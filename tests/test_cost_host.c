@@ -27,7 +27,7 @@ TestSuite(cost_host, .init = load);
 
 Test(cost_host, eager_launches_only_above_the_graph_limit)
 {
-    host_mode mode = {.graph_max_bs = 32, .overlap = 1};
+    host_mode mode = {.on = 1, .graph_max_bs = 32, .overlap = 1};
     double k = cost_iter_kernels(&m, 4), gpu = 1e-6;
     cr_assert_gt(k, m.layers * 11.0, "at least the per-layer ops: %g", k);
     double sched32 = hw.sched_s + 32 * hw.sched_req_s, sched33 = hw.sched_s + 33 * hw.sched_req_s;
@@ -48,7 +48,7 @@ Test(cost_host, eager_launches_only_above_the_graph_limit)
 
 Test(cost_host, overlap_hides_scheduling_and_its_absence_exposes_it)
 {
-    host_mode on = {.graph_max_bs = 512, .overlap = 1}, off = {.graph_max_bs = 512, .overlap = 0};
+    host_mode on = {.on = 1, .graph_max_bs = 512, .overlap = 1}, off = {.on = 1, .graph_max_bs = 512, .overlap = 0};
     double k = cost_iter_kernels(&m, 4), gpu = 20e-3;
     for (int b = 1; b <= 512; b *= 4) {
         double sched = hw.sched_s + b * hw.sched_req_s;
@@ -56,6 +56,8 @@ Test(cost_host, overlap_hides_scheduling_and_its_absence_exposes_it)
         cr_assert_float_eq(cost_host_step(&hw, &off, b, 1, k, gpu), gpu + sched, 1e-12);
     }
     cr_assert_float_eq(cost_host_step(&hw, &off, 0, 1, k, gpu), gpu, 1e-12, "empty step");
+    host_mode none = {0};
+    cr_assert_float_eq(cost_host_step(&hw, &none, 600, 0, k, 1e-6), 1e-6, 1e-15, "host time off");
 }
 
 Test(cost_host, scenario_gives_fastrl_settings_to_the_speculative_engine)
