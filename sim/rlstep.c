@@ -25,6 +25,7 @@
  * and accumulation counts, still one gradient sync per epoch.
  */
 #include "sim/rlstep.h"
+#include "sim/rlstep_verl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -251,6 +252,10 @@ int rlstep_run(const scenario *s, const hw_desc *hw, const llm_desc *m, const tr
             return -1;
         }
         return 0;
+    }
+    if (s->mini_batch_prompts > 0) { /* as VeRL's FSDP workers run it (sim/rlstep_verl.c) */
+        rc = rlstep_verl_phases(s, hw, m, t, now, res, rec, e);
+        goto cleanup;
     }
     /* old log-prob and reference forward passes */
     for (int ph = PH_OLD_LOGP; ph <= PH_REF; ph++) {

@@ -72,6 +72,8 @@ typedef struct scenario {
     int recompute;           /* activation checkpointing in the update */
     int update_epochs;       /* passes of the actor update over the batch */
     int ref_model;           /* 1: a reference-policy forward pass (KL) */
+    int train_sp;            /* Ulysses SP size of the VeRL training phases */
+    int mini_batch_prompts;  /* PPO mini-batch, prompts (0: one update pass, no VeRL model) */
     char train_strategy[32]; /* none (plain DP) | bucket | packed | dcp-intra | dcp-inter |
                               * dcp-inter+pac: the DCP planner of the training phases */
     /* [spec] */
