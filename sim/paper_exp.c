@@ -123,7 +123,8 @@ int paper_exp_specdec(const paper_exp *x, paper_ctx *c, ts_err *e)
     for (int i = 0; i < nb; i++) {
         int b = batches[i];
         spec_point sp;
-        spec_point_eval(&s.sp, &hw, &m, s.tp, b, (double)b * ctx, s.seed, &sp);
+        host_mode host = scenario_host_mode(&s, 1); /* as `tailsim specdec` */
+        spec_point_eval(&s.sp, &hw, &host, &m, s.tp, b, (double)b * ctx, s.seed, &sp);
         int V = sp.V;
         double acc = sp.accept, plain = sp.plain, spec = sp.spec;
         char(*row)[PAPER_CELL] = t->cell[i + 1];

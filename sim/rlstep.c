@@ -25,6 +25,7 @@
  * and accumulation counts, still one gradient sync per epoch.
  */
 #include "sim/rlstep.h"
+#include "sim/rlstep_verl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@ int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
     if (scenario_spec_mode(s, &mode, e))
         return -1;
     cfg->spec = (spec_mode)mode;
+    cfg->host = scenario_host_mode(s, mode != 0);
     cfg->spec_patience = s->spec_patience;
     cfg->sp = s->sp;
     cfg->seed = s->seed;
@@ -248,6 +250,8 @@ static double train_phases(const scenario *s, const hw_desc *hw, const llm_desc 
     now += reward;
     if (strcmp(s->train_strategy, "none"))
         return dcp_phases(s, hw, m, t, now, res, rec, e) ? -1 : res->step_s;
+    if (s->mini_batch_prompts > 0) /* as VeRL's FSDP workers run it (sim/rlstep_verl.c) */
+        return rlstep_verl_phases(s, hw, m, t, now, res, rec, e) ? -1 : res->step_s;
     /* old log-prob and reference forward passes */
     for (int ph = PH_OLD_LOGP; ph <= PH_REF; ph++) {
         res->phase_t0[ph] = now;

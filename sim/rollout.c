@@ -298,6 +298,8 @@ static int plan(sim *s, engine *e, replica *rp)
             } else {
                 dt = cost_iter(cfg->hw, cfg->llm, cfg->tp, &b) +
                      cost_sample(cfg->hw, cfg->llm, b.n_decode + b.n_prefill_seqs);
+                dt = cost_host_step(cfg->hw, &cfg->host, n_dec + rp->nsched, rp->nsched == 0,
+                                    cost_iter_kernels(cfg->llm, cfg->tp), dt);
             }
             if (cfg->on_iter)
                 report_iter(s, rp, engine_now(e), dt, n_dec, V);

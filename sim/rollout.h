@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "models/cost_host.h"
 #include "models/hw.h"
 #include "sim/specdec.h"
 #include "traces/trace.h"
@@ -52,6 +53,8 @@ typedef struct rollout_cfg {
     int tail_threshold;     /* a replica is "in the tail" with 1..this running */
     int max_response;       /* cap applied to trace lengths (0: none) */
     spec_mode spec;         /* speculative decoding policy */
+    host_mode host;         /* host time of the engine's steps (CUDA-graph limit,
+                             * overlap scheduler); zeroed: GPU time only */
     int spec_patience;      /* adaptive: decode iterations at or under the threshold */
     spec_params sp;         /* acceptance model */
     uint64_t seed;          /* acceptance draws: one stream per replica */

@@ -346,13 +346,20 @@ double spec_mean_accept(const spec_params *p, int V, uint64_t seed)
     return s / n;
 }
 
-void spec_point_eval(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
-                     int batch, double ctx_sum, uint64_t seed, spec_point *out)
+void spec_point_eval(const spec_params *p, const hw_desc *hw, const host_mode *host,
+                     const llm_desc *m, int tp, int batch, double ctx_sum, uint64_t seed,
+                     spec_point *out)
 {
+    const host_mode none = {0};
+    if (!host)
+        host = &none;
     out->V = spec_budget_for_batch(batch);
     out->accept = spec_mean_accept(p, out->V, seed);
-    out->t_plain = cost_decode_iter(hw, m, tp, batch, ctx_sum) + cost_sample(hw, m, batch);
-    out->t_spec = spec_iter_cost(p, hw, m, tp, batch, out->V, ctx_sum, NULL);
+    out->t_plain = cost_host_step(hw, host, batch, 1, cost_iter_kernels(m, tp),
+                                  cost_decode_iter(hw, m, tp, batch, ctx_sum) +
+                                      cost_sample(hw, m, batch));
+    out->t_spec = cost_host_step(hw, host, batch, 1, cost_spec_kernels(m, tp, p->depth),
+                                 spec_iter_cost(p, hw, m, tp, batch, out->V, ctx_sum, NULL));
     out->plain = batch / out->t_plain;
     out->spec = batch * out->accept / out->t_spec;
 }

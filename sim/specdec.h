@@ -26,6 +26,7 @@
 
 #include "common/err.h"
 #include "models/cost.h"
+#include "models/cost_host.h"
 
 #define SPEC_MAX_DEPTH 15
 #define SPEC_MAX_BUDGET 256
@@ -108,7 +109,9 @@ double spec_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m
 /* One point of `tailsim specdec` (and of the paper's microbenchmark): plain
  * against speculative decoding for `batch` sequences whose contexts sum to
  * ctx_sum, V from TLT's batch table, accepted length averaged over the
- * drafter-quality spread (spec_mean_accept).  Cannot fail. */
+ * drafter-quality spread (spec_mean_accept); both iterations priced on the
+ * host settings `host` (models/cost_host.h; NULL or off: GPU time only).
+ * Cannot fail. */
 typedef struct spec_point {
     int V;
     double accept;   /* tokens per sequence per speculative iteration */
@@ -117,8 +120,9 @@ typedef struct spec_point {
     double plain;    /* plain tokens/s */
     double spec;     /* speculative tokens/s */
 } spec_point;
-void spec_point_eval(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
-                     int batch, double ctx_sum, uint64_t seed, spec_point *out);
+void spec_point_eval(const spec_params *p, const hw_desc *hw, const host_mode *host,
+                     const llm_desc *m, int tp, int batch, double ctx_sum, uint64_t seed,
+                     spec_point *out);
 
 /* Drafter quality across RL steps (TLT's adaptive drafter).  Between steps
  * the quality q (the mean per-position top-1 acceptance, spec_params.quality)
