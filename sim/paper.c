@@ -127,9 +127,10 @@ double paper_published_value(const char *key)
 /* ---- experiments ---------------------------------------------------------- */
 
 /* One entry per experiment, run in this order.  The joint TLT + DCP RL step
- * goes here as {"joint-...", "...", SCENARIO, paper_exp_compare, "verl,tlt",
- * NULL, {"train.strategy=dcp-inter"}, {NULL}} once the scenario key exists; its rows
- * are then published[] entries keyed "joint-.../<policy>.speedup". */
+ * has no published number (neither paper runs the other's mechanism): its two
+ * experiments show verl and tlt with the update under bucket parallel and
+ * under DCP-inter (train.strategy), the four combinations of `tailsim compare
+ * joint-qwen7b-64gpu --policies verl,tlt --train bucket,dcp-inter`. */
 static const paper_exp experiments[] = {
     {"specdec", "TLT speculative-decoding microbenchmark (Qwen2.5-7B, TP 2, H100)", "qwen7b-64gpu",
      paper_exp_specdec, NULL, NULL, {NULL}, {NULL}},
@@ -139,6 +140,12 @@ static const paper_exp experiments[] = {
      "verl,tlt-base,tlt", "verl,tlt", {NULL}, {"trace.prompts=32", NULL}},
     {"dapo", "PolyTrace DAPO replay (Qwen2.5-32B, 8 H100), every registered policy",
      "dapo-32b-polytrace", paper_exp_compare, NULL, NULL, {NULL}, {NULL}},
+    {"joint-bucket", "Joint step, Qwen2.5-7B on 64 H100: update planned by bucket parallel",
+     "joint-qwen7b-64gpu", paper_exp_compare, "verl,tlt", "", {"train.strategy=bucket", NULL},
+     {"trace.prompts=64", NULL}},
+    {"joint-dcp", "Joint step, Qwen2.5-7B on 64 H100: update planned by DCP-inter",
+     "joint-qwen7b-64gpu", paper_exp_compare, "verl,tlt", "", {"train.strategy=dcp-inter", NULL},
+     {"trace.prompts=64", NULL}},
     {"dcp-mix1", "DCP, STDiT3 on 32 H200, image mix 1", "dcp-stdit3-32xh200-mix1", paper_exp_dcp,
      "scale", NULL, {NULL}, {NULL}},
     {"dcp-mix2", "DCP, STDiT3 on 32 H200, image mix 2", "dcp-stdit3-32xh200-mix2", paper_exp_dcp,
