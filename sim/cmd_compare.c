@@ -4,9 +4,12 @@
  * under each policy and prints them side by side: step and rollout time,
  * bubble, drafter-training and tail fractions, rollout utilization, speedup
  * of step and rollout over the first policy listed, accepted length, drafter
- * quality, off-policy fraction and staleness (a policy's speed is never shown
- * without what it does to the samples that train).  Every value is the mean
- * over the steps.  Output is deterministic for a seed.  --train LIST runs
+ * quality, off-policy fraction and staleness, the off-policy share of the
+ * trained tokens, and the goodput: trained tokens per second over the whole
+ * run relative to the first policy (the fair speed of policies that train
+ * other samples than the synchronous step; a policy's speed is never shown
+ * without what it does to the samples that train).  Every other value is the
+ * mean over the steps.  Output is deterministic for a seed.  --train LIST runs
  * every policy under each train.strategy (sim/rlstep_train.h) too, so TLT in
  * the rollout and DCP in the update show up as policy x strategy rows with a
  * `train` column; speedups stay over the first row.
@@ -46,7 +49,8 @@ static void usage(FILE *f)
 
 static const char *const shown[] = {"step_s", "rollout_s", "bubble_fraction", "train_fraction",
                                     "tail_fraction", "rollout_utilization", "accept_len",
-                                    "drafter_quality", "off_policy_fraction", "mean_staleness"};
+                                    "drafter_quality", "off_policy_fraction", "mean_staleness",
+                                    "trained_tokens_per_s", "off_policy_tokens"};
 #define N_SHOWN (sizeof shown / sizeof shown[0])
 
 /* {"<metric>": {"median", "p5", "p95"}, ...} of policy i. */
@@ -249,6 +253,8 @@ int cmd_compare(int argc, char **argv)
                 json_object_set_new(p, shown[k], json_real(val[i][k]));
             json_object_set_new(p, "speedup", json_real(val[0][0] / val[i][0]));
             json_object_set_new(p, "rollout_speedup", json_real(val[0][1] / val[i][1]));
+            json_object_set_new(p, "goodput_speedup",
+                                json_real(val[0][10] > 0 ? val[i][10] / val[0][10] : 0.0));
             if (nboot)
                 json_object_set_new(p, "bootstrap", boot_json(&boot, i));
             json_array_append_new(arr, p);
@@ -264,17 +270,18 @@ int cmd_compare(int argc, char **argv)
         printf("%-10s ", "policy");
         if (nt)
             printf("%-13s ", "strategy");
-        printf("%9s %9s %7s %7s %6s %6s %6s %7s %6s %6s %7s %6s", "step_s", "rollout_s", "speedup",
-               "ro_spd", "bubble", "train", "tail", "util", "accept", "q", "offpol", "stale");
+        printf("%9s %9s %7s %7s %6s %6s %6s %7s %6s %6s %7s %6s %7s %7s", "step_s", "rollout_s",
+               "speedup", "ro_spd", "bubble", "train", "tail", "util", "accept", "q", "offpol",
+               "stale", "offtok", "goodput");
         printf(nt ? " %9s\n" : "\n", "update_s");
         for (int i = 0; i < nrow; i++) {
             const double *x = val[i];
             printf("%-10s ", plist[i % np]->name);
             if (nt)
                 printf("%-13s ", row_train[i]);
-            printf("%9.2f %9.2f %7.3f %7.3f %6.3f %6.3f %6.3f %7.3f %6.2f %6.3f %7.3f %6.2f", x[0],
-                   x[1], val[0][0] / x[0], val[0][1] / x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8],
-                   x[9]);
+            printf("%9.2f %9.2f %7.3f %7.3f %6.3f %6.3f %6.3f %7.3f %6.2f %6.3f %7.3f %6.2f %7.3f %7.3f",
+                   x[0], x[1], val[0][0] / x[0], val[0][1] / x[1], x[2], x[3], x[4], x[5], x[6], x[7],
+                   x[8], x[9], x[11], val[0][10] > 0 ? x[10] / val[0][10] : 0.0);
             printf(nt ? " %9.2f\n" : "\n", upd[i]);
         }
         if (nboot)
