@@ -132,7 +132,7 @@ double paper_published_value(const char *key)
  * under DCP-inter (train.strategy), the four combinations of `tailsim compare
  * joint-qwen7b-64gpu --policies verl,tlt --train bucket,dcp-inter`. */
 static const paper_exp experiments[] = {
-    {"specdec", "TLT speculative-decoding microbenchmark (Qwen2.5-7B, TP 2, H100)", "qwen7b-64gpu",
+    {"specdec", "TLT speculative-decoding microbenchmark (Qwen2.5-7B, TP 4, H100)", "qwen7b-64gpu",
      paper_exp_specdec, NULL, NULL, {NULL}, {NULL}},
     {"tlt-7b", "TLT end to end, Qwen2.5-7B on 64 H100", "qwen7b-64gpu", paper_exp_compare,
      "verl,tlt-base,tlt", "verl,tlt", {NULL}, {"trace.prompts=64", NULL}},
