@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/len-sweep.sh SCENARIO [DIST ...]: how TLT's speedup depends on the
+# tools/len-sweep.sh SCENARIO.ini [DIST ...]: how TLT's speedup depends on the
 # response-length distribution.  For each generator distribution DIST (a
 # trace.dist value: mixture, lognormal:MEDIAN:SIGMA, fixed:LEN; default: the
 # sweep of README "TLT speedup and the length distribution") it replays one
@@ -8,6 +8,7 @@
 # replica of 256 responses is down to 32 running), verl's tail_fraction (share
 # of replica time at <= 32 running) and rollout share of the step, and the step
 # and rollout speedups of tlt-base and tlt over verl.
+# SCENARIO.ini is a path (its [trace] generator keys are read from it).
 # Needs jq; run from the repository root after make build/tailsim.
 set -e
 sc=$1; shift
