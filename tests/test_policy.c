@@ -312,5 +312,6 @@ Test(policy, heavier_tail_same_mean_larger_tlt_rollout_speedup, .timeout = 120)
     tlt_rollout_gain("lognormal:1452:0.8", &m_hi, &t_hi, &g_hi);
     cr_assert_lt(fabs(m_hi - m_lo) / m_lo, 0.03, "means %.0f and %.0f should agree", m_lo, m_hi);
     cr_assert_gt(t_hi, t_lo + 0.1, "tail_fraction %.3f (sigma 0.8) vs %.3f (0.3)", t_hi, t_lo);
-    cr_assert_gt(g_hi, 1.2 * g_lo, "tlt rollout speedup %.3f (sigma 0.8) vs %.3f (0.3)", g_hi, g_lo);
+    cr_assert_gt(g_hi, 1.2 * g_lo, "tlt rollout speedup %.3f (sigma 0.8) vs %.3f (0.3)", g_hi,
+                 g_lo);
 }
