@@ -317,6 +317,10 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
              (unsigned long long)s.seed, plist[0]->name,
              c->boot ? "; in parentheses the bootstrap 5-95% range over resampled prompts "
                        "(policies without one are not rerun by the bootstrap)" : "");
+    if (x->note) {
+        size_t n = strlen(t->note);
+        snprintf(t->note + n, sizeof t->note - n, " %s", x->note);
+    }
     const char *hdr[] = {"policy", "step_s", "rollout_s", "speedup", "rollout speedup", "bubble",
                          "train", "accept", "off-policy"};
     for (int k = 0; k < 9; k++)

@@ -43,6 +43,7 @@ typedef struct paper_exp {
                             * the first listed is the speedup reference) */
     const char *sets[PAPER_MAX_SETS];       /* scenario overrides, NULL-terminated */
     const char *quick_sets[PAPER_MAX_SETS]; /* added under --quick */
+    const char *note;      /* compare: appended to the result table's note (NULL: none) */
 } paper_exp;
 
 /* Runners: 0, or -1 with a message.  An absent input is not an error: the

@@ -4,7 +4,8 @@
  * for a seed, the spot trainer turns bubble into drafter-training time on
  * the timeline without changing the rollout, the drafter dynamics have the
  * documented fixed points, multi-step runs repeat their prefix, trace steps
- * are read from a file in order, and `tailsim compare` runs end to end.
+ * are read from a file in order, `tailsim compare` runs end to end, and a
+ * heavier-tailed trace of the same mean gives tlt a larger rollout speedup.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -267,4 +268,50 @@ Test(policy, compare_and_multistep_cli, .timeout = 120)
     free(a);
     free(b);
     free(c);
+}
+
+/* The length distribution decides TLT's gain (README "TLT speedup and the
+ * length distribution"): on the TLT 7B setup, two generated traces with the
+ * same mean (2000 tokens) and a lognormal sigma of 0.3 and 0.8.  The heavier
+ * tail keeps each replica longer at <= 32 running requests (verl's
+ * tail_fraction), and tlt's rollout speedup over verl is larger. */
+static void tlt_rollout_gain(const char *dist, double *mean, double *tail, double *gain)
+{
+    scenario s;
+    hw_desc h;
+    llm_desc m;
+    ts_err e = {{0}};
+    char set[64];
+    cr_assert_eq(scenario_load("qwen7b-64gpu", &s, &e), 0, "%s", e.msg);
+    snprintf(set, sizeof set, "trace.dist=%s", dist);
+    cr_assert_eq(scenario_set(&s, set, &e), 0, "%s", e.msg);
+    cr_assert_eq(hw_load(s.hw, &h, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load(s.model, &m, &e), 0, "%s", e.msg);
+    trace *tr[1];
+    cr_assert_eq(policy_load_steps(&s, NULL, 1, tr, &e), 0, "%s", e.msg);
+    trace_stats st;
+    cr_assert_eq(trace_stats_compute(tr[0], &st, &e), 0, "%s", e.msg);
+    *mean = st.mean;
+    multistep_result a, b;
+    cr_assert_eq(policy_run(&s, policy_find("verl"), &h, &m, tr, 1, 0, &a, NULL, &e), 0, "%s",
+                 e.msg);
+    cr_assert_eq(policy_run(&s, policy_find("tlt"), &h, &m, tr, 1, 0, &b, NULL, &e), 0, "%s",
+                 e.msg);
+    *tail = a.step[0].ro.tail_fraction;
+    *gain = a.step[0].ro.makespan_s / b.step[0].ro.makespan_s;
+    multistep_result_free(&a);
+    multistep_result_free(&b);
+    trace_free(tr[0]);
+}
+
+Test(policy, heavier_tail_same_mean_larger_tlt_rollout_speedup, .timeout = 120)
+{
+    /* medians 2000 / exp(sigma^2 / 2): the same mean before the 32k cap */
+    double m_lo, t_lo, g_lo, m_hi, t_hi, g_hi;
+    tlt_rollout_gain("lognormal:1912:0.3", &m_lo, &t_lo, &g_lo);
+    tlt_rollout_gain("lognormal:1452:0.8", &m_hi, &t_hi, &g_hi);
+    cr_assert_lt(fabs(m_hi - m_lo) / m_lo, 0.03, "means %.0f and %.0f should agree", m_lo, m_hi);
+    cr_assert_gt(t_hi, t_lo + 0.1, "tail_fraction %.3f (sigma 0.8) vs %.3f (0.3)", t_hi, t_lo);
+    cr_assert_gt(g_hi, 1.2 * g_lo, "tlt rollout speedup %.3f (sigma 0.8) vs %.3f (0.3)", g_hi,
+                 g_lo);
 }

@@ -204,8 +204,10 @@ Test(sim, scenario_errors_name_file_line_and_key)
 
 Test(sim, shipped_scenarios_load)
 {
-    const char *names[] = {"qwen7b-64gpu", "qwen32b-64gpu", "dapo-32b-polytrace", "bench-32b-128gpu"};
-    for (size_t i = 0; i < 4; i++) {
+    const char *names[] = {"qwen7b-64gpu",         "qwen32b-64gpu",
+                           "qwen7b-64gpu-qwenlens", "qwen32b-64gpu-qwenlens",
+                           "dapo-32b-polytrace",    "bench-32b-128gpu"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         scenario s;
         hw_desc h;
         llm_desc m;

@@ -3,9 +3,10 @@
  * $TAILSIM_SHARED/traces is absent), a table of bad inputs (every reader must
  * name file, line and field and leave *out untouched), CSV write/read round
  * trips, statistics on hand-made traces with known percentiles, the
- * generators' determinism and moments, and the `tailsim trace` command's exit
- * statuses.  Each test runs in its own process with a fresh temporary
- * directory (suite init/fini).
+ * generators' determinism and moments, the `tailsim trace` command's exit
+ * statuses, and the -qwenlens scenarios' lognormal against the DAPO trace.
+ * Each test runs in its own process with a fresh temporary directory (suite
+ * init/fini).
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -16,8 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <gsl/gsl_cdf.h>
+
 #include "common/util.h"
 #include "sim/cmd.h"
+#include "sim/scenario.h"
 #include "traces/gen.h"
 #include "traces/trace.h"
 
@@ -692,4 +696,41 @@ Test(traces, command_exit_statuses, .init = quiet)
     cr_assert_eq(run_cmd(no_step), 1);
     const char *bad_sub[] = {"trace", "frob", NULL};
     cr_assert_eq(run_cmd(bad_sub), 2);
+}
+
+/* The -qwenlens scenarios' lengths are the lognormal their comments derive:
+ * matched to the median and p99 of all PolyTrace DAPO steps (Qwen2.5-32B),
+ * sigma = ln(p99 / p50) / z_0.99, capped at 32768. */
+Test(traces, qwenlens_scenarios_match_the_dapo_fit)
+{
+    char path[1024];
+    trace *all = trace_new(), *one = NULL;
+    ts_err e = {{0}};
+    for (int s = 0; s < 6; s++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "polytrace-dapo-32b/step_%d.jsonl", s);
+        shared_path(path, sizeof path, rel);
+        cr_assert_eq(trace_load_jsonl(path, &one, &e), 0, "%s", e.msg);
+        cr_assert_eq(trace_append(all, one, &e), 0, "%s", e.msg);
+        trace_free(one);
+        one = NULL;
+    }
+    trace_stats st;
+    cr_assert_eq(trace_stats_compute(all, &st, &e), 0);
+    double sigma = log(st.p99 / st.p50) / gsl_cdf_ugaussian_Pinv(0.99);
+    const char *names[] = {"qwen7b-64gpu-qwenlens", "qwen32b-64gpu-qwenlens"};
+    for (int i = 0; i < 2; i++) {
+        scenario s;
+        cr_assert_eq(scenario_load(names[i], &s, &e), 0, "%s", e.msg);
+        gen_params g;
+        gen_params_default(&g);
+        cr_assert_eq(gen_parse_dist(s.dist, &g, &e), 0, "%s", e.msg);
+        cr_assert_eq(g.dist, GEN_LOGNORMAL, "%s: %s", names[i], s.dist);
+        cr_assert_lt(fabs(exp(g.ln_mu) - st.p50) / st.p50, 0.005,
+                     "%s: median %.1f vs the trace's %.1f", names[i], exp(g.ln_mu), st.p50);
+        cr_assert_lt(fabs(g.ln_sigma - sigma) / sigma, 0.005, "%s: sigma %.4f vs the fit %.4f",
+                     names[i], g.ln_sigma, sigma);
+        cr_assert_eq(s.cap, 32768);
+    }
+    trace_free(all);
 }
