@@ -43,7 +43,7 @@ extern char **environ;
 
 /* Creates dir and its missing parents.  Returns 0, or -1 naming the part
  * that could not be created. */
-static int mkdir_p(const char *dir, ts_err *e)
+int report_mkdir_p(const char *dir, ts_err *e)
 {
     char buf[PATH_CAP];
     struct stat st;
@@ -158,8 +158,8 @@ static void last_line(const char *path, char *buf, size_t cap)
 /* Runs `gnuplot -d -c script dat <png.tmp> title`, then renames the image
  * into place.  Returns 0, or -1 naming the script (gnuplot missing, failing,
  * killed, or writing no image). */
-static int run_gnuplot(const char *script, const char *dat, const char *png,
-                       const char *title, const char *dir, ts_err *e)
+int report_gnuplot(const char *script, const char *dat, const char *png, const char *title,
+                   const char *dir, ts_err *e)
 {
     int rc = -1, fa_ok = 0;
     char tmp[PATH_CAP + 32], log[PATH_CAP + 32], why[512];
@@ -336,7 +336,7 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
     int32_t *len = NULL;
     size_t n = r->n_resp;
     char gp[PATH_CAP], dat[PATH_CAP], png[PATH_CAP], md[PATH_CAP], title[512];
-    if (mkdir_p(dir, e))
+    if (report_mkdir_p(dir, e))
         goto cleanup;
     if (n && !(len = malloc(n * sizeof *len))) {
         ts_errf(e, "out of memory sorting %zu response lengths", n);
@@ -355,7 +355,7 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
         snprintf(title, sizeof title, "run %lld: %.*s %.*s, %d GPUs - GPU timeline by phase",
                  (long long)r->id, FIELD(r->command), FIELD(r->scenario), r->gpus);
         if (ts_find_data("reports", "gantt", ".gp", gp, sizeof gp, e) ||
-            run_gnuplot(gp, dat, png, title, dir, e))
+            report_gnuplot(gp, dat, png, title, dir, e))
             goto cleanup;
     } else {
         remove(png); /* no stale chart from an earlier report in this directory */
@@ -369,7 +369,7 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
         snprintf(title, sizeof title, "run %lld: %.*s %.*s - response lengths (%zu responses)",
                  (long long)r->id, FIELD(r->command), FIELD(r->scenario), n);
         if (ts_find_data("reports", "cdf", ".gp", gp, sizeof gp, e) ||
-            run_gnuplot(gp, dat, png, title, dir, e))
+            report_gnuplot(gp, dat, png, title, dir, e))
             goto cleanup;
     } else {
         remove(png);
