@@ -24,7 +24,6 @@ set output out
 set title ttl
 set xlabel "GPU-hours per 1,000 RL steps"
 set ylabel "RL step time (s)"
-set logscale xy
 set grid lc rgb "#dddddd"
 set border 3
 set xtics out nomirror
@@ -33,6 +32,10 @@ set key top right
 
 stats dat index 2 using 4 nooutput
 tgt = STATS_max
+stats dat index 0 using 1:2 nooutput
+yhi = (tgt > STATS_max_y) ? tgt : STATS_max_y
+set xrange [0 : STATS_max_x * 1.08]
+set yrange [0 : yhi * 1.12]
 
 plot dat index 0 using 1:2 with points pt 7 ps 0.9 lc rgb "#9aa7b8" title "configurations", \
      dat index 1 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#3b6fb6" title "Pareto front", \
