@@ -289,3 +289,20 @@ Test(sweep, plan_skips_what_cannot_run_and_draws_the_front, .timeout = 300)
     free(a);
     free(b);
 }
+
+/* The shipped grids load and every configuration passes the checks. */
+Test(sweep, shipped_grids_validate, .timeout = 120)
+{
+    const char *files[] = {"scenarios/grids/qwen7b-policy-tp.ini", "bench/grid-1000.ini"};
+    const size_t want[] = {8, 1000};
+    for (size_t f = 0; f < 2; f++) {
+        grid g;
+        ts_err e = {{0}};
+        cr_assert_eq(grid_load(files[f], &g, &e), 0, "%s", e.msg);
+        cr_assert_eq(grid_check_base(&g, &e), 0, "%s", e.msg);
+        cr_assert_eq(g.n_configs, want[f], "%s", files[f]);
+        for (size_t i = 0; i < g.n_configs; i++)
+            cr_assert_eq(sweep_config_check(&g, i, &e), 0, "%s", e.msg);
+        grid_free(&g);
+    }
+}
