@@ -71,8 +71,8 @@ static void collect_progress(void *ctx, size_t done, size_t total)
         for (size_t i = 0; i < 40; i++)
             bar[i] = i < fill ? '#' : '.';
         bar[40] = 0;
-        fprintf(stderr, "\r%s [%s] %zu/%zu configs  %.1f/s  %zu failed", c->prog, bar, done,
-                total, rate, c->failed);
+        fprintf(stderr, "\r%s [%s] %zu/%zu configs  %.1f/s  %zu %s", c->prog, bar, done,
+                total, rate, c->failed, strcmp(c->prog, "plan") ? "failed" : "cannot run");
         if (done == total)
             fputc('\n', stderr);
         fflush(stderr);
@@ -81,8 +81,8 @@ static void collect_progress(void *ctx, size_t done, size_t total)
     int decile = total ? (int)(done * 10 / total) : 10;
     if (decile > c->last_decile) { /* a log-friendly line every 10% */
         c->last_decile = decile;
-        fprintf(stderr, "%s: %zu/%zu configs (%d%%)  %.1f/s  %zu failed\n", c->prog, done,
-                total, decile * 10, rate, c->failed);
+        fprintf(stderr, "%s: %zu/%zu configs (%d%%)  %.1f/s  %zu %s\n", c->prog, done,
+                total, decile * 10, rate, c->failed, strcmp(c->prog, "plan") ? "failed" : "cannot run");
     }
 }
 
@@ -211,7 +211,7 @@ static int print_results(const grid *g, const sweep_collect *c, int json, ts_err
            g->steps, g->n_configs);
     printf("%6s", "config");
     for (int k = 0; k < 5; k++)
-        printf(" %12.12s", shown[k]);
+        printf(" %15.15s", shown[k]);
     printf("  params\n");
     for (size_t i = 0; i < g->n_configs; i++) {
         char sets[GRID_MAX_DIMS][GRID_SET_MAX];
@@ -220,9 +220,9 @@ static int print_results(const grid *g, const sweep_collect *c, int json, ts_err
         for (int k = 0; k < 5; k++) {
             double v = 0;
             if (c->rec[i] && run_get_metric(c->rec[i], shown[k], &v) == 0)
-                printf(" %12.4f", v);
+                printf(" %15.4f", v);
             else
-                printf(" %12s", "-");
+                printf(" %15s", "-");
         }
         printf(" ");
         for (size_t k = 0; k < n; k++)
