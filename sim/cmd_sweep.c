@@ -172,6 +172,9 @@ static const char *const shown_rlstep[] = {"step_s", "rollout_s", "bubble_fracti
                                            "rollout_utilization", "accept_len"};
 static const char *const shown_rollout[] = {"rollout_s", "bubble_fraction", "tail_fraction",
                                             "rollout_utilization", "accept_len"};
+/* their column headers */
+static const char *const head_rlstep[] = {"step_s", "rollout_s", "bubble", "util", "accept"};
+static const char *const head_rollout[] = {"rollout_s", "bubble", "tail", "util", "accept"};
 
 static int print_results(const grid *g, const sweep_collect *c, int json, ts_err *e)
 {
@@ -207,11 +210,12 @@ static int print_results(const grid *g, const sweep_collect *c, int json, ts_err
     }
     int full = !strcmp(g->command, "rlstep");
     const char *const *shown = full ? shown_rlstep : shown_rollout;
+    const char *const *head = full ? head_rlstep : head_rollout;
     printf("sweep  scenario %s  %s  steps %d  %zu configs\n\n", g->scenario, g->command,
            g->steps, g->n_configs);
     printf("%6s", "config");
     for (int k = 0; k < 5; k++)
-        printf(" %15.15s", shown[k]);
+        printf(" %10s", head[k]);
     printf("  params\n");
     for (size_t i = 0; i < g->n_configs; i++) {
         char sets[GRID_MAX_DIMS][GRID_SET_MAX];
@@ -220,9 +224,9 @@ static int print_results(const grid *g, const sweep_collect *c, int json, ts_err
         for (int k = 0; k < 5; k++) {
             double v = 0;
             if (c->rec[i] && run_get_metric(c->rec[i], shown[k], &v) == 0)
-                printf(" %15.4f", v);
+                printf(" %10.4f", v);
             else
-                printf(" %15s", "-");
+                printf(" %10s", "-");
         }
         printf(" ");
         for (size_t k = 0; k < n; k++)
