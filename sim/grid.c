@@ -157,6 +157,7 @@ typedef struct load_ctx {
     ts_err *e;
     FILE *f;
     int line, failed;
+    int cont; /* the current line starts with blanks: inih's continuation line */
 } load_ctx;
 
 static char *grid_reader(char *str, int num, void *stream)
@@ -169,6 +170,7 @@ static char *grid_reader(char *str, int num, void *stream)
         return NULL;
     c->line++;
     const char *p = r + strspn(r, " \t");
+    c->cont = p != r;
     if (*p == '[' && !strchr(p, ']')) {
         ts_errf(c->e, "%s:%d: section name not closed with ']'", c->g->path, c->line);
         c->failed = 1;
@@ -209,13 +211,49 @@ static int sweep_key(load_ctx *c, const char *key, const char *value)
     return ts_errf(e, "unknown key 'sweep.%s' (scenario, command, steps, policy)", key);
 }
 
+/* An indented line after a list continues it (inih passes it as the same
+ * key again): "seed = 1,2,3" then "  4,5,6" (no trailing comma: an empty
+ * item is an error wherever it is).  Re-adds the last dimension
+ * with the joined list, so every value is checked again and the count stays
+ * right.  Returns 0 or -1. */
+static int continue_list(load_ctx *c, const char *section, const char *key, const char *value)
+{
+    grid *g = c->g;
+    grid_dim *d = &g->dim[g->n_dims - 1];
+    size_t cap = d->n * SCN_STR + strlen(value) + 2, o = 0;
+    char *joined = malloc(cap);
+    if (!joined)
+        return ts_errf(c->e, "%s:%d: out of memory", g->path, c->line);
+    for (size_t i = 0; i < d->n; i++) {
+        if (strchr(d->vals[i], ',') || !d->vals[i][0]) {
+            free(joined);
+            return ts_errf(c->e, "%s:%d: key '%s.%s': a quoted value cannot be continued",
+                           g->path, c->line, section, key);
+        }
+        o += (size_t)snprintf(joined + o, cap - o, "%s,", d->vals[i]);
+    }
+    snprintf(joined + o, cap - o, "%s", value);
+    g->n_configs /= d->n;
+    free(d->vals);
+    memset(d, 0, sizeof *d);
+    g->n_dims--;
+    int rc = grid_add_dim(g, section, key, joined, c->line, NULL, c->e);
+    free(joined);
+    return rc;
+}
+
 static int grid_handler(void *user, const char *section, const char *key, const char *value)
 {
     load_ctx *c = user;
     if (c->failed)
         return 0;
     int rc;
-    if (!strcmp(section, "sweep") && !strcmp(key, "policy")) {
+    const char *sec = !strcmp(section, "sweep") && !strcmp(key, "policy") ? "policy" : section;
+    const char *k = sec != section ? "name" : key;
+    if (c->cont && c->g->n_dims && !strcmp(c->g->dim[c->g->n_dims - 1].section, sec) &&
+        !strcmp(c->g->dim[c->g->n_dims - 1].key, k)) {
+        rc = continue_list(c, sec, k, value);
+    } else if (!strcmp(section, "sweep") && !strcmp(key, "policy")) {
         rc = grid_add_dim(c->g, "policy", "name", value, c->line, NULL, c->e);
     } else if (!strcmp(section, "sweep")) {
         rc = sweep_key(c, key, value);
@@ -238,7 +276,7 @@ int grid_load(const char *path, grid *g, ts_err *e)
     if (!f)
         return ts_errf(e, "%s: cannot open grid file", path);
     g->from_file = 1;
-    load_ctx c = {g, e, f, 0, 0};
+    load_ctx c = {g, e, f, 0, 0, 0};
     int rc = ini_parse_stream(grid_reader, &c, grid_handler, &c);
     fclose(f);
     if (!c.failed && rc > 0)

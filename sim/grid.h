@@ -17,6 +17,8 @@
  *   [trace]
  *   prompts = 64,128
  *   dist = "lognormal:8:1"      ; a double-quoted value is one value, verbatim
+ *   seed = 1,2,3,4              ; a long list continues on indented lines
+ *       5,6,7,8                 ; (the same list; no trailing commas)
  *
  * Every key and every value goes through the scenario key table before
  * anything runs; errors name the grid file, line and key.

@@ -306,3 +306,23 @@ Test(sweep, shipped_grids_validate, .timeout = 120)
         grid_free(&g);
     }
 }
+
+/* A long list continues on indented lines; the count and the checks follow. */
+Test(sweep, list_continues_on_indented_lines)
+{
+    sh("mkdir -p " DIR);
+    write_text(DIR "/cont.ini", "[sweep]\nscenario = qwen7b-64gpu\npolicy = verl\n  tlt\n"
+                                "[trace]\nseed = 1,2,3\n    4,5\n  6\nprompts = 4,8\n");
+    grid g;
+    ts_err e = {{0}};
+    cr_assert_eq(grid_load(DIR "/cont.ini", &g, &e), 0, "%s", e.msg);
+    cr_assert_eq(g.n_dims, 3);
+    cr_assert_eq(g.dim[0].n, 2);
+    cr_assert_eq(g.dim[1].n, 6);
+    cr_assert_str_eq(g.dim[1].vals[5], "6");
+    cr_assert_eq(g.n_configs, 24);
+    grid_free(&g);
+    write_text(DIR "/cont_bad.ini", "[sweep]\nscenario = qwen7b-64gpu\n[trace]\nseed = 1,2\n  2\n");
+    cr_assert_eq(grid_load(DIR "/cont_bad.ini", &g, &e), -1);
+    cr_assert(strstr(e.msg, "cont_bad.ini:5") && strstr(e.msg, "listed twice"), "%s", e.msg);
+}
