@@ -234,6 +234,13 @@ Test(sweep, mpi_matches_local, .timeout = 300)
     cr_assert_eq(sql_int(DIR "/m/m.db", "SELECT count(*) FROM sweep_runs"), 8);
     free(a);
     free(m);
+    /* plan goes through the same runner */
+    a = run_capture("build/tailsim plan qwen7b-64gpu --gpus 16,24 --tp 2,16 --set trace.prompts=8"
+                    " --json 2>/dev/null");
+    m = run_capture("mpirun -np 2 --oversubscribe --allow-run-as-root build/tailsim-mpi plan"
+                    " qwen7b-64gpu --gpus 16,24 --tp 2,16 --set trace.prompts=8 --json 2>/dev/null");
+    cr_assert(strstr(a, "does not divide") && strstr(a, "\"pareto\": true"), "%s", a);
+    cr_assert_str_eq(a, m, "plan under MPI differs");
     free(da);
     free(dm);
 }
