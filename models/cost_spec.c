@@ -1,43 +1,65 @@
 /*
- * Speculative decoding costs built on cost_iter() and cost_gemm().
+ * Speculative decoding costs built on cost_iter() and cost_gemm(), following
+ * what SGLang's EAGLE worker (the engine TLT's fastrl ships) runs per
+ * speculative iteration (third-party/sglang/.../speculative/eagle_worker.py):
  *
- * Drafter (EAGLE): per step, the fc layer (2h -> h) over the step's tokens,
- * one decoder layer of the target's shape (cost_iter on a one-layer copy of
- * the description, whose LM head term is the shared head over the same
- * tokens).  Step 1 drafts one token per sequence, steps 2..depth the top-k
- * frontier of each.
+ * Draft (draft_forward): the first draft token's top-k candidates come from
+ * the previous draft extend, so a depth-d draft runs d - 1 drafter forwards,
+ * each over batch x top-k tokens: the fc layer (2h -> h), one decoder layer of
+ * the target's shape (cost_iter on a one-layer copy of the description, whose
+ * LM head term is the shared head over the same tokens, logits all-gathered
+ * across TP), then softmax and top-k over the full vocabulary for every row.
  *
- * Verify: the target's forward over batch x budget tokens, priced as chunks
- * of `budget` tokens at each sequence's context (tree attention reads the same
- * KV as a causal chunk), plus the LM head over every verified token rather
- * than one row per sequence.
+ * Verify: the target's forward over batch x V tokens (SGLang's
+ * speculative_num_draft_tokens V counts the tree's root, the last verified
+ * token, so the tree holds V - 1 draft tokens), priced as chunks of V tokens
+ * at each sequence's context (tree attention reads the same KV as a causal
+ * chunk), plus the LM head over every verified token rather than one row per
+ * sequence, and the target's probabilities over the vocabulary for every
+ * row (tree speculative sampling reads them).  At large batch b x V tokens
+ * make the target's GEMMs compute bound, and the per-row vocabulary work
+ * (LM head, logits all-gather, softmax) grows with b x V and b x top-k: this
+ * is where speculation stops paying, without any threshold typed in.
  *
- * Draft extend: after each verify, EAGLE feeds the accepted tokens back
- * through the drafter (one layer, fc, LM head for the last token of each
- * sequence) so that the next draft starts from the target's newest hidden
- * state.  Drafter training (TLT's spot trainer) is a training step of the
- * one-layer model plus the fc.
+ * Draft extend (forward_draft_extend_after_decode): the drafter runs over
+ * depth + 1 tokens per sequence (the accepted tokens, padded to a fixed
+ * shape for the CUDA graph), LM head and top-k for each sequence's last
+ * token, so that the next draft starts from the target's newest hidden
+ * state.
+ *
+ * Sampling (cost_sample): logits are cast to fp32 (read 2 B, write 4 B),
+ * softmaxed (read 4 B, write 4 B) and read once more by top-k or the sampler
+ * (4 B): 18 bytes of HBM traffic per vocabulary entry per row, replicated on
+ * every TP rank after the logits all-gather.  A plain decode step pays it
+ * for one row per sequence.
+ *
+ * Drafter training (TLT's spot trainer) is a training step of the one-layer
+ * model plus the fc.
  */
 #include "models/cost_spec.h"
 
 #include "models/comm.h"
 
+double cost_sample(const hw_desc *hw, const llm_desc *m, double rows)
+{
+    if (rows <= 0 || m->vocab <= 0)
+        return 0.0;
+    return cost_stream(hw, rows * (double)m->vocab * COST_SAMPLE_BYTES);
+}
+
 double cost_draft(const hw_desc *hw, const llm_desc *m, int tp, int batch, int depth,
                   int topk, double ctx_sum)
 {
-    if (batch <= 0 || depth <= 0)
+    if (batch <= 0 || depth <= 1)
         return 0.0;
     llm_desc one = *m;
     one.layers = 1;
-    double t = 0.0;
-    for (int s = 1; s <= depth; s++) {
-        int width = s == 1 ? 1 : topk;
-        double tokens = (double)batch * width;
-        t += cost_gemm(hw, tokens, (double)m->hidden / tp, 2.0 * m->hidden);
-        t += cost_iter(hw, &one, tp, &(cost_batch){.n_decode = (int)tokens,
-                                                   .decode_ctx_sum = width * ctx_sum});
-    }
-    return t;
+    double tokens = (double)batch * topk;
+    double t = cost_gemm(hw, tokens, (double)m->hidden / tp, 2.0 * m->hidden);
+    t += cost_iter(hw, &one, tp, &(cost_batch){.n_decode = (int)tokens,
+                                               .decode_ctx_sum = topk * ctx_sum});
+    t += cost_sample(hw, m, tokens);
+    return (depth - 1) * t;
 }
 
 double cost_verify(const hw_desc *hw, const llm_desc *m, int tp, int batch, int budget,
@@ -57,23 +79,23 @@ double cost_verify(const hw_desc *hw, const llm_desc *m, int tp, int batch, int 
         if (tp > 1)
             t += comm_allgather(hw, (double)batch * (budget - 1) * m->vocab * 2.0, tp);
     }
-    return t;
+    return t + cost_sample(hw, m, (double)batch * budget);
 }
 
-double cost_draft_extend(const hw_desc *hw, const llm_desc *m, int tp, int batch, double tokens,
+double cost_draft_extend(const hw_desc *hw, const llm_desc *m, int tp, int batch, int depth,
                          double ctx_sum)
 {
-    if (batch <= 0 || tokens <= 0)
+    if (batch <= 0 || depth <= 0)
         return 0.0;
     llm_desc one = *m;
     one.layers = 1;
-    double per = tokens / batch;
+    double per = depth + 1.0, tokens = batch * per;
     double t = cost_gemm(hw, tokens, (double)m->hidden / tp, 2.0 * m->hidden);
     t += cost_iter(hw, &one, tp, &(cost_batch){.n_prefill_seqs = batch,
-                                               .prefill_tokens = (int)(tokens + 0.5),
+                                               .prefill_tokens = (int)tokens,
                                                .prefill_attn = per * ctx_sum + tokens * (per + 1) / 2,
                                                .prefill_kv_sum = ctx_sum + tokens});
-    return t;
+    return t + cost_sample(hw, m, batch);
 }
 
 double cost_draft_train_step(const hw_desc *hw, const llm_desc *m, int seqs, int window)

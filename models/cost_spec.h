@@ -8,25 +8,36 @@
 
 #include "models/cost.h"
 
-/* `depth` drafter steps for `batch` sequences whose contexts sum to ctx_sum:
- * the first step runs one token per sequence, each later one top-k tokens per
- * sequence (the expanded frontier), every token attending to its sequence's
- * context. */
+/* HBM bytes per vocabulary entry per logits row for casting, softmax and
+ * top-k or sampling (see cost_spec.c). */
+#define COST_SAMPLE_BYTES 18.0
+
+/* Softmax and top-k / sampling over the full vocabulary for `rows` logits
+ * rows, s (0 for a model without vocabulary).  Cannot fail. */
+double cost_sample(const hw_desc *hw, const llm_desc *m, double rows);
+
+/* The drafter forwards of a depth-`depth` draft for `batch` sequences whose
+ * contexts sum to ctx_sum: depth - 1 forwards of top-k tokens per sequence
+ * (the first draft token's candidates come from the previous draft extend),
+ * every token attending to its sequence's context, each followed by softmax
+ * and top-k over the vocabulary.  0 for depth <= 1. */
 double cost_draft(const hw_desc *hw, const llm_desc *m, int tp, int batch, int depth,
                   int topk, double ctx_sum);
 
 /* The target verifying `budget` draft tokens for each of `batch` sequences,
  * plus `extra` (prefill chunks sharing the forward pass; may be NULL): one
- * forward pass with a logits row per verified token.  ctx_sum is the sum of
+ * forward pass with a logits row per verified token, and the target's
+ * probabilities for every row.  ctx_sum is the sum of
  * the sequences' contexts before the draft. */
 double cost_verify(const hw_desc *hw, const llm_desc *m, int tp, int batch, int budget,
                    double ctx_sum, const cost_batch *extra);
 
 /* EAGLE's draft extend after a verify: the drafter (fc + one layer + the
- * shared LM head for each sequence's last token) runs over the tokens just
- * accepted, `tokens` in all over `batch` sequences, to produce the hidden
- * states the next draft starts from (SGLang's forward_draft_extend_after_decode). */
-double cost_draft_extend(const hw_desc *hw, const llm_desc *m, int tp, int batch, double tokens,
+ * shared LM head and top-k for each sequence's last token) runs over depth + 1
+ * tokens per sequence (the accepted ones, padded to the CUDA graph's fixed
+ * shape) to produce the hidden states the next draft starts from (SGLang's
+ * forward_draft_extend_after_decode). */
+double cost_draft_extend(const hw_desc *hw, const llm_desc *m, int tp, int batch, int depth,
                          double ctx_sum);
 
 /* One drafter training step on one GPU: forward + backward of the fc layer and

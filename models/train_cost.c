@@ -9,6 +9,12 @@
  * output (4 all-to-alls of r x width bf16 per GPU) so that each GPU attends
  * over whole sequences with heads / P heads; ring attention keeps all heads
  * and passes K/V blocks around the group, overlapped with the attention.
+ * STDiT may instead use VideoSys' frame split (tc_model.frame_split): a
+ * video is sharded by latent frame, so spatial blocks attend locally and
+ * each temporal attention is wrapped in two all-to-alls of the r x hidden
+ * activation (to a spatial shard and back, as VideoSys' dynamic_switch
+ * does); images, a single frame, fall back to Ulysses in the spatial blocks.
+ * Padding the frames to a multiple of P is not modelled.
  * The backward of a GEMM (m x k)(k x n) is its two GEMMs dX (m x n)(n x k)
  * and dW (k x m)(m x n); attention's backward is 2.5x its forward (flash
  * attention's five matmuls against two); elementwise kernels move twice
@@ -50,6 +56,7 @@ int tc_model_init(tc_model *tm, const llm_desc *m, int cross_tokens, double act_
         return ts_errf(e, "cross_tokens %d is negative", cross_tokens);
     tm->act_factor = act_factor;
     tm->a2a_eff = 1.0;
+    tm->frame_split = 0;
     if (tm->arch == TC_STDIT) {
         if (m->layers % 2)
             return ts_errf(e, "model %s: a video transformer (no vocabulary) needs an even layer "
@@ -74,6 +81,7 @@ void tc_work_add(tc_work *w, int32_t t, int32_t s, double count)
     w->n += count;
     w->tokens += count * T * S;
     if (t <= 1) {
+        w->img_tokens += count * S;
         w->sq_a += count * S * S;
     } else {
         w->sq_a += count * T * S * S;
@@ -195,18 +203,31 @@ static void layer(acc *a, const tc_model *tm, int P, int ring, const tc_work *w,
         op_stream(a, 2.0 * 2.0 * r * (q + kv));     /* RoPE on q, k */
     if (stdit)
         op_stream(a, 2.0 * 2.0 * r * (q + kv));     /* q/k RMSNorm */
-    int uly = P > 1 && !ring;
-    if (uly) {
-        op_a2a(a, 2.0 * r * q, P, tm->a2a_eff);
-        op_a2a(a, 2.0 * r * kv, P, tm->a2a_eff);
-        op_a2a(a, 2.0 * r * kv, P, tm->a2a_eff);
+    /* Ulysses exchanges q, k, v and the output of `ur` rows per GPU: every
+     * row, or under frame split the images' rows in the spatial blocks; frame
+     * split moves the videos' activation (`fr` rows) into and out of each
+     * temporal attention */
+    int fsplit = P > 1 && !ring && stdit && tm->frame_split;
+    double ur = P > 1 && !ring ? r : 0.0, fr = 0.0;
+    if (fsplit) {
+        ur = type == 0 ? w->img_tokens / P : 0.0;
+        fr = type == 1 ? (w->tokens - w->img_tokens) / P : 0.0;
     }
+    if (ur > 0) {
+        op_a2a(a, 2.0 * ur * q, P, tm->a2a_eff);
+        op_a2a(a, 2.0 * ur * kv, P, tm->a2a_eff);
+        op_a2a(a, 2.0 * ur * kv, P, tm->a2a_eff);
+    }
+    if (fr > 0)
+        op_a2a(a, 2.0 * fr * h, P, tm->a2a_eff);
     double sq = type == 0 ? w->sq_a : w->sq_b;
     double pairs = (stdit ? sq : 0.5 * sq) + ATTN_TILE_PAD * w->tokens;
     op_attn(a, 4.0 * hd * H * pairs / P, 2.0 * (2.0 * r * q + 2.0 * r * kv),
             ring ? P : 1, P <= gpn, 2.0 * 2.0 * r * kv);
-    if (uly)
-        op_a2a(a, 2.0 * r * q, P, tm->a2a_eff);
+    if (ur > 0)
+        op_a2a(a, 2.0 * ur * q, P, tm->a2a_eff);
+    if (fr > 0)
+        op_a2a(a, 2.0 * fr * h, P, tm->a2a_eff);
     op_gemm(a, r, h, q);                            /* output projection */
     op_stream(a, 3.0 * act);                        /* residual (gated for STDiT) */
     if (stdit && type == 1)

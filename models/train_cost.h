@@ -34,6 +34,10 @@ typedef struct tc_model {
     double params;        /* trainable parameters (STDiT: with cross-attention) */
     double a2a_eff;       /* fraction of the collective bandwidth (hw ar_eff) that the SP
                            * all-to-alls reach; 1 after tc_model_init() */
+    int frame_split;      /* STDiT, Ulysses mode: 1 = VideoSys' frame-split SP instead (videos
+                           * sharded by latent frame, one all-to-all of the activation into and
+                           * out of each temporal attention; images, one frame, run Ulysses in
+                           * the spatial blocks); 0 after tc_model_init() */
 } tc_model;
 
 /* Fills *tm.  STDiT needs an even layer count.  Returns 0, or -1 with a
@@ -47,6 +51,7 @@ typedef struct tc_work {
     double tokens;  /* sum of t*s, tokens */
     double sq_a;    /* decoder: sum of s^2; STDiT spatial: sum of t*s^2, token^2 */
     double sq_b;    /* STDiT temporal: sum of s*t^2, token^2 (0 for a decoder) */
+    double img_tokens; /* of tokens: one-frame sequences (t <= 1: images, 1D sequences) */
 } tc_work;
 
 /* Adds `count` sequences of t latent frames x s tokens (1D: t = 1). */

@@ -6,7 +6,10 @@
  * of step and rollout over the first policy listed, accepted length, drafter
  * quality, off-policy fraction and staleness (a policy's speed is never shown
  * without what it does to the samples that train).  Every value is the mean
- * over the steps.  Output is deterministic for a seed.
+ * over the steps.  Output is deterministic for a seed.  --train LIST runs
+ * every policy under each train.strategy (sim/rlstep_train.h) too, so TLT in
+ * the rollout and DCP in the update show up as policy x strategy rows with a
+ * `train` column; speedups stay over the first row.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -21,15 +24,18 @@
 #include "sim/cmd_run.h"
 
 #define MAX_POL 16
+#define MAX_TRAIN 8
 
 static void usage(FILE *f)
 {
     size_t n;
     const policy *const *all = policy_all(&n);
     fprintf(f, "usage: tailsim compare SCENARIO [--policies P1,P2,...] [--steps N] [--seed S]\n"
-               "                       [--trace FILE] [--set SEC.KEY=VAL] [--json]\n\n"
+               "                       [--trace FILE] [--set SEC.KEY=VAL] [--train S1,S2,...] [--json]\n\n"
                "Runs the same RL steps under each policy and compares them; speedups are over\n"
-               "the first policy listed (default: all policies, verl first).  Policies:\n");
+               "the first policy listed (default: all policies, verl first).  --train runs each\n"
+               "policy under each train.strategy (none, bucket, packed, dcp-intra, dcp-inter,\n"
+               "dcp-inter+pac).  Policies:\n");
     for (size_t i = 0; i < n; i++)
         fprintf(f, "  %-10s %s  [%s]\n", all[i]->name, all[i]->summary, all[i]->source);
 }
@@ -45,8 +51,9 @@ int cmd_compare(int argc, char **argv)
         {"policies", required_argument, 0, 'P'}, {"steps", required_argument, 0, 'n'},
         {"seed", required_argument, 0, 's'},     {"trace", required_argument, 0, 't'},
         {"set", required_argument, 0, 'S'},      {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
-    const char *pols = NULL, *trace_file = NULL, *sets[64];
+        {"train", required_argument, 0, 'T'},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *pols = NULL, *trains = NULL, *trace_file = NULL, *sets[64];
     int n_sets = 0, steps = 1, json = 0, have_seed = 0;
     uint64_t seed = 0;
     int64_t v;
@@ -55,6 +62,7 @@ int cmd_compare(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
         case 'P': pols = optarg; break;
+        case 'T': trains = optarg; break;
         case 't': trace_file = optarg; break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
@@ -106,6 +114,17 @@ int cmd_compare(int argc, char **argv)
             np++;
         }
     }
+    /* the train strategies: the scenario's unless --train lists them */
+    char tbuf[256], *tlist[MAX_TRAIN];
+    int nt = 0;
+    snprintf(tbuf, sizeof tbuf, "%s", trains ? trains : "");
+    for (char *tok = strtok(tbuf, ","); tok; tok = strtok(NULL, ",")) {
+        if (nt == MAX_TRAIN) {
+            fprintf(stderr, "tailsim compare: --train: at most %d strategies\n", MAX_TRAIN);
+            return 2;
+        }
+        tlist[nt++] = tok;
+    }
     gsl_set_error_handler_off();
     ts_err e = {{0}};
     scenario s;
@@ -113,7 +132,9 @@ int cmd_compare(int argc, char **argv)
     llm_desc m;
     int rc = 1;
     trace **tr = calloc((size_t)steps, sizeof *tr);
-    double (*val)[N_SHOWN] = calloc((size_t)np, sizeof *val);
+    int ntr = nt ? nt : 1, nrow = np * ntr;
+    double (*val)[N_SHOWN] = calloc((size_t)nrow, sizeof *val);
+    double upd[MAX_POL * MAX_TRAIN]; /* update_s per row, shown with --train */
     json_t *out = json_object(), *arr = json_array();
     if (!tr || !val || !out || !arr) {
         ts_errf(&e, "out of memory");
@@ -122,7 +143,14 @@ int cmd_compare(int argc, char **argv)
     if (run_setup(argv[optind], sets, n_sets, have_seed, seed, &s, &hw, &m, &e) ||
         policy_load_steps(&s, trace_file, steps, tr, &e))
         goto fail;
-    for (int i = 0; i < np; i++) {
+    char row_train[MAX_POL * MAX_TRAIN][32];
+    for (int row = 0; row < nrow; row++) {
+        int i = row % np;
+        char set[64];
+        snprintf(set, sizeof set, "train.strategy=%s", nt ? tlist[row / np] : s.train_strategy);
+        if (scenario_set(&s, set, &e))
+            goto fail;
+        snprintf(row_train[row], sizeof row_train[row], "%s", s.train_strategy);
         multistep_result r;
         run_record *rec = run_record_new();
         if (!rec) {
@@ -130,13 +158,15 @@ int cmd_compare(int argc, char **argv)
             goto fail;
         }
         if (policy_run(&s, plist[i], &hw, &m, tr, steps, 1, &r, NULL, &e)) {
-            ts_err_prefix(&e, "policy %s: ", plist[i]->name);
+            ts_err_prefix(&e, "policy %s, train %s: ", plist[i]->name, s.train_strategy);
             run_record_free(rec);
             goto fail;
         }
         int bad = run_multistep_metrics(rec, &r, tr, 1, NULL);
         for (size_t k = 0; k < N_SHOWN && !bad; k++)
-            bad = run_get_metric(rec, shown[k], &val[i][k]);
+            bad = run_get_metric(rec, shown[k], &val[row][k]);
+        if (!bad)
+            bad = run_get_metric(rec, "update_s", &upd[row]);
         run_record_free(rec);
         multistep_result_free(&r);
         if (bad) {
@@ -151,10 +181,14 @@ int cmd_compare(int argc, char **argv)
         json_object_set_new(out, "hw", json_string(hw.name));
         json_object_set_new(out, "seed", json_integer((json_int_t)s.seed));
         json_object_set_new(out, "steps", json_integer(steps));
-        for (int i = 0; i < np; i++) {
+        for (int i = 0; i < nrow; i++) {
             json_t *p = json_object();
-            json_object_set_new(p, "policy", json_string(plist[i]->name));
-            json_object_set_new(p, "source", json_string(plist[i]->source));
+            json_object_set_new(p, "policy", json_string(plist[i % np]->name));
+            if (nt) {
+                json_object_set_new(p, "train", json_string(row_train[i]));
+                json_object_set_new(p, "update_s", json_real(upd[i]));
+            }
+            json_object_set_new(p, "source", json_string(plist[i % np]->source));
             for (size_t k = 0; k < N_SHOWN; k++)
                 json_object_set_new(p, shown[k], json_real(val[i][k]));
             json_object_set_new(p, "speedup", json_real(val[0][0] / val[i][0]));
@@ -167,14 +201,21 @@ int cmd_compare(int argc, char **argv)
     } else {
         printf("compare  scenario %s  model %s  hw %s  seed %llu  steps %d (means over steps)\n\n",
                s.name, m.name, hw.name, (unsigned long long)s.seed, steps);
-        printf("%-10s %9s %9s %7s %7s %6s %6s %6s %7s %6s %6s %7s %6s\n", "policy", "step_s",
-               "rollout_s", "speedup", "ro_spd", "bubble", "train", "tail", "util", "accept",
-               "q", "offpol", "stale");
-        for (int i = 0; i < np; i++) {
+        printf("%-10s ", "policy");
+        if (nt)
+            printf("%-13s ", "strategy");
+        printf("%9s %9s %7s %7s %6s %6s %6s %7s %6s %6s %7s %6s", "step_s", "rollout_s", "speedup",
+               "ro_spd", "bubble", "train", "tail", "util", "accept", "q", "offpol", "stale");
+        printf(nt ? " %9s\n" : "\n", "update_s");
+        for (int i = 0; i < nrow; i++) {
             const double *x = val[i];
-            printf("%-10s %9.2f %9.2f %7.3f %7.3f %6.3f %6.3f %6.3f %7.3f %6.2f %6.3f %7.3f %6.2f\n",
-                   plist[i]->name, x[0], x[1], val[0][0] / x[0], val[0][1] / x[1], x[2], x[3], x[4],
-                   x[5], x[6], x[7], x[8], x[9]);
+            printf("%-10s ", plist[i % np]->name);
+            if (nt)
+                printf("%-13s ", row_train[i]);
+            printf("%9.2f %9.2f %7.3f %7.3f %6.3f %6.3f %6.3f %7.3f %6.2f %6.3f %7.3f %6.2f", x[0],
+                   x[1], val[0][0] / x[0], val[0][1] / x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8],
+                   x[9]);
+            printf(nt ? " %9.2f\n" : "\n", upd[i]);
         }
     }
     rc = 0;

@@ -176,11 +176,16 @@ static int print_plan(const grid *g, const plan_point *pt, size_t np, char **why
     return 0;
 }
 
-/* The reason text of a failure, without the "plan: config N (...): " prefix. */
+/* The reason text of a failure, without the "plan: config N (...): " prefix
+ * and the scenario file's path (the same for every configuration). */
 static const char *reason_of(const char *msg)
 {
     const char *p = strstr(msg, "): ");
-    return p ? p + 3 : msg;
+    p = p ? p + 3 : msg;
+    const char *ini = strstr(p, ".ini: ");
+    if (ini && !memchr(p, ' ', (size_t)(ini - p)))
+        p = ini + 6;
+    return p;
 }
 
 int cmd_plan(int argc, char **argv)

@@ -165,6 +165,10 @@ static int step_metrics(run_record *rec, const rlstep_result *res, const trace *
     add(rec, "rollout_utilization", ro->utilization, &oom);
     if (full)
         add(rec, "train_imbalance", res->train_imbalance, &oom);
+    if (full && res->train_dcp) {
+        add(rec, "update_plan_steps", res->update_plan_steps, &oom);
+        add(rec, "update_bound_s", res->update_bound_s, &oom);
+    }
     add(rec, "kv_tokens_per_replica", res->kv_tokens, &oom);
     add(rec, "full_batch", ro->full_batch, &oom);
     add(rec, "decode_tokens", (double)ro->decode_tokens, &oom);

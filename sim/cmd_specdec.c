@@ -6,7 +6,11 @@
  * expected accepted length of the scenario's drafter (averaged over the Beta
  * spread of sequence qualities), and prints tokens/s of both and the speedup.
  * Where the speedup falls below 1 is the crossover that justifies switching
- * speculation on only in the tail.
+ * speculation on only in the tail.  A row whose batch x (context + V) tokens
+ * exceed one replica's KV cache (the scenario's memory model) is marked: no
+ * engine runs that batch at that context.  With spec.ngram set, the n-gram
+ * drafter's expected tokens per verify and speedup (mean repetitiveness,
+ * averaged over its Beta spread) are printed too.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -18,6 +22,7 @@
 
 #include "common/util.h"
 #include "models/cost_spec.h"
+#include "models/memory.h"
 #include "sim/cmd.h"
 #include "sim/scenario.h"
 #include "sim/specdec.h"
@@ -43,6 +48,20 @@ static int parse_list(const char *s, int *out, int max)
         out[n++] = (int)v;
     }
     return n;
+}
+
+/* E[tokens per n-gram verify] at budget V averaged over repetitiveness draws. */
+static double mean_ngram(const spec_params *p, int V, uint64_t seed)
+{
+    gsl_rng *r = ts_rng_new(seed, 2000); /* the same draws for every V */
+    if (!r)
+        return 0;
+    double s = 0;
+    const int n = 2000;
+    for (int k = 0; k < n; k++)
+        s += ngram_expected(p, ngram_draw_rep(p, r), V);
+    gsl_rng_free(r);
+    return s / n;
 }
 
 /* E[accepted] at budget V averaged over sequence qualities (fixed draws). */
@@ -115,20 +134,30 @@ int cmd_specdec(int argc, char **argv)
     if (scenario_validate(&s, &e) || hw_load(s.hw, &hw, &e) || llm_load(s.model, &m, &e) ||
         spec_params_check(&s.sp, &e))
         goto fail;
+    double kv_cap = mem_kv_capacity(&hw, &m, s.tp, s.mem_util, s.reserve_gb * 1e9);
+    int ng = s.sp.ngram;
     json_t *rows = json_array();
-    if (!json)
+    if (!json) {
         printf("specdec  scenario %s  model %s  hw %s  TP %d  depth %d  top-k %d  quality %.2f\n"
-               "calibration: %s\n\n%6s %7s %4s %7s %12s %12s %8s\n",
+               "calibration: %s\nKV cache per replica: %.0f tokens (fits: batch x (ctx + V) within it)\n\n"
+               "%6s %7s %4s %7s %12s %12s %8s %5s",
                s.name, m.name, hw.name, s.tp, s.sp.depth, s.sp.topk, s.sp.quality, hw.calibration,
-               "batch", "ctx", "V", "accept", "plain tok/s", "spec tok/s", "speedup");
+               kv_cap, "batch", "ctx", "V", "accept", "plain tok/s", "spec tok/s", "speedup", "fits");
+        if (ng)
+            printf(" %8s %8s", "ng_acc", "ng_spd");
+        printf("\n");
+    }
     for (int ci = 0; ci < nc; ci++)
         for (int bi = 0; bi < nb; bi++) {
             int b = batches[bi], V = spec_budget_for_batch(b);
             double ctx_sum = (double)b * ctxs[ci];
             double acc = mean_accept(&s.sp, V, s.seed);
-            double t_plain = cost_decode_iter(&hw, &m, s.tp, b, ctx_sum);
-            double t_spec = spec_iter_cost(&s.sp, &hw, &m, s.tp, b, V, ctx_sum, b * acc, NULL);
+            double t_plain = cost_decode_iter(&hw, &m, s.tp, b, ctx_sum) + cost_sample(&hw, &m, b);
+            double t_spec = spec_iter_cost(&s.sp, &hw, &m, s.tp, b, V, ctx_sum, NULL);
             double plain = b / t_plain, spec = b * acc / t_spec;
+            int fits = (double)b * (ctxs[ci] + V) <= kv_cap;
+            double ng_acc = ng ? mean_ngram(&s.sp, V, s.seed) : 0;
+            double ng_spd = ng ? b * ng_acc / ngram_iter_cost(&s.sp, &hw, &m, s.tp, b, V, ctx_sum, NULL) / plain : 0;
             if (json) {
                 json_t *o = json_object();
                 json_object_set_new(o, "batch", json_integer(b));
@@ -138,9 +167,18 @@ int cmd_specdec(int argc, char **argv)
                 json_object_set_new(o, "plain_tokens_per_s", json_real(plain));
                 json_object_set_new(o, "spec_tokens_per_s", json_real(spec));
                 json_object_set_new(o, "speedup", json_real(spec / plain));
+                json_object_set_new(o, "fits_kv", json_boolean(fits));
+                if (ng) {
+                    json_object_set_new(o, "ngram_accept_len", json_real(ng_acc));
+                    json_object_set_new(o, "ngram_speedup", json_real(ng_spd));
+                }
                 json_array_append_new(rows, o);
             } else {
-                printf("%6d %7d %4d %7.2f %12.0f %12.0f %8.2f\n", b, ctxs[ci], V, acc, plain, spec, spec / plain);
+                printf("%6d %7d %4d %7.2f %12.0f %12.0f %8.2f %5s", b, ctxs[ci], V, acc, plain, spec,
+                       spec / plain, fits ? "yes" : "no");
+                if (ng)
+                    printf(" %8.2f %8.2f", ng_acc, ng_spd);
+                printf("\n");
             }
         }
     if (json) {
@@ -149,6 +187,7 @@ int cmd_specdec(int argc, char **argv)
         json_object_set_new(o, "model", json_string(m.name));
         json_object_set_new(o, "hw", json_string(hw.name));
         json_object_set_new(o, "calibration", json_string(hw.calibration));
+        json_object_set_new(o, "kv_tokens_per_replica", json_real(kv_cap));
         json_object_set_new(o, "rows", rows);
         int jr = cmd_print_json(o, 8, &e);
         json_decref(o);

@@ -40,6 +40,34 @@ static void trace_path(const scenario *s, const char *f, char *buf, size_t n)
     }
 }
 
+int dcp_setup_cfg(const scenario *s, dcp_cfg *cfg, ts_err *e)
+{
+    const scn_dcp *x = &s->dcp;
+    dcp_cfg_default(cfg);
+    cfg->gpus = s->gpus;
+    if (dcp_parse_sp_sizes(x->sp_sizes, cfg->sp, &cfg->n_sp, e))
+        return ts_err_prefix(e, "%s: key 'dcp.sp_sizes': ", s->path);
+    if (x->bucket_sp) {
+        int ok = 0;
+        for (int j = 0; j < cfg->n_sp; j++)
+            ok |= cfg->sp[j] == x->bucket_sp;
+        if (!ok)
+            return ts_errf(e, "%s: key 'dcp.bucket_sp': %d is not in dcp.sp_sizes (%s)", s->path,
+                           x->bucket_sp, x->sp_sizes);
+    }
+    cfg->bucket_sp = x->bucket_sp;
+    cfg->mem_cap = x->mem_cap;
+    cfg->reserve_bytes = x->reserve_gb * 1e9;
+    cfg->zero_stage = x->zero_stage;
+    cfg->ring = x->ring;
+    cfg->max_gas = x->max_gas;
+    cfg->overshoot = x->overshoot;
+    cfg->tie_tol = x->tie_tol;
+    cfg->pack_tokens = x->pack_tokens;
+    cfg->seed = x->seed;
+    return 0;
+}
+
 int dcp_setup_load(const scenario *s, const char *trace_file, dcp_setup *d, ts_err *e)
 {
     memset(d, 0, sizeof *d);
@@ -51,28 +79,9 @@ int dcp_setup_load(const scenario *s, const char *trace_file, dcp_setup *d, ts_e
     if (tc_model_init(&d->tm, &d->m, x->cross_tokens, x->act_factor, e))
         return ts_err_prefix(e, "%s: [dcp]: ", s->path);
     d->tm.a2a_eff = x->a2a_eff;
-    dcp_cfg_default(&d->cfg);
-    d->cfg.gpus = s->gpus;
-    if (dcp_parse_sp_sizes(x->sp_sizes, d->cfg.sp, &d->cfg.n_sp, e))
-        return ts_err_prefix(e, "%s: key 'dcp.sp_sizes': ", s->path);
-    if (x->bucket_sp) {
-        int ok = 0;
-        for (int j = 0; j < d->cfg.n_sp; j++)
-            ok |= d->cfg.sp[j] == x->bucket_sp;
-        if (!ok)
-            return ts_errf(e, "%s: key 'dcp.bucket_sp': %d is not in dcp.sp_sizes (%s)", s->path,
-                           x->bucket_sp, x->sp_sizes);
-    }
-    d->cfg.bucket_sp = x->bucket_sp;
-    d->cfg.mem_cap = x->mem_cap;
-    d->cfg.reserve_bytes = x->reserve_gb * 1e9;
-    d->cfg.zero_stage = x->zero_stage;
-    d->cfg.ring = x->ring;
-    d->cfg.max_gas = x->max_gas;
-    d->cfg.overshoot = x->overshoot;
-    d->cfg.tie_tol = x->tie_tol;
-    d->cfg.pack_tokens = x->pack_tokens;
-    d->cfg.seed = x->seed;
+    d->tm.frame_split = x->frame_split;
+    if (dcp_setup_cfg(s, &d->cfg, e))
+        return -1;
     if (dcp_parse_strategies(x->strategies, d->strat, DCP_MAX_STRATEGIES, &d->n_strat, e))
         return ts_err_prefix(e, "%s: key 'dcp.strategies': ", s->path);
 

@@ -29,6 +29,12 @@ typedef struct dcp_setup {
  * nothing is left to free. */
 int dcp_setup_load(const scenario *s, const char *trace_file, dcp_setup *d, ts_err *e);
 
+/* The planner configuration of a scenario's [dcp] keys, for cluster.gpus
+ * GPUs (also used by the RL step's training phases, sim/rlstep_train.h).
+ * Returns 0, or -1 naming the scenario file and key (SP sizes that do not
+ * parse, a bucket SP size not among them). */
+int dcp_setup_cfg(const scenario *s, dcp_cfg *cfg, ts_err *e);
+
 /* Frees the trace; NULL and a zeroed setup are no-ops. */
 void dcp_setup_free(dcp_setup *d);
 

@@ -9,8 +9,11 @@
  * 1 / 2-4 / 5-20 / >= 21).  A replica that has finished trains the drafter
  * (the spot trainer: 4 sequences x 512-token windows per GPU step from the
  * last 2 steps' buffer) until the rollout ends, which keeps the drafter's
- * quality up as the policy drifts.  Not modelled yet: n-gram (model-free)
- * drafting and the epsilon-greedy bandit over draft configurations.
+ * quality up as the policy drifts.  Each speculative step drafts with
+ * EAGLE or with model-free n-gram retrieval, whichever has the better
+ * expected goodput for the batch (sim/specdec.h).  The epsilon-greedy
+ * bandit over draft configurations (sim/spec_bandit.h) replaces the
+ * batch-size table when the scenario sets spec.bandit.
  */
 #include <stdio.h>
 
@@ -20,6 +23,7 @@ static void tlt_apply(scenario *s)
 {
     snprintf(s->spec_mode, sizeof s->spec_mode, "adaptive");
     s->spot = 1;
+    s->sp.ngram = 1;
 }
 
 const policy policy_tlt = {

@@ -14,12 +14,15 @@
  *   update    forward + backward (+ recomputation) per epoch, then one
  *             gradient reduce-scatter and parameter all-gather.
  *
- * Training phases use plain data parallelism over all GPUs, as VeRL splits a
+ * With train.strategy = none (the default), training phases use plain data parallelism over all GPUs, as VeRL splits a
  * batch: responses in trace order, equal counts per GPU, each GPU packing its
  * sequences greedily into micro-batches of at most micro_batch_tokens (a
  * longer sequence is a micro-batch of its own).  A GPU is busy for its own
  * micro-batches and idle until the slowest GPU finishes: the imbalance of
- * variable lengths in training shows up here, as in DCP's motivation.
+ * variable lengths in training shows up here, as in DCP's motivation.  Any
+ * other train.strategy plans the three training phases with that DCP
+ * strategy instead (sim/rlstep_train.c): per-group SP sizes, micro-batches
+ * and accumulation counts, still one gradient sync per epoch.
  */
 #include "sim/rlstep.h"
 
@@ -30,6 +33,7 @@
 #include "models/comm.h"
 #include "models/cost.h"
 #include "models/memory.h"
+#include "sim/rlstep_train.h"
 
 int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
                        rollout_cfg *cfg, ts_err *e)
@@ -176,6 +180,40 @@ static double add_phase(run_record *rec, int gpus, int phase, double t0, const d
     return len;
 }
 
+/* The training phases planned by train.strategy, from time `now`; sets
+ * res->step_s.  Returns 0 or -1. */
+static int dcp_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                      double now, rlstep_result *res, run_record *rec, ts_err *e)
+{
+    rlstep_train rt;
+    if (rlstep_train_init(&rt, s, hw, m, t, e))
+        return -1;
+    int rc = -1;
+    rlstep_train_phase ph;
+    for (int p = PH_OLD_LOGP; p <= PH_REF; p++) {
+        res->phase_t0[p] = now;
+        if (p == PH_REF && !s->ref_model)
+            continue;
+        if (rlstep_train_run(&rt, 0, 1, p, now, rec, &ph, e))
+            goto done;
+        res->phase_s[p] = ph.len_s;
+        now += ph.len_s;
+    }
+    if (rlstep_train_run(&rt, 1, s->update_epochs, PH_UPDATE, now, rec, &ph, e))
+        goto done;
+    res->phase_t0[PH_UPDATE] = now;
+    res->phase_s[PH_UPDATE] = ph.len_s;
+    res->train_imbalance = ph.imbalance;
+    res->train_dcp = 1;
+    res->update_plan_steps = (double)ph.plan_steps;
+    res->update_bound_s = rt.bound_s * s->update_epochs;
+    res->step_s = now + ph.len_s;
+    rc = 0;
+done:
+    rlstep_train_free(&rt);
+    return rc;
+}
+
 int rlstep_run(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
                rlstep_result *res, run_record *rec, ts_err *e)
 {
@@ -205,6 +243,14 @@ int rlstep_run(const scenario *s, const hw_desc *hw, const llm_desc *m, const tr
     if (reward > 0 && add_phase(rec, gpus, PH_REWARD, now, NULL, reward, TL_IDLE) < 0)
         goto oom;
     now += reward;
+    if (strcmp(s->train_strategy, "none")) {
+        free(per_gpu);
+        if (dcp_phases(s, hw, m, t, now, res, rec, e)) {
+            rlstep_result_free(res);
+            return -1;
+        }
+        return 0;
+    }
     /* old log-prob and reference forward passes */
     for (int ph = PH_OLD_LOGP; ph <= PH_REF; ph++) {
         res->phase_t0[ph] = now;

@@ -18,7 +18,11 @@ typedef struct rlstep_result {
     double phase_s[PH_COUNT]; /* s per phase */
     double phase_t0[PH_COUNT];/* s, start of each phase within the step */
     double step_s;            /* s */
-    double train_imbalance;   /* update phase: mean over GPUs of (max - t_g) / max */
+    double train_imbalance;   /* update phase: mean over GPUs of (max - t_g) / max; with a
+                               * train.strategy, DCP's (sim/rlstep_train.h) */
+    int train_dcp;            /* 1: the training phases were planned by train.strategy */
+    double update_plan_steps; /* train_dcp: the plan's steps (barriers) in the update, all epochs */
+    double update_bound_s;    /* train_dcp: DCP's lower bound on the update, s */
     double kv_tokens;         /* KV capacity per replica, tokens */
     int gpus, replicas, tp;
 } rlstep_result;

@@ -8,7 +8,8 @@
  * (so a per-replica decode counter D advances by one and nothing per request
  * is touched), and fills the rest of the token budget (chunk_tokens, decode
  * tokens count against it, as in vLLM's max_num_batched_tokens) with prefill
- * chunks, admitting waiting requests while fewer than max_running run.  The
+ * chunks, admitting waiting requests while fewer than max_running run and
+ * the request's whole prefill fits in the free KV cache.  The
  * last chunk of a prefill produces the request's next token.  KV usage is
  * counted in tokens; when the next iteration's decode tokens do not fit, the
  * most recently admitted request is preempted (recompute: its KV is freed and
@@ -188,9 +189,9 @@ static void iter_done(engine *e, void *ctx, uint64_t arg);
 /* Decode tokens the next iteration adds to the KV cache: one per decoding
  * request, or V per speculative one (the verified draft tokens are written
  * before the rejected ones are dropped). */
-static double decode_kv_need(const replica *rp)
+static double decode_kv_need(const sim *s, const replica *rp)
 {
-    return rp->spec_on ? (double)rp->nsp * spec_budget_for_batch(rp->nsp) : (double)rp->nheap;
+    return rp->spec_on ? (double)rp->nsp * ro_spec_budget(s, rp->nsp) : (double)rp->nheap;
 }
 
 /* Describes the iteration just planned to cfg->on_iter (validation replay).
@@ -224,11 +225,11 @@ static int plan(sim *s, engine *e, replica *rp)
     const rollout_cfg *cfg = s->cfg;
     double cap = cfg->kv_tokens;
     /* decode tokens must fit: preempt until they do */
-    while (rp->nheap + rp->nsp > 0 && rp->kv_used + decode_kv_need(rp) > cap)
+    while (rp->nheap + rp->nsp > 0 && rp->kv_used + decode_kv_need(s, rp) > cap)
         preempt_latest(s, rp);
     for (;;) {
         int32_t n_dec = rp->spec_on ? rp->nsp : rp->nheap;
-        int32_t V = rp->spec_on ? spec_budget_for_batch(n_dec) : 1;
+        int32_t V = rp->spec_on ? ro_spec_budget(s, n_dec) : 1;
         double dec_tokens = (double)n_dec * V;
         double budget = (double)rp->chunk - dec_tokens;
         double kv_free = cap - rp->kv_used - dec_tokens;
@@ -246,7 +247,12 @@ static int plan(sim *s, engine *e, replica *rp)
             int32_t r;
             if (i < rp->npre) {
                 r = rp->pre[i++];
-            } else if (rp->wn > 0 && rp->npre + n_dec < cfg->max_running) {
+            } else if (rp->wn > 0 && rp->npre + n_dec < cfg->max_running &&
+                       /* admit only when the whole prefill fits (vLLM's can_allocate,
+                        * SGLang's PrefillAdder): else a preempted request re-enters at
+                        * once and is preempted again, recomputing its context each time */
+                       kv_free >= (double)(s->reqs[rp->wq[rp->whead]].prompt +
+                                           s->reqs[rp->wq[rp->whead]].gen)) {
                 r = wq_pop_front(rp);
                 req *q = &s->reqs[r];
                 q->state = R_PREFILL;
@@ -275,7 +281,8 @@ static int plan(sim *s, engine *e, replica *rp)
             if (rp->spec_on && n_dec > 0) {
                 dt = ro_spec_plan(s, rp, V, &b);
             } else {
-                dt = cost_iter(cfg->hw, cfg->llm, cfg->tp, &b);
+                dt = cost_iter(cfg->hw, cfg->llm, cfg->tp, &b) +
+                     cost_sample(cfg->hw, cfg->llm, b.n_decode + b.n_prefill_seqs);
             }
             if (cfg->on_iter)
                 report_iter(s, rp, engine_now(e), dt, n_dec, V);
@@ -438,6 +445,8 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
     sim s = {0};
     s.cfg = cfg;
     s.e = e;
+    if (cfg->spec != SPEC_OFF && cfg->sp.bandit && (s.n_arms = spec_arms_parse(cfg->sp.arms, s.arms, e)) < 0)
+        return -1;
     s.reqs = calloc(n, sizeof *s.reqs);
     s.reps = calloc((size_t)cfg->replicas, sizeof *s.reps);
     res->rep = calloc((size_t)cfg->replicas, sizeof *res->rep);
@@ -509,6 +518,7 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
     for (size_t q = 0; q < n; q++) {
         replica *rp = &s.reps[s.reqs[q].replica];
         s.reqs[q].q = cfg->spec != SPEC_OFF ? spec_draw_quality(&cfg->sp, rp->rng) : 0.0;
+        s.reqs[q].rep = cfg->spec != SPEC_OFF && cfg->sp.ngram ? ngram_draw_rep(&cfg->sp, rp->rng) : 0.0;
         wq_push_back(rp, (int32_t)q);
     }
     s.unfinished = (int64_t)n;
@@ -529,6 +539,7 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         res->prefill_tokens += st->prefill_tokens;
         res->preemptions += st->preemptions;
         res->spec_iterations += st->spec_iterations;
+        res->ngram_iterations += st->ngram_iterations;
         seq_steps += st->spec_seq_steps;
         accepted += st->spec_accepted;
         tail += st->tail_s;
@@ -571,6 +582,7 @@ cleanup:
             free(s.reps[r].sp_tree);
             free(s.reps[r].sp_V);
             free(s.reps[r].it_buf);
+            ro_spec_free(&s.reps[r]);
             if (s.reps[r].rng)
                 gsl_rng_free(s.reps[r].rng);
         }

@@ -72,6 +72,7 @@ typedef struct replica_stats {
     int64_t iterations;
     int64_t preemptions;
     int64_t spec_iterations;/* verify steps */
+    int64_t ngram_iterations;/* of them, drafted by n-gram retrieval */
     int64_t spec_tokens;    /* tokens produced by verify steps */
     int64_t spec_seq_steps; /* sequence-verifies (sum over verify steps of the batch) */
     int64_t spec_accepted;  /* accepted tokens drawn, bonus included, before the
@@ -94,6 +95,7 @@ typedef struct rollout_result {
     int64_t prefill_tokens;
     int64_t preemptions;
     int64_t spec_iterations;  /* verify steps, all replicas */
+    int64_t ngram_iterations; /* of them, drafted by n-gram retrieval */
     double accept_len;        /* mean tokens per sequence per verify step (0: none) */
     uint64_t events;          /* engine events */
     double full_rate;         /* decode tokens/s of one replica at full batch, see rollout.c */

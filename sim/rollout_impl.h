@@ -9,6 +9,7 @@
 #include "models/cost.h"
 #include "sim/engine.h"
 #include "sim/rollout.h"
+#include "sim/spec_bandit.h"
 
 enum { R_WAIT, R_PREFILL, R_DECODE, R_DONE };
 
@@ -27,6 +28,7 @@ typedef struct req {
     int32_t kv;         /* speculative decoding: KV tokens held */
     int32_t acc;        /* speculative decoding: tokens of the verify in flight */
     double q;           /* drafter quality for this sequence */
+    double rep;         /* n-gram repetitiveness of this sequence */
 } req;
 
 typedef struct chunk {
@@ -59,6 +61,9 @@ typedef struct replica {
     int32_t nsp;
     int32_t sp_budget;  /* verify budget V of the iteration in flight */
     double sp_ctx;      /* sum of their KV tokens */
+    struct spec_bandit *bandit; /* draft-configuration bandit, or NULL (table) */
+    int sp_arm;         /* bandit arm of the iteration in flight (-1: table) */
+    int sp_ngram;       /* the iteration in flight drafts by n-gram retrieval */
     gsl_rng *rng;       /* acceptance draws */
     int32_t *it_buf;    /* scratch for rollout_iter callbacks (6 x wcap), or NULL */
     replica_stats *st;
@@ -69,6 +74,8 @@ typedef struct sim {
     req *reqs;
     replica *reps;
     int64_t admit_seq;
+    spec_arm arms[SPEC_MAX_ARMS]; /* the bandit's arms (cfg->sp.bandit) */
+    int n_arms;
     double *finish_s;
     int64_t unfinished;
     int failed;
@@ -105,5 +112,11 @@ void ro_spec_verify_done(sim *s, replica *rp, double now);
 void ro_spec_admit(sim *s, replica *rp, int32_t r);
 /* Removes the speculative request at index idx (preemption). */
 void ro_spec_remove(sim *s, replica *rp, int32_t idx);
+/* Verify tokens per sequence to reserve (KV, token budget) for a speculative
+ * step of n sequences: TLT's table, or with the bandit the largest V among
+ * the arms it may pick at n.  Pure. */
+int32_t ro_spec_budget(const sim *s, int32_t n);
+/* Frees the replica's speculative state (the bandit).  NULL-safe fields. */
+void ro_spec_free(replica *rp);
 
 #endif

@@ -5,48 +5,147 @@
  *
  * Once a replica decodes speculatively (from the start, or after TLT's
  * adaptive switch), its decoding requests live in a plain array `sp` in
- * admission order, since each advances by its own accepted count.  An
- * iteration drafts (cost_draft), verifies V tokens per sequence
- * (cost_verify, V from TLT's batch-size table), and each sequence gains the
- * tokens drawn from the acceptance model (sim/specdec.c), never more than it
- * has left: a response still ends at exactly its trace length (lossless).
- * The iteration's duration includes EAGLE's draft extend over the accepted
- * tokens (spec_iter_cost).  Each sequence keeps the verify tree of its own drafter quality, rebuilt only
- * when V changes.  The switch flushes the KV cache, sends every running
- * request back to prefill (prompt + tokens so far) and cuts the prefill
- * budget to a quarter, as TLT's engine does.  Speculation runs in the tail,
- * so the O(batch) work per speculative iteration is small.
+ * admission order, since each advances by its own accepted count.  A step's
+ * draft configuration is TLT's batch-size table (depth 8, top-k 4, V by
+ * batch) or, with spec.bandit, the arm the replica's epsilon-greedy bandit
+ * picks (sim/spec_bandit.h; created on first use, rewarded at the end of the
+ * step with tokens x batch / step time).  With spec.ngram the step then
+ * drafts with EAGLE or with n-gram retrieval, whichever gives more expected
+ * tokens per second over the batch (sum of expected accepted lengths over
+ * the step's duration, spec_iter_cost vs ngram_iter_cost).  Each sequence
+ * gains the tokens drawn from the chosen acceptance model (sim/specdec.c),
+ * never more than it has left: a response still ends at exactly its trace
+ * length (lossless).  Each sequence keeps the verify tree of its own drafter
+ * quality, rebuilt only when (depth, top-k, V) changes.  The switch flushes
+ * the KV cache, sends every running request back to prefill (prompt +
+ * tokens so far) and cuts the prefill budget to a quarter, as TLT's engine
+ * does.  Speculation runs in the tail, so the O(batch) work per speculative
+ * step (plus O(window) for the bandit) is small.
  */
 #include <math.h>
 #include <string.h>
 
 #include "sim/rollout_impl.h"
+#include "sim/spec_bandit.h"
+
+/* RNG stream of replica r's bandit: BANDIT_STREAM + r (the acceptance draws use r) */
+#define BANDIT_STREAM ((uint64_t)1 << 32)
+
+/* The OOM filter fastrl's bandit applies (eagle_mab.py
+ * _get_valid_strategies): arms with V x batch <= 2048, or if none, the arm
+ * of least V. */
+#define BANDIT_TOKENS 2048
+
+static int arm_valid(const spec_arm *a, int n_arms, int k, int32_t n)
+{
+    if ((int64_t)a[k].V * n <= BANDIT_TOKENS)
+        return 1;
+    for (int j = 0; j < n_arms; j++)
+        if ((int64_t)a[j].V * n <= BANDIT_TOKENS || a[j].V < a[k].V || (a[j].V == a[k].V && j < k))
+            return 0;
+    return 1; /* the first arm of least V, when none fits */
+}
+
+int32_t ro_spec_budget(const sim *s, int32_t n)
+{
+    const rollout_cfg *cfg = s->cfg;
+    if (!cfg->sp.bandit)
+        return spec_budget_for_batch(n);
+    int32_t V = 1;
+    for (int k = 0; k < s->n_arms; k++)
+        if (arm_valid(s->arms, s->n_arms, k, n) && s->arms[k].V > V)
+            V = s->arms[k].V;
+    return V;
+}
+
+void ro_spec_free(replica *rp)
+{
+    spec_bandit_free(rp->bandit);
+    rp->bandit = NULL;
+}
+
+/* The bandit's pick among the arms valid at n (creating the bandit on first
+ * use).  Returns the arm, or -1 when out of memory. */
+static int pick_arm(sim *s, replica *rp, int32_t n)
+{
+    if (!rp->bandit) {
+        rp->bandit = spec_bandit_new(s->n_arms, s->cfg->sp.epsilon, s->cfg->sp.window,
+                                     s->cfg->seed, BANDIT_STREAM + (uint64_t)rp->id);
+        if (!rp->bandit)
+            return -1;
+    }
+    unsigned mask = 0;
+    for (int k = 0; k < s->n_arms; k++)
+        if (arm_valid(s->arms, s->n_arms, k, n))
+            mask |= 1u << k;
+    return spec_bandit_pick(rp->bandit, (int)n, mask);
+}
 
 double ro_spec_plan(sim *s, replica *rp, int32_t V, const cost_batch *b)
 {
     const rollout_cfg *cfg = s->cfg;
     int32_t n_dec = rp->nsp;
-    double accepted = 0;
+    spec_params p = cfg->sp;
+    rp->sp_arm = -1;
+    if (p.bandit) {
+        int arm = pick_arm(s, rp, n_dec);
+        if (arm < 0) { /* the run fails at its end; this step uses arm 0, unrecorded */
+            s->failed = 1;
+            ts_errf(s->e, "out of memory for the draft bandit of replica %d", rp->id);
+            arm = 0;
+        } else {
+            rp->sp_arm = arm;
+        }
+        p.depth = s->arms[arm].depth;
+        p.topk = s->arms[arm].topk;
+        V = s->arms[arm].V;
+    }
+    /* the tree cache key: budget, depth and top-k */
+    int32_t key = V | p.depth << 12 | p.topk << 20;
+    double e_eagle = 0, e_ngram = 0;
+    for (int32_t k = 0; k < n_dec; k++) {
+        req *q = &s->reqs[rp->sp[k]];
+        if (rp->sp_V[k] != key) {
+            spec_tree_build(&p, q->q, V, &rp->sp_tree[k]);
+            rp->sp_V[k] = key;
+        }
+        e_eagle += rp->sp_tree[k].expected;
+        if (p.ngram)
+            e_ngram += ngram_expected(&p, q->rep, V);
+    }
+    double t_eagle = spec_iter_cost(&p, cfg->hw, cfg->llm, cfg->tp, n_dec, V, rp->sp_ctx, b);
+    double t = t_eagle;
+    rp->sp_ngram = 0;
+    if (p.ngram) {
+        double t_ngram = ngram_iter_cost(&p, cfg->hw, cfg->llm, cfg->tp, n_dec, V, rp->sp_ctx, b);
+        if (e_ngram * t_eagle > e_eagle * t_ngram) {
+            rp->sp_ngram = 1;
+            t = t_ngram;
+        }
+    }
     /* draw every sequence's accepted tokens now, apply them at the end */
     for (int32_t k = 0; k < n_dec; k++) {
         req *q = &s->reqs[rp->sp[k]];
-        if (rp->sp_V[k] != V) {
-            spec_tree_build(&cfg->sp, q->q, V, &rp->sp_tree[k]);
-            rp->sp_V[k] = V;
-        }
-        int a = spec_sample(&cfg->sp, &rp->sp_tree[k], rp->rng);
+        int a = rp->sp_ngram ? ngram_sample(&p, q->rep, V, rp->rng) : spec_sample(&p, &rp->sp_tree[k], rp->rng);
         rp->st->spec_accepted += a;
         q->acc = a < q->target - q->gen ? a : q->target - q->gen;
-        accepted += q->acc;
     }
-    return spec_iter_cost(&cfg->sp, cfg->hw, cfg->llm, cfg->tp, n_dec, V, rp->sp_ctx, accepted, b);
+    return t;
 }
 
 void ro_spec_verify_done(sim *s, replica *rp, double now)
 {
     int32_t keep = 0;
     rp->st->spec_iterations++;
+    rp->st->ngram_iterations += rp->sp_ngram;
     rp->st->spec_seq_steps += rp->sched_dec;
+    if (rp->sp_arm >= 0 && now > rp->t_last) {
+        /* fastrl's reward: tokens per sequence (bonus included) x batch / step time */
+        int64_t tokens = 0;
+        for (int32_t k = 0; k < rp->nsp; k++)
+            tokens += s->reqs[rp->sp[k]].acc;
+        spec_bandit_record(rp->bandit, rp->nsp, rp->sp_arm, (double)tokens / (now - rp->t_last));
+    }
     for (int32_t k = 0; k < rp->nsp; k++) {
         int32_t r = rp->sp[k];
         req *q = &s->reqs[r];

@@ -45,6 +45,7 @@ static const key_def keys[] = {
     {"train", "recompute", K_BOOL, OFF(recompute), 0, 1, "activation checkpointing"},
     {"train", "update_epochs", K_INT, OFF(update_epochs), 1, 64, "actor update passes"},
     {"train", "ref_model", K_BOOL, OFF(ref_model), 0, 1, "reference-policy forward pass"},
+    {"train", "strategy", K_STR, OFF(train_strategy), 0, 32, "none | bucket | packed | dcp-intra | dcp-inter | dcp-inter+pac"},
     {"spec", "mode", K_STR, OFF(spec_mode), 0, 16, "off | always | adaptive"},
     {"spec", "patience", K_INT, OFF(spec_patience), 1, 1 << 20, "tail decode iterations before the switch"},
     {"spec", "depth", K_INT, OFF(sp.depth), 1, SPEC_MAX_DEPTH, "draft depth"},
@@ -52,6 +53,15 @@ static const key_def keys[] = {
     {"spec", "quality", K_DBL, OFF(sp.quality), 0.001, 0.999, "mean top-1 acceptance per position"},
     {"spec", "decay", K_DBL, OFF(sp.decay), 0.01, 1, "acceptance decay per depth"},
     {"spec", "kappa", K_DBL, OFF(sp.kappa), 0, 1e6, "Beta concentration of per-sequence quality"},
+    {"spec", "ngram", K_BOOL, OFF(sp.ngram), 0, 1, "draft by n-gram retrieval when its expected goodput is higher"},
+    {"spec", "ngram_rep", K_DBL, OFF(sp.ngram_rep), 0, 0.999, "mean per-sequence repetitiveness (n-gram hit chain)"},
+    {"spec", "ngram_kappa", K_DBL, OFF(sp.ngram_kappa), 0, 1e6, "Beta concentration of repetitiveness"},
+    {"spec", "ngram_max", K_INT, OFF(sp.ngram_max), 1, SPEC_MAX_BUDGET, "longest retrieved continuation, tokens"},
+    {"spec", "ngram_lookup_s", K_DBL, OFF(sp.ngram_lookup_s), 0, 0.1, "CPU n-gram lookup per sequence per step, s"},
+    {"spec", "bandit", K_BOOL, OFF(sp.bandit), 0, 1, "epsilon-greedy bandit over spec.arms instead of TLT's table"},
+    {"spec", "arms", K_STR, OFF(sp.arms), 0, 96, "bandit arms depth_topk_V,... (fastrl mab_configs)"},
+    {"spec", "epsilon", K_DBL, OFF(sp.epsilon), 0, 1, "bandit exploration probability"},
+    {"spec", "window", K_INT, OFF(sp.window), 1, 1000000, "bandit reward window per arm, steps"},
     {"spec", "spot", K_BOOL, OFF(spot), 0, 1, "spot-train the drafter on finished replicas"},
     {"spec", "q_max", K_DBL, OFF(dp.q_max), 0.001, 0.999, "drafter quality trained to convergence"},
     {"spec", "q_floor", K_DBL, OFF(dp.q_floor), 0.001, 0.999, "quality of a fully stale drafter"},
@@ -77,6 +87,7 @@ static const key_def keys[] = {
     {"dcp", "reserve_gb", K_DBL, OFF(dcp.reserve_gb), 0, 1024, "per-GPU reserve, GB"},
     {"dcp", "zero_stage", K_INT, OFF(dcp.zero_stage), 0, 3, "ZeRO stage"},
     {"dcp", "ring", K_BOOL, OFF(dcp.ring), 0, 1, "ring attention instead of Ulysses"},
+    {"dcp", "frame_split", K_BOOL, OFF(dcp.frame_split), 0, 1, "STDiT: VideoSys' frame-split SP instead of Ulysses"},
     {"dcp", "max_gas", K_INT, OFF(dcp.max_gas), 1, 64, "dcp-inter: max accumulation steps"},
     {"dcp", "overshoot", K_DBL, OFF(dcp.overshoot), 1.0, 100.0, "dcp-inter: overshoot penalty"},
     {"dcp", "tie_tol", K_DBL, OFF(dcp.tie_tol), 0, 0.5, "throughput ties (shortest wins)"},
@@ -113,6 +124,7 @@ static void scenario_defaults(scenario *s)
     s->recompute = 1;
     s->update_epochs = 1;
     s->ref_model = 1;
+    snprintf(s->train_strategy, sizeof s->train_strategy, "none");
     s->trace_step = -1;
     snprintf(s->spec_mode, sizeof s->spec_mode, "off");
     s->spec_patience = 10;
@@ -147,6 +159,17 @@ static void scenario_defaults(scenario *s)
 }
 
 /* Assigns one value.  Returns 0, or -1 with "key 'x': problem" in e. */
+/* The names train.strategy takes (sim/rlstep_train.h plans with them). */
+static int train_strategy_ok(const char *v)
+{
+    static const char *const names[] = {"none",      "bucket",    "packed",
+                                        "dcp-intra", "dcp-inter", "dcp-inter+pac"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(v, names[i]))
+            return 1;
+    return 0;
+}
+
 static int set_key(scenario *s, const char *section, const char *key, const char *val, ts_err *e)
 {
     for (size_t i = 0; i < N_KEYS; i++) {
@@ -184,6 +207,9 @@ static int set_key(scenario *s, const char *section, const char *key, const char
             if (strlen(val) >= (size_t)k->max)
                 return ts_errf(e, "key '%s.%s': value longer than %d characters",
                                section, key, (int)k->max - 1);
+            if (k->off == OFF(train_strategy) && !train_strategy_ok(val))
+                return ts_errf(e, "key '%s.%s': '%s' is not none, bucket, packed, dcp-intra, "
+                                  "dcp-inter or dcp-inter+pac", section, key, val);
             snprintf(dst, (size_t)k->max, "%s", val);
             return 0;
         }

@@ -24,6 +24,7 @@ typedef struct scn_dcp {
     double reserve_gb;        /* per-GPU reserve (context, workspaces), GB */
     int zero_stage;           /* ZeRO stage 0..3 of the optimizer states */
     int ring;                 /* 1: ring attention instead of Ulysses */
+    int frame_split;          /* STDiT: 1 = VideoSys' frame-split SP instead of Ulysses */
     int max_gas;              /* dcp-inter: most accumulation steps per group */
     double overshoot;         /* dcp-inter: penalty on overshooting the target time */
     double tie_tol;           /* dcp-intra/inter: throughput ties, fraction */
@@ -68,6 +69,8 @@ typedef struct scenario {
     int recompute;           /* activation checkpointing in the update */
     int update_epochs;       /* passes of the actor update over the batch */
     int ref_model;           /* 1: a reference-policy forward pass (KL) */
+    char train_strategy[32]; /* none (plain DP) | bucket | packed | dcp-intra | dcp-inter |
+                              * dcp-inter+pac: the DCP planner of the training phases */
     /* [spec] */
     char spec_mode[16];      /* off | always | adaptive */
     int spec_patience;       /* adaptive switch: tail decode iterations */

@@ -1,6 +1,6 @@
 /*
- * Acceptance model of EAGLE-style tree speculation (see specdec.h for the
- * model).  The tree is built by best-first enumeration of rank paths: the
+ * Acceptance model of EAGLE-style tree speculation and of n-gram retrieval
+ * (see specdec.h for both models).  The tree is built by best-first enumeration of rank paths: the
  * most probable unexpanded path is taken, and its first child (rank 1 one
  * level deeper) and next sibling (rank + 1 at the same depth) become
  * candidates; every path is reached exactly once this way, and since
@@ -31,11 +31,13 @@
 #include "sim/specdec.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <gsl/gsl_randist.h>
 
 #include "models/cost_spec.h"
+#include "sim/spec_bandit.h"
 
 void spec_params_default(spec_params *p)
 {
@@ -44,6 +46,15 @@ void spec_params_default(spec_params *p)
     p->quality = 0.82;
     p->decay = 0.98;
     p->kappa = 20.0;
+    p->ngram = 0;
+    p->ngram_rep = 0.3;
+    p->ngram_kappa = 4.0;
+    p->ngram_max = 8;
+    p->ngram_lookup_s = 20e-6;
+    p->bandit = 0;
+    snprintf(p->arms, sizeof p->arms, "8_4_48,8_4_32,8_4_16,8_4_8");
+    p->epsilon = 0.1;
+    p->window = 300;
 }
 
 int spec_params_check(const spec_params *p, ts_err *e)
@@ -58,6 +69,21 @@ int spec_params_check(const spec_params *p, ts_err *e)
         return ts_errf(e, "spec decay %g out of range (0, 1]", p->decay);
     if (!(p->kappa >= 0 && p->kappa < 1e9))
         return ts_errf(e, "spec kappa %g out of range [0, 1e9)", p->kappa);
+    if (!(p->ngram_rep >= 0 && p->ngram_rep < 1))
+        return ts_errf(e, "spec ngram_rep %g out of range [0, 1)", p->ngram_rep);
+    if (!(p->ngram_kappa >= 0 && p->ngram_kappa < 1e9))
+        return ts_errf(e, "spec ngram_kappa %g out of range [0, 1e9)", p->ngram_kappa);
+    if (p->ngram_max < 1 || p->ngram_max > SPEC_MAX_BUDGET)
+        return ts_errf(e, "spec ngram_max %d out of range [1, %d]", p->ngram_max, SPEC_MAX_BUDGET);
+    if (!(p->ngram_lookup_s >= 0 && p->ngram_lookup_s < 1))
+        return ts_errf(e, "spec ngram_lookup_s %g out of range [0, 1)", p->ngram_lookup_s);
+    if (!(p->epsilon >= 0 && p->epsilon <= 1))
+        return ts_errf(e, "spec epsilon %g out of range [0, 1]", p->epsilon);
+    if (p->window < 1 || p->window > 1000000)
+        return ts_errf(e, "spec window %d out of range [1, 1000000]", p->window);
+    spec_arm arms[SPEC_MAX_ARMS];
+    if (p->bandit && spec_arms_parse(p->arms, arms, e) < 0)
+        return -1;
     return 0;
 }
 
@@ -139,6 +165,7 @@ void spec_tree_build(const spec_params *p, double q, int budget, spec_tree *t)
 {
     if (budget > SPEC_MAX_BUDGET)
         budget = SPEC_MAX_BUDGET;
+    budget -= 1; /* the root (the last verified token) is one of the V */
     cand heap[2 * SPEC_MAX_BUDGET + 2];
     int n = 0;
     t->n = 0;
@@ -216,11 +243,55 @@ double spec_draw_quality(const spec_params *p, gsl_rng *r)
 }
 
 double spec_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
-                      int batch, int V, double ctx_sum, double accepted, const cost_batch *extra)
+                      int batch, int V, double ctx_sum, const cost_batch *extra)
 {
     return cost_draft(hw, m, tp, batch, p->depth, p->topk, ctx_sum) +
            cost_verify(hw, m, tp, batch, V, ctx_sum, extra) +
-           cost_draft_extend(hw, m, tp, batch, accepted, ctx_sum);
+           cost_draft_extend(hw, m, tp, batch, p->depth, ctx_sum);
+}
+
+double ngram_draw_rep(const spec_params *p, gsl_rng *r)
+{
+    if (p->ngram_rep <= 0)
+        return 0.0;
+    if (p->ngram_kappa <= 0)
+        return p->ngram_rep;
+    double x = gsl_ran_beta(r, p->ngram_rep * p->ngram_kappa, (1 - p->ngram_rep) * p->ngram_kappa);
+    return fmin(fmax(x, 0.0), 1 - 1e-6);
+}
+
+static int ngram_len(const spec_params *p, int V)
+{
+    int L = V - 1;
+    return L < p->ngram_max ? L : p->ngram_max;
+}
+
+double ngram_expected(const spec_params *p, double rep, int V)
+{
+    int L = ngram_len(p, V);
+    double e = 1.0, term = 1.0;
+    for (int j = 1; j <= L; j++) {
+        term *= rep;
+        e += term;
+    }
+    return e;
+}
+
+int ngram_sample(const spec_params *p, double rep, int V, gsl_rng *r)
+{
+    int L = ngram_len(p, V), a = 0;
+    double u = gsl_rng_uniform(r), reach = rep;
+    while (a < L && u < reach) {
+        a++;
+        reach *= rep;
+    }
+    return a + 1;
+}
+
+double ngram_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
+                       int batch, int V, double ctx_sum, const cost_batch *extra)
+{
+    return cost_verify(hw, m, tp, batch, V, ctx_sum, extra) + batch * p->ngram_lookup_s;
 }
 
 void drafter_params_default(drafter_params *p)

@@ -30,17 +30,35 @@
 #define SPEC_MAX_DEPTH 15
 #define SPEC_MAX_BUDGET 256
 
+#define SPEC_MAX_ARMS 8
+
 typedef struct spec_params {
     int depth;            /* draft steps d */
     int topk;             /* candidates kept per expanded node */
     double quality;       /* mean per-position top-1 acceptance q */
     double decay;         /* q_i = q * decay^(i-1) */
     double kappa;         /* Beta concentration of per-sequence q (0: none) */
+    /* model-free (n-gram) drafting, see "N-gram drafting" below */
+    int ngram;            /* 1: each step drafts with whichever of EAGLE and
+                           * n-gram retrieval has the better expected goodput */
+    double ngram_rep;     /* mean per-sequence repetitiveness rho in [0, 1) */
+    double ngram_kappa;   /* Beta concentration of rho (0: every sequence has the mean) */
+    int ngram_max;        /* longest retrieved continuation, tokens */
+    double ngram_lookup_s;/* CPU suffix lookup per sequence per step, s */
+    /* draft configuration: TLT's fixed batch-size table, or the bandit */
+    int bandit;           /* 1: epsilon-greedy bandit over `arms` (sim/spec_bandit.h) */
+    char arms[96];        /* "depth_topk_V,..." as fastrl's mab_configs */
+    double epsilon;       /* bandit exploration probability */
+    int window;           /* rewards kept per arm, steps */
 } spec_params;
 
 /* TLT's defaults: depth 8, top-k 4; quality 0.82 and decay 0.98 chosen so that the
- * expected accepted length at budget 48, averaged over the Beta spread of
- * sequences (kappa 20), is 6.52: TLT reports an average of 6.53. */
+ * expected accepted length at budget 48 (47 draft nodes), averaged over the
+ * Beta spread of sequences (kappa 20), is 6.49: TLT reports an average of
+ * 6.53.  N-gram drafting off, repetitiveness mean 0.3 with concentration 4,
+ * continuations up to 8 tokens, 20 us lookup (assumptions, see README);
+ * the bandit off, with fastrl's arms 8_4_48,8_4_32,8_4_16,8_4_8, epsilon 0.1,
+ * window 300. */
 void spec_params_default(spec_params *p);
 int spec_params_check(const spec_params *p, ts_err *e);
 
@@ -58,8 +76,10 @@ typedef struct spec_tree {
     double expected;             /* E[accepted tokens per verify], bonus included */
 } spec_tree;
 
-/* Builds the tree of the `budget` most probable nodes for quality q (best-
- * first enumeration, O(budget log budget)). */
+/* Builds the verify tree of budget V for quality q: as in SGLang, V counts the
+ * tree's root (the last verified token), so the tree holds the V - 1 most
+ * probable draft nodes (best-first enumeration, O(V log V)); V = 1 drafts
+ * nothing. */
 void spec_tree_build(const spec_params *p, double q, int budget, spec_tree *t);
 
 /* Samples the tokens one verify step produces (1 .. depth + 1) from the
@@ -73,12 +93,11 @@ int spec_sample_walk(const spec_params *p, double q, const spec_tree *t, gsl_rng
 double spec_draw_quality(const spec_params *p, gsl_rng *r);
 
 /* Duration of one speculative iteration of `batch` sequences whose contexts
- * sum to ctx_sum, s: `depth` draft steps (cost_draft), the verify of V tokens
- * per sequence with the prefill chunks of `extra` (may be NULL) sharing the
- * pass (cost_verify), and the draft extend over the `accepted` tokens
- * (cost_draft_extend).  Cannot fail. */
+ * sum to ctx_sum, s: the draft (cost_draft), the verify of V tokens per
+ * sequence with the prefill chunks of `extra` (may be NULL) sharing the pass
+ * (cost_verify), and the draft extend (cost_draft_extend).  Cannot fail. */
 double spec_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
-                      int batch, int V, double ctx_sum, double accepted, const cost_batch *extra);
+                      int batch, int V, double ctx_sum, const cost_batch *extra);
 
 /* Drafter quality across RL steps (TLT's adaptive drafter).  Between steps
  * the quality q (the mean per-position top-1 acceptance, spec_params.quality)
@@ -104,5 +123,27 @@ void drafter_params_default(drafter_params *p);
 int drafter_params_check(const drafter_params *p, ts_err *e);
 /* The quality of the next RL step after `gpu_steps` drafter steps in this one. */
 double drafter_next_quality(const drafter_params *p, double q, double gpu_steps);
+
+/* N-gram drafting (model-free; SGLang's NGRAM / prompt-lookup decoding, TLT's
+ * model-free drafter).  The drafter retrieves the continuation of the
+ * longest suffix of the sequence that occurred before in the pool (earlier
+ * responses of the same prompt group, which in the tail have mostly
+ * finished, and earlier RL steps' responses) and proposes it as a chain of
+ * L = min(V - 1, ngram_max) tokens.  Each sequence has a repetitiveness rho
+ * ~ Beta(ngram_rep * ngram_kappa, (1 - ngram_rep) * ngram_kappa), drawn once:
+ * the probability that a retrieved token is the target's and, given that,
+ * that the next one is too (a geometric chain), so
+ *     E[accepted | rho] = 1 + rho + ... + rho^L,
+ * the bonus token included.  rho = 0 gives exactly plain decoding's one token.
+ * No drafter GPU work: an n-gram step is the target's verify of V tokens
+ * per sequence plus ngram_lookup_s of host time per sequence. */
+double ngram_draw_rep(const spec_params *p, gsl_rng *r);
+/* E[tokens per verify] for repetitiveness rep at budget V. */
+double ngram_expected(const spec_params *p, double rep, int V);
+/* Samples the tokens of one n-gram verify (1 .. L + 1): one uniform draw. */
+int ngram_sample(const spec_params *p, double rep, int V, gsl_rng *r);
+/* Duration of one n-gram iteration: verify + host lookups, s.  Cannot fail. */
+double ngram_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
+                       int batch, int V, double ctx_sum, const cost_batch *extra);
 
 #endif

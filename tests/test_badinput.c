@@ -76,6 +76,8 @@ static const bad_case cases[] = {
     {"scn_model_does_not_fit", "s.ini", "[cluster]\ngpus = 8\n[model]\nname = llama-3.1-70b\n[rollout]\ntp = 1\n", T "rollout $D/s.ini --db $D/r.db", 1, "llama-3.1-70b", "does not fit", "r.db"},
     {"scn_kv_below_one_request", "s.ini", SCN("[rollout]\nmem_util = 0.2\nreserve_gb = 0\n[trace]\ndist = fixed:60000\nprompts = 2\ngroup = 1\ncap = 60000\n"), T "rollout $D/s.ini --db $D/r.db", 1, "KV cache capacity", "", "r.db"},
     {"scn_bad_spec_mode", "s.ini", SCN("[spec]\nmode = sometimes\n"), T "rollout $D/s.ini", 1, "spec.mode", "sometimes", NULL},
+    {"scn_bad_train_strategy", "s.ini", SCN("[train]\nstrategy = dcp\n"), T "rlstep $D/s.ini", 1, "s.ini:7", "train.strategy", NULL},
+    {"scn_train_strategy_no_memory", "s.ini", SCN("[train]\nstrategy = dcp-inter\n[dcp]\nmem_cap = 0.05\n[trace]\nprompts = 2\n"), T "rlstep $D/s.ini --db $D/r.db", 1, "train.strategy dcp-inter", "no memory under the cap", "r.db"},
     {"scn_bad_dist", "s.ini", SCN("[trace]\ndist = poisson\n"), T "rollout $D/s.ini", 1, "trace.dist", "", NULL},
     {"set_bad_syntax", "s.ini", SCN(""), T "rollout $D/s.ini --set rollout.tp", 1, "--set", "section.key=value", NULL},
     {"set_unknown_key", "s.ini", SCN(""), T "rollout $D/s.ini --set train.nope=1", 1, "--set", "train.nope", NULL},
@@ -117,6 +119,7 @@ static const bad_case cases[] = {
     {"plan_bad_gpus", NULL, NULL, T "plan qwen7b-64gpu --gpus 32,lots --tp 2 -o $D/out", 1, "--gpus", "cluster.gpus", "out"},
     {"plan_unknown_policy", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --policies verl,warp -o $D/out", 1, "--policies", "warp", "out"},
     {"plan_bad_target", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --target-step 30x -o $D/out", 2, "--target-step", "", "out"},
+    {"plan_unknown_strategy", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --train bucket,fastest -o $D/out", 1, "--train", "train.strategy", "out"},
     {"plan_empty_tp", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --tp , -o $D/out", 1, "--tp", "empty item", "out"},
     /* usage */
     {"unknown_command", NULL, NULL, T "frobnicate", 2, "unknown command", "frobnicate", NULL},

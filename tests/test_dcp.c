@@ -204,6 +204,7 @@ Test(dcp, microbatch_never_below_its_sequences_bounds)
     gsl_rng *r = ts_rng_new(11, 0);
     for (int it = 0; it < 300; it++) {
         int video = it % 2;
+        tv.frame_split = it % 4 == 1; /* VideoSys' frame split on half the video cases */
         const tc_model *tm = video ? &tv : &tl;
         int sp = 1 << gsl_rng_uniform_int(r, 4);
         int ring = !video && gsl_rng_uniform_int(r, 3) == 0;
@@ -225,6 +226,42 @@ Test(dcp, microbatch_never_below_its_sequences_bounds)
         cr_assert_geq(t, lb, "case %d: %g < %g", it, t, lb);
     }
     gsl_rng_free(r);
+}
+
+/* Frame split (VideoSys): a video's spatial blocks need no exchange and each
+ * temporal attention two all-to-alls of the activation, where Ulysses has four
+ * of the same size (STDiT3: q, k, v widths equal the hidden size) in every
+ * block: a quarter of the calls.  An image runs Ulysses in its spatial blocks
+ * only: half.  Compute is unchanged. */
+Test(dcp, frame_split_communicates_a_quarter_for_videos_half_for_images)
+{
+    ts_err e = {{0}};
+    tc_model u, f;
+    cr_assert_eq(tc_model_init(&u, &stdit, 300, 34, &e), 0, "%s", e.msg);
+    f = u;
+    f.frame_split = 1;
+    cr_assert_eq(stdit.heads * stdit.head_dim, stdit.hidden);
+    const int32_t shapes[3][2] = {{15, 3600}, {1, 144}, {30, 990}};
+    for (int k = 0; k < 3; k++)
+        for (int sp = 1; sp <= 8; sp *= 2) {
+            tc_work w = {0};
+            tc_work_add(&w, shapes[k][0], shapes[k][1], 3);
+            tc_par p = {sp, 0, 28, 28};
+            tc_breakdown bu, bf;
+            double tu = tc_microbatch_time(&h200, &u, &p, &w, &bu);
+            double tf = tc_microbatch_time(&h200, &f, &p, &w, &bf);
+            double share = shapes[k][0] > 1 ? 0.25 : 0.5;
+            if (sp == 1) {
+                cr_assert_eq(bu.comm_s, 0);
+                cr_assert_eq(bf.comm_s, 0);
+                cr_assert_eq(tu, tf);
+                continue;
+            }
+            cr_assert_gt(bu.comm_s, 0);
+            cr_assert_float_eq(bf.comm_s, share * bu.comm_s, 1e-9 * bu.comm_s,
+                               "shape %d sp %d: %g vs %g", k, sp, bf.comm_s, bu.comm_s);
+            cr_assert_float_eq(tu - bu.comm_s, tf - bf.comm_s, 1e-9 * tu, "compute changed");
+        }
 }
 
 Test(dcp, memory_is_linear_and_split_by_sp)

@@ -13,6 +13,7 @@
 
 #include "tests/helpers.h"
 #include "models/cost.h"
+#include "models/cost_spec.h"
 #include "sim/rlstep.h"
 #include "sim/scenario.h"
 #include "traces/trace.h"
@@ -56,11 +57,12 @@ static double expected_end(int n, int p, int len, int long_len)
     b.prefill_tokens = nreq * p;
     b.prefill_attn = (double)nreq * p * (p + 1) / 2.0;
     b.prefill_kv_sum = (double)nreq * p;
-    double t = cost_iter(&hw, &m7, 1, &b); /* yields token 1 of every request */
+    /* every iteration also samples one logits row per sequence (cost_sample) */
+    double t = cost_iter(&hw, &m7, 1, &b) + cost_sample(&hw, &m7, nreq); /* token 1 of each */
     for (int j = 1; j < len; j++)          /* tokens 2..len of all */
-        t += cost_decode_iter(&hw, &m7, 1, nreq, (double)nreq * (p + j));
+        t += cost_decode_iter(&hw, &m7, 1, nreq, (double)nreq * (p + j)) + cost_sample(&hw, &m7, nreq);
     for (int j = len; j < long_len; j++)   /* the long one alone */
-        t += cost_decode_iter(&hw, &m7, 1, 1, (double)(p + j));
+        t += cost_decode_iter(&hw, &m7, 1, 1, (double)(p + j)) + cost_sample(&hw, &m7, 1);
     return t;
 }
 

@@ -287,7 +287,10 @@ Test(sweep, plan_skips_what_cannot_run_and_draws_the_front, .timeout = 300)
     cr_assert_str_eq(a, b, "plan -j 1 and -j 2 differ");
     cr_assert(strstr(a, "\"searched\": 8"), "%s", a);
     cr_assert(strstr(a, "does not divide"), "gpus 12 at tp 8 must be skipped: %s", a);
-    cr_assert(strstr(a, "KV cache capacity"), "32B at tp 1 must be skipped: %s", a);
+    size_t skipped = 0;
+    for (const char *q = a; (q = strstr(q, "\"reason\"")); q++)
+        skipped++;
+    cr_assert_eq(skipped, 6, "tp 1 (32B does not fit) and tp 8 on 12 GPUs must be skipped: %s", a);
     cr_assert(strstr(a, "\"pareto\": true"), "%s", a);
     cr_assert(strstr(a, "\"cheapest\": {"), "%s", a);
     struct stat sb;
@@ -332,4 +335,18 @@ Test(sweep, list_continues_on_indented_lines)
     write_text(DIR "/cont_bad.ini", "[sweep]\nscenario = qwen7b-64gpu\n[trace]\nseed = 1,2\n  2\n");
     cr_assert_eq(grid_load(DIR "/cont_bad.ini", &g, &e), -1);
     cr_assert(strstr(e.msg, "cont_bad.ini:5") && strstr(e.msg, "listed twice"), "%s", e.msg);
+}
+
+/* --train goes through the scenario key train.strategy: each strategy is a
+ * configuration, and an unknown one is refused before anything runs. */
+Test(sweep, plan_searches_training_strategies, .timeout = 300)
+{
+    char *a = run_capture("build/tailsim plan qwen7b-64gpu --gpus 32 --tp 2 --policies verl"
+                          " --train bucket,dcp-inter --set trace.prompts=8 --json 2>/dev/null");
+    cr_assert(strstr(a, "\"searched\": 2"), "%s", a);
+    cr_assert(strstr(a, "\"train.strategy\": \"bucket\"") &&
+              strstr(a, "\"train.strategy\": \"dcp-inter\""), "%s", a);
+    free(a);
+    cr_assert_neq(system("build/tailsim plan qwen7b-64gpu --gpus 32 --train bucket,nope"
+                         " >/dev/null 2>&1"), 0);
 }
