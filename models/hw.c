@@ -78,6 +78,9 @@ static const key_spec hw_keys[] = {
     HW_I("efficiency", tile_n, 1, 1024, 0),
     HW_D("efficiency", ar_eff, 0.01, 1, 0),
     HW_D("efficiency", coll_lat_s, 0, 1e-2, 0),
+    HW_D("host", eager_launch_s, 0, 1e-3, 0),
+    HW_D("host", sched_s, 0, 1, 0),
+    HW_D("host", sched_req_s, 0, 1e-2, 0),
     {"efficiency", "calibration", KT_STRING, offsetof(hw_desc, calibration),
      sizeof ((hw_desc *)0)->calibration, 0, 0, 0},
 };
@@ -262,6 +265,10 @@ static int load_ini(const char *name, hw_desc *hw, char *ini, ts_err *e)
     d.tile_n = 64;
     d.ar_eff = 0.77;
     d.coll_lat_s = 20e-6;
+    /* host defaults: see models/hw/h100.ini [host] */
+    d.eager_launch_s = 10e-6;
+    d.sched_s = 0.5e-3;
+    d.sched_req_s = 2e-6;
     snprintf(d.calibration, sizeof d.calibration, "defaults (uncalibrated)");
     _Static_assert(sizeof hw_keys / sizeof hw_keys[0] <= MAX_KEYS, "raise MAX_KEYS");
     if (parse_file("models/hw", name, hw_keys, sizeof hw_keys / sizeof hw_keys[0], &d,

@@ -28,6 +28,10 @@ typedef struct hw_desc {
     int sms;                /* streaming multiprocessors (waves = tiles / sms) */
     double ar_eff;          /* fraction of link bandwidth reached by all-reduce */
     double coll_lat_s;      /* s, fixed cost of one collective call (launch, sync) (added field) */
+    /* host side of an inference engine (models/cost_host.c) */
+    double eager_launch_s;  /* s, host time to launch one kernel outside a CUDA graph */
+    double sched_s;         /* s, scheduler CPU time per engine step */
+    double sched_req_s;     /* s, scheduler CPU time per running request per step */
     char calibration[128];  /* where the efficiency values came from */
 } hw_desc;
 

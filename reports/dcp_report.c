@@ -131,13 +131,21 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
     fprintf(f, "# DCP: %.*s (run %lld)\n\n", (int)sizeof r->scenario, r->scenario,
             (long long)r->id);
     fprintf(f, "| strategy | steps | step (s) | total (s) | tokens/s | speedup | imbalance "
-               "| GPU idle | peak GB | mean gas |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+               "| imbalance (sampler's estimate) | GPU idle | peak GB | mean gas |\n"
+               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < ns; i++) {
         const char *n = names[i];
-        fprintf(f, "| %s | %.0f | %.4f | %.3f | %.4g | %.2fx | %.1f%% | %.1f%% | %.1f | %.2f |\n",
+        /* runs saved before imbalance_plan existed have none: "-" */
+        double ip = metric_of(r, n, "imbalance_plan");
+        char ipb[32];
+        if (isnan(ip))
+            snprintf(ipb, sizeof ipb, "-");
+        else
+            snprintf(ipb, sizeof ipb, "%.1f%%", 100 * ip);
+        fprintf(f, "| %s | %.0f | %.4f | %.3f | %.4g | %.2fx | %.1f%% | %s | %.1f%% | %.1f | %.2f |\n",
                 n, metric_of(r, n, "steps"), metric_of(r, n, "step_s"), metric_of(r, n, "time_s"),
                 metric_of(r, n, "tokens_per_s"), metric_of(r, n, "speedup"),
-                100 * metric_of(r, n, "imbalance"), 100 * metric_of(r, n, "idle_fraction"),
+                100 * metric_of(r, n, "imbalance"), ipb, 100 * metric_of(r, n, "idle_fraction"),
                 metric_of(r, n, "peak_mem_gb"), metric_of(r, n, "mean_gas"));
     }
     /* the scale metrics are "g<N>.<name>.imbalance" */
@@ -193,7 +201,11 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
     if (ts_atomic_commit(&a, e))
         return -1;
     snprintf(script, sizeof script, "%s/reports/dcp_imbalance.gp", ts_data_root());
-    snprintf(title, sizeof title, "run %lld: %.*s - imbalance vs GPU count", (long long)r->id,
-             (int)sizeof r->scenario, r->scenario);
+    if (r->id > 0)
+        snprintf(title, sizeof title, "run %lld: %.*s - imbalance vs GPU count", (long long)r->id,
+                 (int)sizeof r->scenario, r->scenario);
+    else /* an unsaved run (the paper report's) */
+        snprintf(title, sizeof title, "%.*s - imbalance vs GPU count", (int)sizeof r->scenario,
+                 r->scenario);
     return plot(script, dat, png, title, dir, e);
 }

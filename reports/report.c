@@ -335,7 +335,9 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
     int rc = -1;
     int32_t *len = NULL;
     size_t n = r->n_resp;
-    char gp[PATH_CAP], dat[PATH_CAP], png[PATH_CAP], md[PATH_CAP], title[512];
+    char gp[PATH_CAP], dat[PATH_CAP], png[PATH_CAP], md[PATH_CAP], title[512], run_tag[40] = "";
+    if (r->id > 0) /* a stored run; an unsaved one (the paper report's) has no id */
+        snprintf(run_tag, sizeof run_tag, "run %lld: ", (long long)r->id);
     if (report_mkdir_p(dir, e))
         goto cleanup;
     if (n && !(len = malloc(n * sizeof *len))) {
@@ -352,8 +354,8 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
         write_gantt_dat(r, dat, e))
         goto cleanup;
     if (r->n_tl) {
-        snprintf(title, sizeof title, "run %lld: %.*s %.*s, %d GPUs - GPU timeline by phase",
-                 (long long)r->id, FIELD(r->command), FIELD(r->scenario), r->gpus);
+        snprintf(title, sizeof title, "%s%.*s %.*s, %d GPUs - GPU timeline by phase", run_tag,
+                 FIELD(r->command), FIELD(r->scenario), r->gpus);
         if (ts_find_data("reports", "gantt", ".gp", gp, sizeof gp, e) ||
             report_gnuplot(gp, dat, png, title, dir, e))
             goto cleanup;
@@ -366,8 +368,8 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
         write_cdf_dat(r, len, n, dat, e))
         goto cleanup;
     if (n) {
-        snprintf(title, sizeof title, "run %lld: %.*s %.*s - response lengths (%zu responses)",
-                 (long long)r->id, FIELD(r->command), FIELD(r->scenario), n);
+        snprintf(title, sizeof title, "%s%.*s %.*s - response lengths (%zu responses)", run_tag,
+                 FIELD(r->command), FIELD(r->scenario), n);
         if (ts_find_data("reports", "cdf", ".gp", gp, sizeof gp, e) ||
             report_gnuplot(gp, dat, png, title, dir, e))
             goto cleanup;

@@ -14,12 +14,13 @@
  * Returns 0 or -1 (gnuplot missing or failing is an error naming the script). */
 int report_write(const run_record *r, const char *dir, ts_err *e);
 
-/* Creates dir and its parents (existing is fine).  Returns 0 or -1. */
+/* Creates dir and its missing parents (like mkdir -p).  Returns 0, or -1
+ * naming the part that could not be created. */
 int report_mkdir_p(const char *dir, ts_err *e);
 
-/* Runs `gnuplot -d -c script dat PNG.tmp title` (no shell; gnuplot's stderr
- * to a log in dir) and renames the image to png.  Returns 0, or -1 naming
- * the script (gnuplot missing, failing, killed, or writing no image). */
+/* Runs `gnuplot -d -c script dat <png.tmp> title` (no shell; gnuplot's
+ * stderr to a log in dir) and renames the image to png.  Returns 0, or -1
+ * naming the script (gnuplot missing, failing, killed, writing no image). */
 int report_gnuplot(const char *script, const char *dat, const char *png, const char *title,
                    const char *dir, ts_err *e);
 

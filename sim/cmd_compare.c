@@ -4,9 +4,12 @@
  * under each policy and prints them side by side: step and rollout time,
  * bubble, drafter-training and tail fractions, rollout utilization, speedup
  * of step and rollout over the first policy listed, accepted length, drafter
- * quality, off-policy fraction and staleness (a policy's speed is never shown
- * without what it does to the samples that train).  Every value is the mean
- * over the steps.  Output is deterministic for a seed.  --train LIST runs
+ * quality, off-policy fraction and staleness, the off-policy share of the
+ * trained tokens, and the goodput: trained tokens per second over the whole
+ * run relative to the first policy (the fair speed of policies that train
+ * other samples than the synchronous step; a policy's speed is never shown
+ * without what it does to the samples that train).  Every other value is the
+ * mean over the steps.  Output is deterministic for a seed.  --train LIST runs
  * every policy under each train.strategy (sim/rlstep_train.h) too, so TLT in
  * the rollout and DCP in the update show up as policy x strategy rows with a
  * `train` column; speedups stay over the first row.
@@ -20,6 +23,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "common/util.h"
+#include "sim/bootstrap.h"
 #include "sim/cmd.h"
 #include "sim/cmd_run.h"
 
@@ -31,19 +35,60 @@ static void usage(FILE *f)
     size_t n;
     const policy *const *all = policy_all(&n);
     fprintf(f, "usage: tailsim compare SCENARIO [--policies P1,P2,...] [--steps N] [--seed S]\n"
-               "                       [--trace FILE] [--set SEC.KEY=VAL] [--train S1,S2,...] [--json]\n\n"
+               "                       [--trace FILE] [--set SEC.KEY=VAL] [--train S1,S2,...]\n"
+               "                       [--bootstrap N] [--json]\n\n"
                "Runs the same RL steps under each policy and compares them; speedups are over\n"
                "the first policy listed (default: all policies, verl first).  --train runs each\n"
                "policy under each train.strategy (none, bucket, packed, dcp-intra, dcp-inter,\n"
-               "dcp-inter+pac).  Policies:\n");
+               "dcp-inter+pac).  --bootstrap N reruns on N resamples of the prompts (with\n"
+               "replacement, whole groups) and adds the median and 5-95%% range of each metric\n"
+               "(with one train strategy at most).  Policies:\n");
     for (size_t i = 0; i < n; i++)
         fprintf(f, "  %-10s %s  [%s]\n", all[i]->name, all[i]->summary, all[i]->source);
 }
 
 static const char *const shown[] = {"step_s", "rollout_s", "bubble_fraction", "train_fraction",
                                     "tail_fraction", "rollout_utilization", "accept_len",
-                                    "drafter_quality", "off_policy_fraction", "mean_staleness"};
+                                    "drafter_quality", "off_policy_fraction", "mean_staleness",
+                                    "trained_tokens_per_s", "off_policy_tokens"};
 #define N_SHOWN (sizeof shown / sizeof shown[0])
+
+/* {"<metric>": {"median", "p5", "p95"}, ...} of policy i. */
+static json_t *boot_json(const boot_result *b, int i)
+{
+    json_t *o = json_object();
+    for (int k = 0; k < b->nk; k++) {
+        const boot_stat *st = &b->stat[(size_t)i * b->nk + k];
+        json_t *x = json_object();
+        json_object_set_new(x, "median", json_real(st->median));
+        json_object_set_new(x, "p5", json_real(st->p5));
+        json_object_set_new(x, "p95", json_real(st->p95));
+        json_object_set_new(o, b->keys[k], x);
+    }
+    return o;
+}
+
+static void boot_print(const boot_result *b, const policy *const *plist, int np, uint64_t seed)
+{
+    static const char *const cols[] = {"speedup", "rollout_speedup", "step_s", "rollout_s",
+                                       "bubble_fraction"};
+    printf("\nbootstrap: %d resamples of the prompts (seed %llu): median [5%%, 95%%]\n%-10s",
+           b->n, (unsigned long long)seed, "policy");
+    const size_t nc = sizeof cols / sizeof cols[0];
+    for (size_t k = 0; k < nc; k++)
+        printf(k + 1 < nc ? " %-27s" : " %s", cols[k]);
+    printf("\n");
+    for (int i = 0; i < np; i++) {
+        printf("%-10s", plist[i]->name);
+        for (size_t k = 0; k < nc; k++) {
+            const boot_stat *st = boot_get(b, i, cols[k]);
+            char cell[80];
+            snprintf(cell, sizeof cell, "%.3f [%.3f, %.3f]", st->median, st->p5, st->p95);
+            printf(k + 1 < nc ? " %-27s" : " %s", cell);
+        }
+        printf("\n");
+    }
+}
 
 int cmd_compare(int argc, char **argv)
 {
@@ -51,10 +96,10 @@ int cmd_compare(int argc, char **argv)
         {"policies", required_argument, 0, 'P'}, {"steps", required_argument, 0, 'n'},
         {"seed", required_argument, 0, 's'},     {"trace", required_argument, 0, 't'},
         {"set", required_argument, 0, 'S'},      {"json", no_argument, 0, 'j'},
-        {"train", required_argument, 0, 'T'},   {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"train", required_argument, 0, 'T'},   {"bootstrap", required_argument, 0, 'B'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *pols = NULL, *trains = NULL, *trace_file = NULL, *sets[64];
-    int n_sets = 0, steps = 1, json = 0, have_seed = 0;
+    int n_sets = 0, steps = 1, json = 0, have_seed = 0, nboot = 0;
     uint64_t seed = 0;
     int64_t v;
     optind = 1;
@@ -72,6 +117,13 @@ int cmd_compare(int argc, char **argv)
                 return 2;
             }
             steps = (int)v;
+            break;
+        case 'B':
+            if (ts_parse_i64(optarg, 1, 100000, &v)) {
+                fprintf(stderr, "tailsim compare: --bootstrap '%s': expected an integer in [1, 100000]\n", optarg);
+                return 2;
+            }
+            nboot = (int)v;
             break;
         case 's':
             if (ts_parse_i64(optarg, 0, INT64_MAX, &v)) {
@@ -125,6 +177,11 @@ int cmd_compare(int argc, char **argv)
         }
         tlist[nt++] = tok;
     }
+    if (nboot && nt > 1) {
+        fprintf(stderr, "tailsim compare: --bootstrap takes one --train strategy at most "
+                        "(run one compare per strategy)\n");
+        return 2;
+    }
     gsl_set_error_handler_off();
     ts_err e = {{0}};
     scenario s;
@@ -136,6 +193,7 @@ int cmd_compare(int argc, char **argv)
     double (*val)[N_SHOWN] = calloc((size_t)nrow, sizeof *val);
     double upd[MAX_POL * MAX_TRAIN]; /* update_s per row, shown with --train */
     json_t *out = json_object(), *arr = json_array();
+    boot_result boot = {0};
     if (!tr || !val || !out || !arr) {
         ts_errf(&e, "out of memory");
         goto fail;
@@ -174,6 +232,8 @@ int cmd_compare(int argc, char **argv)
             goto fail;
         }
     }
+    if (nboot && boot_compare(&s, plist, np, &hw, &m, tr, steps, nboot, shown, (int)N_SHOWN, &boot, &e))
+        goto fail;
     if (json) {
         json_object_set_new(out, "command", json_string("compare"));
         json_object_set_new(out, "scenario", json_string(s.name));
@@ -193,8 +253,14 @@ int cmd_compare(int argc, char **argv)
                 json_object_set_new(p, shown[k], json_real(val[i][k]));
             json_object_set_new(p, "speedup", json_real(val[0][0] / val[i][0]));
             json_object_set_new(p, "rollout_speedup", json_real(val[0][1] / val[i][1]));
+            json_object_set_new(p, "goodput_speedup",
+                                json_real(val[0][10] > 0 ? val[i][10] / val[0][10] : 0.0));
+            if (nboot)
+                json_object_set_new(p, "bootstrap", boot_json(&boot, i));
             json_array_append_new(arr, p);
         }
+        if (nboot)
+            json_object_set_new(out, "bootstrap", json_integer(nboot));
         json_object_set(out, "policies", arr);
         if (cmd_print_json(out, 10, &e))
             goto fail;
@@ -204,25 +270,29 @@ int cmd_compare(int argc, char **argv)
         printf("%-10s ", "policy");
         if (nt)
             printf("%-13s ", "strategy");
-        printf("%9s %9s %7s %7s %6s %6s %6s %7s %6s %6s %7s %6s", "step_s", "rollout_s", "speedup",
-               "ro_spd", "bubble", "train", "tail", "util", "accept", "q", "offpol", "stale");
+        printf("%9s %9s %7s %7s %6s %6s %6s %7s %6s %6s %7s %6s %7s %7s", "step_s", "rollout_s",
+               "speedup", "ro_spd", "bubble", "train", "tail", "util", "accept", "q", "offpol",
+               "stale", "offtok", "goodput");
         printf(nt ? " %9s\n" : "\n", "update_s");
         for (int i = 0; i < nrow; i++) {
             const double *x = val[i];
             printf("%-10s ", plist[i % np]->name);
             if (nt)
                 printf("%-13s ", row_train[i]);
-            printf("%9.2f %9.2f %7.3f %7.3f %6.3f %6.3f %6.3f %7.3f %6.2f %6.3f %7.3f %6.2f", x[0],
-                   x[1], val[0][0] / x[0], val[0][1] / x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8],
-                   x[9]);
+            printf("%9.2f %9.2f %7.3f %7.3f %6.3f %6.3f %6.3f %7.3f %6.2f %6.3f %7.3f %6.2f %7.3f %7.3f",
+                   x[0], x[1], val[0][0] / x[0], val[0][1] / x[1], x[2], x[3], x[4], x[5], x[6], x[7],
+                   x[8], x[9], x[11], val[0][10] > 0 ? x[10] / val[0][10] : 0.0);
             printf(nt ? " %9.2f\n" : "\n", upd[i]);
         }
+        if (nboot)
+            boot_print(&boot, plist, np, s.seed);
     }
     rc = 0;
     goto done;
 fail:
     fprintf(stderr, "tailsim compare: %s\n", e.msg);
 done:
+    boot_result_free(&boot);
     json_decref(arr);
     json_decref(out);
     if (tr)

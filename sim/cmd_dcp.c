@@ -131,9 +131,11 @@ static int run_one(const dcp_ctx *c, const dcp_strategy *s, int steps, dcp_resul
     return rc;
 }
 
-/* Imbalance of every strategy at each GPU count of scale_gpus[]. */
+/* Imbalance of every strategy at each GPU count of scale_gpus[]: simulated
+ * (imb) and as VideoSys' sampler estimates it (imbp). */
 static int run_scale(const dcp_setup *d, const dcp_strategy *st, int ns,
-                     double imb[N_SCALE][DCP_MAX_STRATEGIES], ts_err *e)
+                     double imb[N_SCALE][DCP_MAX_STRATEGIES],
+                     double imbp[N_SCALE][DCP_MAX_STRATEGIES], ts_err *e)
 {
     for (int k = 0; k < N_SCALE; k++) {
         dcp_cfg cfg = d->cfg;
@@ -143,7 +145,7 @@ static int run_scale(const dcp_setup *d, const dcp_strategy *st, int ns,
             return ts_err_prefix(e, "at %d GPUs: ", scale_gpus[k]);
         for (int i = 0; i < ns; i++) {
             dcp_result r;
-            imb[k][i] = NAN;
+            imb[k][i] = imbp[k][i] = NAN;
             if (st[i].kind == DCP_BOUND)
                 continue;
             if (run_one(&c, &st[i], 0, &r, NULL, 0, 0, NULL, 0, e)) {
@@ -151,6 +153,7 @@ static int run_scale(const dcp_setup *d, const dcp_strategy *st, int ns,
                 return ts_err_prefix(e, "at %d GPUs: ", scale_gpus[k]);
             }
             imb[k][i] = r.imbalance;
+            imbp[k][i] = r.imbalance_plan;
         }
         dcp_ctx_free(&c);
     }
@@ -166,6 +169,7 @@ static int add_metrics(run_record *rec, const dcp_result *r, double speedup)
         {"steps", (double)r->steps},      {"step_s", r->step_s},
         {"time_s", r->time_s},            {"tokens_per_s", r->tokens_per_s},
         {"speedup", speedup},             {"imbalance", r->imbalance},
+        {"imbalance_plan", r->imbalance_plan},
         {"idle_fraction", r->idle_fraction}, {"peak_mem_gb", r->peak_mem_bytes / 1e9},
         {"feasible", r->feasible},        {"mean_gas", r->mean_gas},
     };
@@ -215,7 +219,7 @@ int cmd_dcp(int argc, char **argv)
     int ns = 0;
     dcp_result res[DCP_MAX_STRATEGIES], ref;
     char plans[DCP_MAX_STRATEGIES][512];
-    double imb[N_SCALE][DCP_MAX_STRATEGIES];
+    double imb[N_SCALE][DCP_MAX_STRATEGIES], imbp[N_SCALE][DCP_MAX_STRATEGIES];
 
     if (scenario_load(o.scenario, &s, &e))
         goto fail;
@@ -247,7 +251,7 @@ int cmd_dcp(int argc, char **argv)
         if (run_one(&c, &st[i], steps, &res[i], o.db ? rec : NULL, i * d.cfg.gpus, o.tl_steps,
                     plans[i], sizeof plans[i], &e))
             goto fail;
-    if (o.scale && run_scale(&d, st, ns, imb, &e))
+    if (o.scale && run_scale(&d, st, ns, imb, imbp, &e))
         goto fail;
     double wall = ts_wall_s() - w0;
 
@@ -317,6 +321,8 @@ int cmd_dcp(int argc, char **argv)
             json_object_set_new(x, "tokens_per_s", json_real(r->tokens_per_s));
             json_object_set_new(x, "speedup", json_real(r->tokens_per_s / ref.tokens_per_s));
             json_object_set_new(x, "imbalance", json_real(r->imbalance));
+            json_object_set_new(x, "imbalance_plan", json_real(r->imbalance_plan));
+            json_object_set_new(x, "full_steps", json_integer(r->full_steps));
             json_object_set_new(x, "idle_fraction", json_real(r->idle_fraction));
             json_object_set_new(x, "peak_mem_gb", json_real(r->peak_mem_bytes / 1e9));
             json_object_set_new(x, "feasible", json_boolean(r->feasible));
@@ -350,6 +356,17 @@ int cmd_dcp(int argc, char **argv)
                 json_object_set_new(sc, key, row);
             }
             json_object_set_new(root, "imbalance_vs_gpus", sc);
+            json_t *sp = json_object();
+            for (int k = 0; k < N_SCALE; k++) {
+                json_t *row = json_object();
+                for (int i = 0; i < ns; i++)
+                    if (!isnan(imbp[k][i]))
+                        json_object_set_new(row, st[i].name, json_real(imbp[k][i]));
+                char key[16];
+                snprintf(key, sizeof key, "%d", scale_gpus[k]);
+                json_object_set_new(sp, key, row);
+            }
+            json_object_set_new(root, "imbalance_plan_vs_gpus", sp);
         }
         if (!o.no_wall)
             json_object_set_new(root, "wall_s", json_real(wall));
@@ -366,31 +383,36 @@ int cmd_dcp(int argc, char **argv)
                "grad sync + optimizer %.4f s/step\n\n",
                d.cfg.mem_cap, d.hw.hbm_bytes / 1e9, d.cfg.zero_stage,
                d.cfg.ring ? "ring attention" : "Ulysses", s.dcp.sp_sizes, c.bucket_sp, c.sync_s);
-        printf("%-15s %6s %9s %10s %11s %8s %7s %7s %8s %5s\n", "strategy", "steps", "step_s",
-               "total_s", "tokens/s", "speedup", "imbal", "idle", "peak_GB", "gas");
+        printf("%-15s %6s %9s %10s %11s %8s %7s %7s %7s %8s %5s\n", "strategy", "steps",
+               "step_s", "total_s", "tokens/s", "speedup", "imbal", "imb_pl", "idle", "peak_GB",
+               "gas");
         for (int i = 0; i < ns; i++) {
             const dcp_result *r = &res[i];
-            printf("%-15s %6lld %9.4f %10.3f %11.4g %7.2fx %6.1f%% %6.1f%% %8.1f %5.2f%s\n",
+            printf("%-15s %6lld %9.4f %10.3f %11.4g %7.2fx %6.1f%% %6.1f%% %6.1f%% %8.1f %5.2f%s\n",
                    r->name, (long long)r->steps, r->step_s, r->time_s, r->tokens_per_s,
                    r->tokens_per_s / ref.tokens_per_s, 100 * r->imbalance,
-                   100 * r->idle_fraction, r->peak_mem_bytes / 1e9, r->mean_gas,
+                   100 * r->imbalance_plan, 100 * r->idle_fraction, r->peak_mem_bytes / 1e9, r->mean_gas,
                    r->feasible ? "" : "  OVER CAP");
         }
         printf("\nplans (first step; ckpt = checkpointed layers):\n");
         for (int i = 0; i < ns; i++)
             printf("  %-15s %s\n", res[i].name, plans[i]);
         if (o.scale) {
-            printf("\nimbalance vs GPU count (same trace)\n  %-6s", "gpus");
-            for (int i = 0; i < ns; i++)
-                if (st[i].kind != DCP_BOUND)
-                    printf(" %14s", st[i].name);
-            printf("\n");
-            for (int k = 0; k < N_SCALE; k++) {
-                printf("  %-6d", scale_gpus[k]);
+            for (int v = 0; v < 2; v++) {
+                printf("\n%s vs GPU count (same trace)\n  %-6s",
+                       v ? "imbalance as VideoSys' sampler estimates it (imb_pl)" : "imbalance",
+                       "gpus");
                 for (int i = 0; i < ns; i++)
                     if (st[i].kind != DCP_BOUND)
-                        printf(" %13.1f%%", 100 * imb[k][i]);
+                        printf(" %14s", st[i].name);
                 printf("\n");
+                for (int k = 0; k < N_SCALE; k++) {
+                    printf("  %-6d", scale_gpus[k]);
+                    for (int i = 0; i < ns; i++)
+                        if (st[i].kind != DCP_BOUND)
+                            printf(" %13.1f%%", 100 * (v ? imbp[k][i] : imb[k][i]));
+                    printf("\n");
+                }
             }
         }
         if (o.buckets)

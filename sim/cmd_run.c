@@ -139,7 +139,7 @@ static void add(run_record *r, const char *k, double v, int *oom)
 
 /* The metrics of one step, in the order the table and JSON print them. */
 static int step_metrics(run_record *rec, const rlstep_result *res, const trace *t, int full,
-                        double quality)
+                        double quality, const multistep_result *all)
 {
     int oom = 0;
     const rollout_result *ro = &res->ro;
@@ -179,8 +179,8 @@ static int step_metrics(run_record *rec, const rlstep_result *res, const trace *
     add(rec, "drafter_quality", quality, &oom);
     add(rec, "drafter_gpu_steps", (double)ro->drafter_gpu_steps, &oom);
     add(rec, "spot_step_s", ro->spot_step_s, &oom);
-    add(rec, "off_policy_fraction", 0.0, &oom);
-    add(rec, "mean_staleness", 0.0, &oom);
+    add(rec, "off_policy_fraction", all->off_policy_fraction, &oom); /* over the whole run */
+    add(rec, "mean_staleness", all->mean_staleness, &oom);
     add(rec, "events", (double)ro->events, &oom);
     return oom ? -1 : 0;
 }
@@ -196,7 +196,7 @@ int run_multistep_metrics(run_record *rec, const multistep_result *r, trace *con
         return -1;
     for (int k = 0; k < r->steps; k++)
         if (!(one[k] = run_record_new()) ||
-            step_metrics(one[k], &r->step[k], steps[k], full, r->quality[k]))
+            step_metrics(one[k], &r->step[k], steps[k], full, r->quality[k], r))
             goto done;
     json_t *ps = per_step ? json_object() : NULL;
     for (size_t i = 0; i < one[0]->n_metrics; i++) {
@@ -215,6 +215,17 @@ int run_multistep_metrics(run_record *rec, const multistep_result *r, trace *con
             goto done;
         }
     }
+    /* run totals: what trained, and how fast (the fair speed of policies
+     * that train other samples than the step's) */
+    double total = 0;
+    for (int k = 0; k < r->steps; k++)
+        total += r->step[k].step_s;
+    if (run_add_metric(rec, "trained_tokens", (double)r->trained_tokens) ||
+        run_add_metric(rec, "off_policy_tokens", r->off_policy_token_fraction) ||
+        run_add_metric(rec, "trained_tokens_per_s", total > 0 ? r->trained_tokens / total : 0)) {
+        json_decref(ps);
+        goto done;
+    }
     if (per_step)
         *per_step = ps;
     rc = 0;
@@ -229,7 +240,7 @@ static int is_integer_metric(const char *k)
 {
     static const char *ints[] = {"gpus", "tp", "replicas", "responses", "tokens", "decode_tokens",
                                  "prefill_tokens", "preemptions", "events", "kv_tokens_per_replica",
-                                 "spec_iterations", "drafter_gpu_steps"};
+                                 "spec_iterations", "drafter_gpu_steps", "trained_tokens"};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(k, ints[i]))
             return 1;
@@ -328,7 +339,7 @@ static int run_common(int argc, char **argv, int full)
     const char *pname = o.policy ? o.policy : s.policy;
     const policy *pol = NULL;
     if (pname[0] && !(pol = policy_find(pname))) {
-        ts_errf(&e, "unknown policy '%s' (verl, tlt-base, tlt)", pname);
+        ts_errf(&e, "unknown policy '%s' (tailsim compare --help lists them)", pname);
         goto fail;
     }
     if (!(steps = calloc((size_t)o.steps, sizeof *steps)) || !(rec = run_record_new())) {

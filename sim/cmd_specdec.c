@@ -10,7 +10,10 @@
  * exceed one replica's KV cache (the scenario's memory model) is marked: no
  * engine runs that batch at that context.  With spec.ngram set, the n-gram
  * drafter's expected tokens per verify and speedup (mean repetitiveness,
- * averaged over its Beta spread) are printed too.
+ * averaged over its Beta spread) are printed too.  Both columns include the
+ * host time of the speculative engine (models/cost_host.c): eager launches
+ * above spec.graph_max_bs and scheduling exposed without the overlap
+ * scheduler.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -21,6 +24,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "common/util.h"
+#include "models/cost_host.h"
 #include "models/cost_spec.h"
 #include "models/memory.h"
 #include "sim/cmd.h"
@@ -60,23 +64,6 @@ static double mean_ngram(const spec_params *p, int V, uint64_t seed)
     const int n = 2000;
     for (int k = 0; k < n; k++)
         s += ngram_expected(p, ngram_draw_rep(p, r), V);
-    gsl_rng_free(r);
-    return s / n;
-}
-
-/* E[accepted] at budget V averaged over sequence qualities (fixed draws). */
-static double mean_accept(const spec_params *p, int V, uint64_t seed)
-{
-    gsl_rng *r = ts_rng_new(seed, 1000 + (uint64_t)V);
-    if (!r)
-        return 0;
-    double s = 0;
-    const int n = 2000;
-    for (int k = 0; k < n; k++) {
-        spec_tree t;
-        spec_tree_build(p, spec_draw_quality(p, r), V, &t);
-        s += t.expected;
-    }
     gsl_rng_free(r);
     return s / n;
 }
@@ -136,6 +123,10 @@ int cmd_specdec(int argc, char **argv)
         goto fail;
     double kv_cap = mem_kv_capacity(&hw, &m, s.tp, s.mem_util, s.reserve_gb * 1e9);
     int ng = s.sp.ngram;
+    /* both columns on the speculative engine's host settings (CUDA graphs up
+     * to spec.graph_max_bs, overlap scheduler per spec.overlap): the choice
+     * TLT's threshold makes inside one engine */
+    host_mode host = scenario_host_mode(&s, 1);
     json_t *rows = json_array();
     if (!json) {
         printf("specdec  scenario %s  model %s  hw %s  TP %d  depth %d  top-k %d  quality %.2f\n"
@@ -149,15 +140,19 @@ int cmd_specdec(int argc, char **argv)
     }
     for (int ci = 0; ci < nc; ci++)
         for (int bi = 0; bi < nb; bi++) {
-            int b = batches[bi], V = spec_budget_for_batch(b);
+            int b = batches[bi];
             double ctx_sum = (double)b * ctxs[ci];
-            double acc = mean_accept(&s.sp, V, s.seed);
-            double t_plain = cost_decode_iter(&hw, &m, s.tp, b, ctx_sum) + cost_sample(&hw, &m, b);
-            double t_spec = spec_iter_cost(&s.sp, &hw, &m, s.tp, b, V, ctx_sum, NULL);
-            double plain = b / t_plain, spec = b * acc / t_spec;
+            spec_point sp;
+            spec_point_eval(&s.sp, &hw, &host, &m, s.tp, b, ctx_sum, s.seed, &sp);
+            int V = sp.V;
+            double acc = sp.accept, plain = sp.plain, spec = sp.spec;
             int fits = (double)b * (ctxs[ci] + V) <= kv_cap;
             double ng_acc = ng ? mean_ngram(&s.sp, V, s.seed) : 0;
-            double ng_spd = ng ? b * ng_acc / ngram_iter_cost(&s.sp, &hw, &m, s.tp, b, V, ctx_sum, NULL) / plain : 0;
+            double ng_spd = ng ? b * ng_acc /
+                                     cost_host_step(&hw, &host, b, 1, cost_spec_kernels(&m, s.tp, 1),
+                                                    ngram_iter_cost(&s.sp, &hw, &m, s.tp, b, V, ctx_sum, NULL)) /
+                                     plain
+                               : 0;
             if (json) {
                 json_t *o = json_object();
                 json_object_set_new(o, "batch", json_integer(b));

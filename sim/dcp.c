@@ -133,6 +133,22 @@ static double mb_time(const dcp_ctx *c, int32_t b, int sp, double bs, int ca, in
     return tc_microbatch_time(c->hw, c->tm, &p, &w, NULL);
 }
 
+double dcp_est_mb_time(const dcp_ctx *c, int32_t b, int sp, int32_t bs, int ca, int cb)
+{
+    return mb_time(c, b, sp, bs, ca, cb);
+}
+
+double dcp_step_idle(const double *t, const int32_t *sp, int n, int gpus, double *tmax)
+{
+    double m = 0, busy = 0;
+    for (int i = 0; i < n; i++) {
+        m = t[i] > m ? t[i] : m;
+        busy += sp[i] * t[i];
+    }
+    *tmax = m;
+    return gpus * m - busy;
+}
+
 /* Largest micro-batch of bucket b at sp with full checkpointing (0: none). */
 static int32_t max_bs_at(const dcp_ctx *c, int32_t b, int sp)
 {

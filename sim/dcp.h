@@ -121,6 +121,20 @@ void dcp_ctx_free(dcp_ctx *c);
  * (interpolated between powers of two), full checkpointing. */
 double dcp_prof_time(const dcp_ctx *c, int32_t b, int j, int32_t bs);
 
+/* Planner (profile) time of one micro-batch of bs sequences of bucket b's
+ * representative shape at SP sp with ca/cb checkpointed layers, s: what
+ * DCP's profiler would have measured for it.  Cannot fail. */
+double dcp_est_mb_time(const dcp_ctx *c, int32_t b, int sp, int32_t bs, int ca, int cb);
+
+/* One step's terms of VideoSys' calculate_imbalance: group i holds sp[i]
+ * GPUs for t[i] s (t >= 0), the step's compute lasts the largest t, GPUs in
+ * no group wait all of it.  Returns the idle GPU-seconds, sum over GPUs of
+ * (max - t_gpu), and sets *tmax to the largest t (0 when n == 0).  The
+ * imbalance of a run is the sum of these over its steps divided by gpus
+ * times the sum of *tmax: per step the mean over GPUs of (max - t_i), over
+ * max, weighted by the step's length.  Cannot fail. */
+double dcp_step_idle(const double *t, const int32_t *sp, int n, int gpus, double *tmax);
+
 /* PAC: the checkpointing of bucket b at (sp, bs) that saves the most
  * recomputation within the memory budget (exact over both layer types).
  * Fills ckpt_a/ckpt_b and time_s of *ch from its sp and bs; returns 0, or
@@ -195,6 +209,10 @@ typedef struct dcp_result {
     double comm_s;           /* GPU-seconds of SP communication / gpus, s */
     double tokens_per_s;
     double imbalance;        /* sum over steps and GPUs of (max - t) / (gpus * sum of max) */
+    double imbalance_plan;   /* the same as VideoSys' sampler logs it: each group's time its
+                              * micro-batch count x the profiled time of its largest one,
+                              * over the steps that fill every GPU (VideoSys runs no other) */
+    int64_t full_steps;      /* steps whose groups hold every GPU */
     double idle_fraction;    /* idle GPU-seconds / (gpus * time_s) */
     double peak_mem_bytes;   /* largest micro-batch memory per GPU, states included */
     int feasible;            /* 1: every micro-batch within the cap */

@@ -10,6 +10,13 @@
  *   imbalance      sum over steps and GPUs of (max_g t_g - t_gpu), over
  *                  gpus * sum of max_g t_g (DCP's calculate_imbalance, over
  *                  the whole trace);
+ *   imbalance_plan the same formula as VideoSys' sampler evaluates it when
+ *                  it logs its imbalance: a group's time is its
+ *                  micro-batch count x the profiled time of its largest
+ *                  micro-batch (a part-filled one counts as full), and only
+ *                  steps whose groups hold every GPU count (VideoSys' DCP
+ *                  sampler discards a step it cannot fill, its bucket
+ *                  baseline drops each bucket's remainder, drop_last);
  *   idle_fraction  the same idle GPU-seconds over gpus * total time (the
  *                  synchronisation counts as busy);
  *   peak memory    the largest micro-batch's activations plus model states
@@ -33,6 +40,18 @@ static int tl_add(run_record *rec, int gpu, int phase, int state, double t0, dou
     if (run_add_interval(rec, gpu, phase, state, t0, t1))
         return ts_errf(e, "out of memory (timeline)");
     return 0;
+}
+
+/* Group g's time as the sampler estimates it: its micro-batch count x the
+ * profiled time of its largest micro-batch of its first sequence's bucket. */
+static double est_group_time(const dcp_ctx *c, const dcp_plan *p, const dcp_group *g)
+{
+    const dcp_mb *m0 = &p->mb[g->mb0];
+    int32_t bs = 0;
+    for (int32_t m = 0; m < g->n_mb; m++)
+        bs = p->mb[g->mb0 + m].n > bs ? p->mb[g->mb0 + m].n : bs;
+    int32_t b = c->bt->seq[p->seq[m0->first]].bucket;
+    return g->n_mb * dcp_est_mb_time(c, b, g->sp, bs, m0->ckpt_a, m0->ckpt_b);
 }
 
 int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result *r,
@@ -61,9 +80,15 @@ int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result 
     for (size_t s = 0; s < nsteps; s++)
         if ((size_t)p->step[s].n_g > maxg)
             maxg = (size_t)p->step[s].n_g;
-    double *gt = malloc(maxg * sizeof *gt);
-    if (!gt)
+    double *gt = malloc(maxg * sizeof *gt), *ge = malloc(maxg * sizeof *ge);
+    int32_t *gs = malloc(maxg * sizeof *gs);
+    if (!gt || !ge || !gs) {
+        free(gt);
+        free(ge);
+        free(gs);
         return ts_errf(e, "out of memory");
+    }
+    double p_idle = 0, p_maxsum = 0;
     const tc_model *tm = c->tm;
     double cap = c->cfg.mem_cap * c->hw->hbm_bytes;
     double now = 0, idle = 0, maxsum = 0, rec_gs = 0, comm_gs = 0, ckpt = 0;
@@ -97,6 +122,8 @@ int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result 
                 n_mb++;
             }
             gt[k] = t;
+            gs[k] = g->sp;
+            ge[k] = p->strat.kind == DCP_PACKED ? t : est_group_time(c, p, g);
             busy += g->sp * t;
             if (t > cmax)
                 cmax = t;
@@ -107,6 +134,15 @@ int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result 
         }
         double step = cmax + c->sync_s;
         idle += G * cmax - busy;
+        int used_gpus = 0;
+        for (int32_t k = 0; k < st->n_g; k++)
+            used_gpus += gs[k];
+        if (used_gpus == G) {
+            double emax;
+            p_idle += dcp_step_idle(ge, gs, st->n_g, G, &emax);
+            p_maxsum += G * emax;
+            r->full_steps++;
+        }
         maxsum += G * cmax;
         if (rec && (int)s < tl_steps) {
             int used = 0;
@@ -131,11 +167,14 @@ int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result 
         r->sync_s += c->sync_s;
     }
     free(gt);
+    free(ge);
+    free(gs);
     r->steps = (int64_t)nsteps;
     r->time_s = now;
     r->step_s = nsteps ? now / nsteps : 0;
     r->tokens_per_s = now > 0 ? r->tokens / now : 0;
     r->imbalance = maxsum > 0 ? idle / maxsum : 0;
+    r->imbalance_plan = p_maxsum > 0 ? p_idle / p_maxsum : 0;
     r->idle_fraction = now > 0 ? idle / (G * now) : 0;
     r->recompute_s = rec_gs / G;
     r->comm_s = comm_gs / G;
@@ -149,6 +188,8 @@ int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result 
     return 0;
 fail:
     free(gt);
+    free(ge);
+    free(gs);
     return -1;
 }
 

@@ -42,6 +42,7 @@ static const command commands[] = {
     {"dcp", cmd_dcp, "dcp SCENARIO: plan and simulate variable-length training (bucket, packed, DCP)"},
     {"sweep", cmd_sweep, "sweep GRID.ini [-j N]: every combination of a grid of scenario keys, into SQLite"},
     {"plan", cmd_plan, "plan SCENARIO --gpus L --tp L --policies L: Pareto front of step time vs GPU-hours"},
+    {"paper", cmd_paper, "paper [-o DIR] [--quick]: every paper experiment against the published numbers"},
     {"report", cmd_report, "report --run ID -o DIR: Gantt chart, length CDF and tables of a stored run"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

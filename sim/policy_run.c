@@ -9,18 +9,44 @@
  * from (seed, step), so a run of N steps repeats its first N - 1 steps'
  * results exactly when N grows.  The synchronous policies train exactly the
  * samples they generate: off-policy fraction and staleness are 0.
+ *
+ * A policy with a driver (policy_driver: sorted, partial, tailbatch, async)
+ * runs its N steps itself; those that carry prompts (sim/policy_carry.c)
+ * carry the partial-rollout buffer or the async queue across steps, so
+ * their steps are not independent.  Each step is still seeded from
+ * (seed, step), and the run is deterministic for a seed.
  */
 #include "sim/policy.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "traces/gen.h"
 
-extern const policy policy_verl, policy_tlt_base, policy_tlt;
+extern const policy policy_verl, policy_tlt_base, policy_tlt, policy_sorted, policy_partial,
+    policy_tailbatch, policy_async;
 
-static const policy *const registry[] = {&policy_verl, &policy_tlt_base, &policy_tlt};
+static const policy *const registry[] = {&policy_verl,    &policy_tlt_base, &policy_tlt,
+                                         &policy_sorted,  &policy_partial,  &policy_tailbatch,
+                                         &policy_async};
 #define N_POLICIES (sizeof registry / sizeof registry[0])
+
+extern const policy_driver policy_sorted_driver, policy_partial_driver,
+    policy_tailbatch_driver, policy_async_driver;
+static const policy_driver *const drivers[] = {&policy_sorted_driver, &policy_partial_driver,
+                                               &policy_tailbatch_driver, &policy_async_driver};
+
+/* The multi-step driver of p, or NULL: the synchronous loop. */
+static policy_run_fn driver_of(const policy *p)
+{
+    for (size_t i = 0; p && i < sizeof drivers / sizeof drivers[0]; i++)
+        if (drivers[i]->p == p)
+            return drivers[i]->run;
+    return NULL;
+}
 
 const policy *policy_find(const char *name)
 {
@@ -34,6 +60,72 @@ const policy *const *policy_all(size_t *n)
 {
     *n = N_POLICIES;
     return registry;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    size_t lx = strlen(x), ly = strlen(y);
+    return lx != ly ? (lx > ly) - (lx < ly) : strcmp(x, y);
+}
+
+/* Loads every *.jsonl / *.csv file of directory dir, in name order (shorter
+ * names first, so step_2 comes before step_10), into one trace. */
+static int load_dir(const char *dir, trace **out, ts_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return ts_errf(e, "%s: cannot open the directory", dir);
+    char **names = NULL;
+    size_t nn = 0, cap = 0;
+    int rc = -1;
+    trace *all = trace_new();
+    struct dirent *de;
+    while (all && (de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (!(l > 6 && !strcmp(de->d_name + l - 6, ".jsonl")) &&
+            !(l > 4 && !strcmp(de->d_name + l - 4, ".csv")))
+            continue;
+        if (nn == cap) {
+            char **nb = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *nb);
+            if (!nb)
+                goto done;
+            names = nb;
+        }
+        if (!(names[nn] = strdup(de->d_name)))
+            goto done;
+        nn++;
+    }
+    if (!all)
+        goto done;
+    if (nn == 0) {
+        ts_errf(e, "%s: no .jsonl or .csv trace in the directory", dir);
+        goto done;
+    }
+    qsort(names, nn, sizeof *names, by_name);
+    for (size_t i = 0; i < nn; i++) {
+        char path[2048];
+        trace *one = NULL;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (trace_load(path, &one, e))
+            goto done;
+        int arc = trace_append(all, one, e);
+        trace_free(one);
+        if (arc)
+            goto done;
+    }
+    *out = all;
+    all = NULL;
+    rc = 0;
+done:
+    if (rc && !e->msg[0])
+        ts_errf(e, "%s: out of memory", dir);
+    for (size_t i = 0; i < nn; i++)
+        free(names[i]);
+    free(names);
+    trace_free(all);
+    closedir(d);
+    return rc;
 }
 
 int policy_load_steps(const scenario *s, const char *override, int n, trace **out, ts_err *e)
@@ -56,7 +148,9 @@ int policy_load_steps(const scenario *s, const char *override, int n, trace **ou
         return 0;
     }
     trace *all = NULL;
-    if (trace_load(file, &all, e))
+    struct stat st;
+    if (stat(file, &st) == 0 && S_ISDIR(st.st_mode) ? load_dir(file, &all, e)
+                                                    : trace_load(file, &all, e))
         return -1;
     /* distinct steps in file order, from trace.step on */
     int32_t *ids = malloc((all->n_prompts + 1) * sizeof *ids);
@@ -112,6 +206,38 @@ void multistep_result_free(multistep_result *res)
     memset(res, 0, sizeof *res);
 }
 
+int policy_result_alloc(multistep_result *res, int n, ts_err *e)
+{
+    memset(res, 0, sizeof *res);
+    res->step = calloc((size_t)n, sizeof *res->step);
+    res->quality = calloc((size_t)n, sizeof *res->quality);
+    res->t0 = calloc((size_t)n, sizeof *res->t0);
+    if (!res->step || !res->quality || !res->t0) {
+        multistep_result_free(res);
+        return ts_errf(e, "out of memory");
+    }
+    res->steps = n;
+    return 0;
+}
+
+void policy_shift_record(run_record *rec, size_t first, double dt, int gpus)
+{
+    if (!rec)
+        return;
+    for (size_t i = first; i < rec->n_tl; i++) {
+        rec->tl[i].t0 += dt;
+        rec->tl[i].t1 += dt;
+        rec->tl[i].gpu += gpus;
+    }
+}
+
+void policy_count_sync_step(multistep_result *res, const trace *t, const rlstep_result *st)
+{
+    res->launched_groups += (int64_t)t->n_prompts;
+    res->trained_groups += (int64_t)t->n_prompts;
+    res->trained_tokens += st->ro.decode_tokens; /* lossless: the capped trace lengths */
+}
+
 int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm_desc *m,
                trace *const *steps, int n, int full, multistep_result *res, run_record *rec,
                ts_err *e)
@@ -122,14 +248,16 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
     scenario s = *s0;
     if (p)
         p->apply(&s);
-    res->step = calloc((size_t)n, sizeof *res->step);
-    res->quality = calloc((size_t)n, sizeof *res->quality);
-    res->t0 = calloc((size_t)n, sizeof *res->t0);
-    if (!res->step || !res->quality || !res->t0) {
-        multistep_result_free(res);
-        return ts_errf(e, "out of memory");
+    if (policy_result_alloc(res, n, e))
+        return -1;
+    policy_run_fn drive = driver_of(p);
+    if (drive) {
+        if (drive(&s, hw, m, steps, n, full, res, rec, e)) {
+            multistep_result_free(res);
+            return -1;
+        }
+        return 0;
     }
-    res->steps = n;
     double q = s.sp.quality, t0 = 0;
     for (int k = 0; k < n; k++) {
         s.sp.quality = q;
@@ -144,13 +272,10 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
             multistep_result_free(res);
             return -1;
         }
-        if (rec)
-            for (size_t i = first; i < rec->n_tl; i++) {
-                rec->tl[i].t0 += t0;
-                rec->tl[i].t1 += t0;
-            }
+        policy_shift_record(rec, first, t0, 0);
         t0 += res->step[k].step_s;
         q = drafter_next_quality(&s.dp, q, (double)res->step[k].ro.drafter_gpu_steps);
+        policy_count_sync_step(res, steps[k], &res->step[k]);
     }
     return 0;
 }

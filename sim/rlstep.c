@@ -25,6 +25,7 @@
  * and accumulation counts, still one gradient sync per epoch.
  */
 #include "sim/rlstep.h"
+#include "sim/rlstep_verl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@ int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
     if (scenario_spec_mode(s, &mode, e))
         return -1;
     cfg->spec = (spec_mode)mode;
+    cfg->host = scenario_host_mode(s, mode != 0);
     cfg->spec_patience = s->spec_patience;
     cfg->sp = s->sp;
     cfg->seed = s->seed;
@@ -75,11 +77,19 @@ void rlstep_result_free(rlstep_result *res)
 }
 
 static int rollout_phase(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
-                         double t0, rlstep_result *res, run_record *rec, ts_err *e)
+                         const rlstep_opts *o, double t0, rlstep_result *res, run_record *rec,
+                         ts_err *e)
 {
     rollout_cfg cfg;
     if (rlstep_rollout_cfg(s, hw, m, &cfg, e))
         return -1;
+    if (o) {
+        cfg.place = o->place;
+        cfg.order = o->order;
+        cfg.start_gen = o->start_gen;
+        cfg.stop_groups = o->stop_groups;
+        cfg.must_finish = o->must_finish;
+    }
     if (rollout_run(&cfg, t, &res->ro, e))
         return -1;
     res->kv_tokens = cfg.kv_tokens;
@@ -105,6 +115,8 @@ static int rollout_phase(const scenario *s, const hw_desc *hw, const llm_desc *m
             int32_t len = t->prompts[i].resp[j];
             if (s->max_response > 0 && len > s->max_response)
                 len = s->max_response;
+            if (res->ro.finish_s[k] < 0)
+                continue; /* aborted by the policy's stop */
             if (run_add_response(rec, res->ro.resp_replica[k], t->prompts[i].prompt_tokens, len,
                                  res->ro.finish_s[k]))
                 return ts_errf(e, "out of memory for responses");
@@ -112,14 +124,20 @@ static int rollout_phase(const scenario *s, const hw_desc *hw, const llm_desc *m
     return 0;
 }
 
-int rlstep_rollout(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
-                   rlstep_result *res, run_record *rec, ts_err *e)
+int rlstep_rollout_opts(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                        const rlstep_opts *o, rlstep_result *res, run_record *rec, ts_err *e)
 {
     memset(res, 0, sizeof *res);
-    if (rollout_phase(s, hw, m, t, 0.0, res, rec, e))
+    if (rollout_phase(s, hw, m, t, o, 0.0, res, rec, e))
         return -1;
     res->step_s = res->ro.makespan_s;
     return 0;
+}
+
+int rlstep_rollout(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                   rlstep_result *res, run_record *rec, ts_err *e)
+{
+    return rlstep_rollout_opts(s, hw, m, t, NULL, res, rec, e);
 }
 
 /* Time of one micro-batch: forward only (kind 0) or forward + backward. */
@@ -214,43 +232,26 @@ done:
     return rc;
 }
 
-int rlstep_run(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
-               rlstep_result *res, run_record *rec, ts_err *e)
+/* Reward, old log-prob, reference and update of batch t from time now on
+ * all s->gpus GPUs; per_gpu is scratch of s->gpus entries.  Returns the time
+ * the update ends, or -1 with e set. */
+static double train_phases(const scenario *s, const hw_desc *hw, const llm_desc *m,
+                           const trace *t, double now, double *per_gpu, rlstep_result *res,
+                           run_record *rec, ts_err *e)
 {
-    memset(res, 0, sizeof *res);
     int gpus = s->gpus;
-    double *per_gpu = calloc((size_t)gpus, sizeof *per_gpu);
-    if (!per_gpu)
-        return ts_errf(e, "out of memory");
-    int rc = -1;
-    double now = 0;
-    /* weight sync */
-    double sync = comm_allgather(hw, mem_weights(m, s->tp), gpus);
-    res->phase_t0[PH_SYNC] = now;
-    res->phase_s[PH_SYNC] = sync;
-    if (add_phase(rec, gpus, PH_SYNC, now, NULL, sync, TL_BUSY) < 0)
-        goto oom;
-    now += sync;
-    /* rollout */
-    if (rollout_phase(s, hw, m, t, now, res, rec, e))
-        goto cleanup;
-    now += res->ro.makespan_s;
     /* reward, on the CPU */
     double reward = s->reward_step_s +
-                    s->reward_per_response_s * (double)res->ro.responses / gpus;
+                    s->reward_per_response_s * (double)trace_n_responses(t) / gpus;
     res->phase_t0[PH_REWARD] = now;
     res->phase_s[PH_REWARD] = reward;
     if (reward > 0 && add_phase(rec, gpus, PH_REWARD, now, NULL, reward, TL_IDLE) < 0)
-        goto oom;
+        return ts_errf(e, "out of memory for the timeline");
     now += reward;
-    if (strcmp(s->train_strategy, "none")) {
-        free(per_gpu);
-        if (dcp_phases(s, hw, m, t, now, res, rec, e)) {
-            rlstep_result_free(res);
-            return -1;
-        }
-        return 0;
-    }
+    if (strcmp(s->train_strategy, "none"))
+        return dcp_phases(s, hw, m, t, now, res, rec, e) ? -1 : res->step_s;
+    if (s->mini_batch_prompts > 0) /* as VeRL's FSDP workers run it (sim/rlstep_verl.c) */
+        return rlstep_verl_phases(s, hw, m, t, now, res, rec, e) ? -1 : res->step_s;
     /* old log-prob and reference forward passes */
     for (int ph = PH_OLD_LOGP; ph <= PH_REF; ph++) {
         res->phase_t0[ph] = now;
@@ -262,7 +263,7 @@ int rlstep_run(const scenario *s, const hw_desc *hw, const llm_desc *m, const tr
             len = fmax(len, per_gpu[g]);
         res->phase_s[ph] = len;
         if (add_phase(rec, gpus, ph, now, per_gpu, len, TL_BUSY) < 0)
-            goto oom;
+            return ts_errf(e, "out of memory for the timeline");
         now += len;
     }
     /* actor update: epochs of forward+backward, one gradient sync each */
@@ -282,8 +283,57 @@ int rlstep_run(const scenario *s, const hw_desc *hw, const llm_desc *m, const tr
     res->phase_t0[PH_UPDATE] = now;
     res->phase_s[PH_UPDATE] = len;
     if (add_phase(rec, gpus, PH_UPDATE, now, per_gpu, len, TL_BUSY) < 0)
+        return ts_errf(e, "out of memory for the timeline");
+    return now + len;
+}
+
+int rlstep_train_half(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                 rlstep_result *res, run_record *rec, ts_err *e)
+{
+    memset(res, 0, sizeof *res);
+    double *per_gpu = calloc((size_t)s->gpus, sizeof *per_gpu);
+    if (!per_gpu)
+        return ts_errf(e, "out of memory");
+    double end = train_phases(s, hw, m, t, 0.0, per_gpu, res, rec, e);
+    free(per_gpu);
+    if (end < 0)
+        return -1;
+    res->step_s = end;
+    res->gpus = s->gpus;
+    res->tp = s->tp;
+    return 0;
+}
+
+int rlstep_run(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+               rlstep_result *res, run_record *rec, ts_err *e)
+{
+    return rlstep_run_opts(s, hw, m, t, NULL, res, rec, e);
+}
+
+int rlstep_run_opts(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                    const rlstep_opts *o, rlstep_result *res, run_record *rec, ts_err *e)
+{
+    memset(res, 0, sizeof *res);
+    int gpus = s->gpus;
+    double *per_gpu = calloc((size_t)gpus, sizeof *per_gpu);
+    if (!per_gpu)
+        return ts_errf(e, "out of memory");
+    int rc = -1;
+    double now = 0;
+    /* weight sync */
+    double sync = comm_allgather(hw, mem_weights(m, s->tp), gpus);
+    res->phase_t0[PH_SYNC] = now;
+    res->phase_s[PH_SYNC] = sync;
+    if (add_phase(rec, gpus, PH_SYNC, now, NULL, sync, TL_BUSY) < 0)
         goto oom;
-    now += len;
+    now += sync;
+    /* rollout */
+    if (rollout_phase(s, hw, m, t, o, now, res, rec, e))
+        goto cleanup;
+    now += res->ro.makespan_s;
+    now = train_phases(s, hw, m, t, now, per_gpu, res, rec, e);
+    if (now < 0)
+        goto cleanup;
     res->step_s = now;
     rc = 0;
     goto cleanup;

@@ -40,6 +40,30 @@ int rlstep_rollout(const scenario *s, const hw_desc *hw, const llm_desc *m, cons
 /* Simulates the whole step.  Returns 0 (free with rlstep_result_free) or -1. */
 int rlstep_run(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
                rlstep_result *res, run_record *rec, ts_err *e);
+
+/* What a policy may change in a step (sim/policy_*.c); all zero/NULL: the
+ * plain synchronous step.  They go to rollout_cfg (see there). */
+typedef struct rlstep_opts {
+    const int32_t *place;       /* per prompt of t: replica */
+    const int32_t *order;       /* admission order of t's responses */
+    const int32_t *start_gen;   /* per response of t: tokens from an earlier step */
+    int stop_groups;            /* stop the rollout once this many groups are complete */
+    const uint8_t *must_finish; /* per prompt of t: the stop waits for it */
+} rlstep_opts;
+
+/* rlstep_run and rlstep_rollout with a policy's options (o may be NULL).
+ * Only finished responses go on the record. */
+int rlstep_run_opts(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                    const rlstep_opts *o, rlstep_result *res, run_record *rec, ts_err *e);
+int rlstep_rollout_opts(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                        const rlstep_opts *o, rlstep_result *res, run_record *rec, ts_err *e);
+
+/* The training half of a step alone (reward, old log-prob, reference,
+ * update of batch t on s->gpus GPUs, from time 0): fills phase_s/phase_t0 of
+ * those phases, train_imbalance and step_s (their sum); res->ro stays empty.
+ * Used by policies whose trainer has GPUs of its own.  Returns 0 or -1. */
+int rlstep_train_half(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                 rlstep_result *res, run_record *rec, ts_err *e);
 void rlstep_result_free(rlstep_result *res);
 
 #endif

@@ -29,9 +29,16 @@
  * at the end (rollout_run): a replica that has finished trains the drafter
  * until the last replica finishes.
  *
+ * For the policies that change what a rollout runs (sim/policy_*.c) the
+ * configuration may place prompts and order the queues, resume responses
+ * from tokens generated earlier (start_gen: prefill prompt + those tokens),
+ * and stop once stop_groups prompts have all their responses finished
+ * (engine_stop from ro_finish): every replica then aborts where it stands,
+ * and rollout_result.gen says how far each response got.
+ *
  * Invariants (checked in debug builds): kv_used == sum of KV tokens of the
  * prefilling and decoding requests <= kv capacity; dsum == sum of the decoding
- * requests' KV tokens; every response finishes exactly once.
+ * requests' KV tokens; every response finishes exactly once (unless stopped).
  */
 #include "sim/rollout.h"
 
@@ -137,6 +144,14 @@ void ro_finish(sim *s, replica *rp, int32_t r, double t)
     s->unfinished--;
     if (t > rp->st->end_s)
         rp->st->end_s = t;
+    if (!s->grp || --s->grp_left[s->grp[r]] > 0)
+        return;
+    /* a group is complete: the stop condition of the partial policies */
+    s->groups_done++;
+    if (s->cfg->must_finish && s->cfg->must_finish[s->grp[r]])
+        s->must_left--;
+    if (s->groups_done >= s->cfg->stop_groups && s->must_left == 0)
+        engine_stop(s->eng);
 }
 
 /* Preempts the most recently admitted running request.  Returns 0, or -1
@@ -283,6 +298,8 @@ static int plan(sim *s, engine *e, replica *rp)
             } else {
                 dt = cost_iter(cfg->hw, cfg->llm, cfg->tp, &b) +
                      cost_sample(cfg->hw, cfg->llm, b.n_decode + b.n_prefill_seqs);
+                dt = cost_host_step(cfg->hw, &cfg->host, n_dec + rp->nsched, rp->nsched == 0,
+                                    cost_iter_kernels(cfg->llm, cfg->tp), dt);
             }
             if (cfg->on_iter)
                 report_iter(s, rp, engine_now(e), dt, n_dec, V);
@@ -398,6 +415,7 @@ void rollout_result_free(rollout_result *res)
     free(res->rep);
     free(res->finish_s);
     free(res->resp_replica);
+    free(res->gen);
     memset(res, 0, sizeof *res);
 }
 
@@ -405,7 +423,7 @@ void rollout_result_free(rollout_result *res)
  * the KV cache allow at the trace's token-weighted mean context (a token of
  * an L-token response sees on average prompt + L/2 context, weighted by L),
  * priced by the same cost model. */
-static void full_rate(const rollout_cfg *cfg, const trace *t, rollout_result *res)
+void rollout_full_rate(const rollout_cfg *cfg, const trace *t, double *rate, double *batch_out)
 {
     double sum_l = 0, sum_l2 = 0, sum_p = 0;
     size_t n = 0;
@@ -424,8 +442,8 @@ static void full_rate(const rollout_cfg *cfg, const trace *t, rollout_result *re
     if (batch < 1)
         batch = 1;
     double dt = cost_decode_iter(cfg->hw, cfg->llm, cfg->tp, (int)batch, batch * ctx);
-    res->full_batch = batch;
-    res->full_rate = batch / dt;
+    *batch_out = batch;
+    *rate = batch / dt;
 }
 
 int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_err *e)
@@ -452,19 +470,37 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
     res->rep = calloc((size_t)cfg->replicas, sizeof *res->rep);
     res->finish_s = calloc(n, sizeof *res->finish_s);
     res->resp_replica = calloc(n, sizeof *res->resp_replica);
+    res->gen = calloc(n, sizeof *res->gen);
     int32_t *place = calloc(t->n_prompts, sizeof *place);
     int32_t *count = calloc((size_t)cfg->replicas, sizeof *count);
     engine *eng = engine_new();
+    uint8_t *queued = NULL; /* cfg->order: responses queued so far */
     int rc = -1;
-    if (!s.reqs || !s.reps || !res->rep || !res->finish_s || !res->resp_replica || !place ||
-        !count || !eng) {
+    if (cfg->stop_groups > 0) {
+        s.grp = malloc(n * sizeof *s.grp);
+        s.grp_left = calloc(t->n_prompts, sizeof *s.grp_left);
+    }
+    s.eng = eng;
+    if (!s.reqs || !s.reps || !res->rep || !res->finish_s || !res->resp_replica || !res->gen ||
+        !place || !count || !eng || (cfg->stop_groups > 0 && (!s.grp || !s.grp_left))) {
         ts_errf(e, "out of memory for %zu responses", n);
         goto cleanup;
     }
     s.finish_s = res->finish_s;
     res->replicas = cfg->replicas;
     res->responses = (int64_t)n;
-    rollout_place(t, cfg->replicas, place);
+    if (cfg->place) {
+        for (size_t i = 0; i < t->n_prompts; i++) {
+            if (cfg->place[i] < 0 || cfg->place[i] >= cfg->replicas) {
+                ts_errf(e, "prompt %zu: placed on replica %d of %d", i, cfg->place[i],
+                        cfg->replicas);
+                goto cleanup;
+            }
+            place[i] = cfg->place[i];
+        }
+    } else {
+        rollout_place(t, cfg->replicas, place);
+    }
     size_t k = 0;
     for (size_t i = 0; i < t->n_prompts; i++) {
         const trace_prompt *p = &t->prompts[i];
@@ -480,7 +516,17 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
                         i, j, p->prompt_tokens + len, cfg->kv_tokens - margin);
                 goto cleanup;
             }
-            s.reqs[k] = (req){.prompt = p->prompt_tokens, .target = len, .replica = place[i]};
+            int32_t g0 = cfg->start_gen ? cfg->start_gen[k] : 0;
+            if (g0 < 0 || g0 >= len) {
+                ts_errf(e, "prompt %zu response %d: resumes at token %d of %d", i, j, g0, len);
+                goto cleanup;
+            }
+            s.reqs[k] = (req){.prompt = p->prompt_tokens, .target = len, .gen = g0,
+                              .replica = place[i]};
+            if (s.grp) {
+                s.grp[k] = (int32_t)i;
+                s.grp_left[i]++;
+            }
             res->resp_replica[k] = place[i];
             count[place[i]]++;
         }
@@ -519,15 +565,51 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         replica *rp = &s.reps[s.reqs[q].replica];
         s.reqs[q].q = cfg->spec != SPEC_OFF ? spec_draw_quality(&cfg->sp, rp->rng) : 0.0;
         s.reqs[q].rep = cfg->spec != SPEC_OFF && cfg->sp.ngram ? ngram_draw_rep(&cfg->sp, rp->rng) : 0.0;
-        wq_push_back(rp, (int32_t)q);
     }
+    if (cfg->order && !(queued = calloc(n, 1))) {
+        ts_errf(e, "out of memory for %zu responses", n);
+        goto cleanup;
+    }
+    for (size_t q = 0; q < n; q++) {
+        int32_t r = cfg->order ? cfg->order[q] : (int32_t)q;
+        if (cfg->order && (r < 0 || (size_t)r >= n || queued[r]++)) {
+            ts_errf(e, "admission order: entry %zu (response %d) is out of range or repeated",
+                    q, r);
+            goto cleanup;
+        }
+        wq_push_back(&s.reps[s.reqs[r].replica], r);
+    }
+    if (s.grp)
+        for (size_t i = 0; i < t->n_prompts; i++)
+            s.must_left += cfg->must_finish && cfg->must_finish[i];
     s.unfinished = (int64_t)n;
     for (int r = 0; r < cfg->replicas; r++)
         plan(&s, eng, &s.reps[r]);
     engine_run(eng, INFINITY);
     if (s.failed)
         goto cleanup;
-    TS_CHECK(s.unfinished == 0);
+    TS_CHECK(s.unfinished == 0 || cfg->stop_groups > 0);
+    res->groups_done = s.groups_done;
+    if (s.unfinished > 0) {
+        /* stopped: every replica with work left aborts its iteration in flight */
+        double T = engine_now(eng);
+        res->stopped = 1;
+        for (int r = 0; r < cfg->replicas; r++) {
+            replica *rp = &s.reps[r];
+            if (rp->wn + rp->npre + rp->nheap + rp->nsp == 0)
+                continue;
+            rp->st->busy_s += T - rp->t_last;
+            rp->st->end_s = T;
+        }
+    }
+    for (size_t q = 0; q < n; q++) {
+        const req *rq = &s.reqs[q];
+        int heap = rq->state == R_DECODE && !s.reps[rq->replica].spec_on;
+        res->gen[q] = rq->state == R_DONE ? rq->target
+                                          : heap ? dec_gen(rq, s.reps[rq->replica].D) : rq->gen;
+        if (rq->state != R_DONE)
+            res->finish_s[q] = -1;
+    }
     res->events = engine_events(eng);
     double idle = 0, tail = 0;
     int64_t seq_steps = 0, accepted = 0;
@@ -564,7 +646,7 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         }
     }
     res->accept_len = seq_steps > 0 ? (double)accepted / (double)seq_steps : 0.0;
-    full_rate(cfg, t, res);
+    rollout_full_rate(cfg, t, &res->full_rate, &res->full_batch);
     double span = res->makespan_s * cfg->replicas;
     res->bubble_fraction = span > 0 ? (idle - train) / span : 0;
     res->train_fraction = span > 0 ? train / span : 0;
@@ -588,6 +670,9 @@ cleanup:
         }
     free(s.reps);
     free(s.reqs);
+    free(s.grp);
+    free(s.grp_left);
+    free(queued);
     free(place);
     free(count);
     engine_free(eng);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "models/cost_host.h"
 #include "models/hw.h"
 #include "sim/specdec.h"
 #include "traces/trace.h"
@@ -52,6 +53,8 @@ typedef struct rollout_cfg {
     int tail_threshold;     /* a replica is "in the tail" with 1..this running */
     int max_response;       /* cap applied to trace lengths (0: none) */
     spec_mode spec;         /* speculative decoding policy */
+    host_mode host;         /* host time of the engine's steps (CUDA-graph limit,
+                             * overlap scheduler); zeroed: GPU time only */
     int spec_patience;      /* adaptive: decode iterations at or under the threshold */
     spec_params sp;         /* acceptance model */
     uint64_t seed;          /* acceptance draws: one stream per replica */
@@ -60,6 +63,19 @@ typedef struct rollout_cfg {
     drafter_params dp;      /* spot trainer's batch and start-up time */
     rollout_iter_fn on_iter;/* optional: called for every planned iteration */
     void *on_iter_ctx;
+    /* Optional, for the policies that change what the rollout runs
+     * (sim/policy_*.c); zero/NULL: every response of the trace, placed by
+     * rollout_place(), queued in trace order, run to the end. */
+    const int32_t *place;   /* per prompt: its replica (NULL: rollout_place) */
+    const int32_t *order;   /* every response index once, in the order they join
+                             * their replica's waiting queue (NULL: trace order) */
+    const int32_t *start_gen;/* per response: tokens generated in an earlier step,
+                             * resumed by re-prefilling prompt + them; each below
+                             * its length (NULL: none) */
+    int stop_groups;        /* > 0: stop once this many prompts (groups) have all
+                             * their responses finished, and every must_finish
+                             * one; the rest are aborted where they stand */
+    const uint8_t *must_finish; /* per prompt: 1 if the stop waits for it (NULL: none) */
 } rollout_cfg;
 
 /* Per-replica outcome. */
@@ -88,7 +104,12 @@ typedef struct rollout_result {
     double makespan_s;        /* s, last response of any replica */
     int replicas;
     replica_stats *rep;       /* replicas entries */
-    double *finish_s;         /* per response, trace order (prompt by prompt), s */
+    double *finish_s;         /* per response, trace order (prompt by prompt), s;
+                               * -1 for one aborted by stop_groups */
+    int32_t *gen;             /* per response: tokens it has at the end, start_gen
+                               * included (its capped length when finished) */
+    int64_t groups_done;      /* prompts whose responses all finished */
+    int stopped;              /* 1: ended by stop_groups with responses unfinished */
     int32_t *resp_replica;    /* per response: the replica that served it */
     int64_t responses;
     int64_t decode_tokens;
@@ -114,10 +135,16 @@ typedef struct rollout_result {
  * n_prompts entries into out. */
 void rollout_place(const trace *t, int replicas, int32_t *out);
 
-/* Simulates the rollout of every response of t.  Returns 0 and fills *res
- * (free with rollout_result_free), or -1: a request that can never fit in
- * the KV cache, allocation failure. */
+/* Simulates the rollout of every response of t (until stop_groups groups
+ * are complete when set).  Returns 0 and fills *res (free with
+ * rollout_result_free), or -1: a request that can never fit in the KV cache,
+ * a start_gen outside [0, length), a place outside the replicas, allocation
+ * failure. */
 int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_err *e);
 void rollout_result_free(rollout_result *res);
+
+/* Decode tokens/s of one replica at full batch for trace t's lengths, and
+ * that batch (rollout_result's full_rate and full_batch).  Cannot fail. */
+void rollout_full_rate(const rollout_cfg *cfg, const trace *t, double *rate, double *batch);
 
 #endif

@@ -80,6 +80,11 @@ typedef struct sim {
     int64_t unfinished;
     int failed;
     ts_err *e;
+    /* stop_groups (sim/rollout.c): group of each response, responses left
+     * per group, complete groups, must_finish groups left */
+    int32_t *grp, *grp_left;
+    int64_t groups_done, must_left;
+    engine *eng;
 } sim;
 
 /* KV tokens a decoding request holds: prompt + generated tokens that have

@@ -39,15 +39,21 @@ static const key_def keys[] = {
     {"rollout", "reserve_gb", K_DBL, OFF(reserve_gb), 0, 1024, "activation reserve per GPU, GB"},
     {"rollout", "max_response", K_INT, OFF(max_response), 0, TRACE_MAX_TOKENS, "response cap, tokens (0: none)"},
     {"rollout", "tail_threshold", K_INT, OFF(tail_threshold), 1, 65536, "tail = running <= this"},
+    {"rollout", "graph_max_bs", K_INT, OFF(graph_max_bs), 0, 65536, "largest CUDA-graph batch (0: SGLang default)"},
+    {"rollout", "overlap", K_BOOL, OFF(overlap), 0, 1, "overlap scheduler"},
     {"train", "reward_per_response_s", K_DBL, OFF(reward_per_response_s), 0, 3600, "reward time per response, s"},
     {"train", "reward_step_s", K_DBL, OFF(reward_step_s), 0, 86400, "reward time per step, s"},
     {"train", "micro_batch_tokens", K_INT, OFF(micro_batch_tokens), 256, 16777216, "tokens per micro-batch"},
     {"train", "recompute", K_BOOL, OFF(recompute), 0, 1, "activation checkpointing"},
     {"train", "update_epochs", K_INT, OFF(update_epochs), 1, 64, "actor update passes"},
     {"train", "ref_model", K_BOOL, OFF(ref_model), 0, 1, "reference-policy forward pass"},
+    {"train", "sp", K_INT, OFF(train_sp), 1, 1024, "Ulysses SP size of VeRL's training phases"},
+    {"train", "mini_batch_prompts", K_INT, OFF(mini_batch_prompts), 0, 1 << 20, "PPO mini-batch in prompts (0: one pass)"},
     {"train", "strategy", K_STR, OFF(train_strategy), 0, 32, "none | bucket | packed | dcp-intra | dcp-inter | dcp-inter+pac"},
     {"spec", "mode", K_STR, OFF(spec_mode), 0, 16, "off | always | adaptive"},
     {"spec", "patience", K_INT, OFF(spec_patience), 1, 1 << 20, "tail decode iterations before the switch"},
+    {"spec", "graph_max_bs", K_INT, OFF(spec_graph_max_bs), 0, 65536, "CUDA-graph limit of a speculative engine"},
+    {"spec", "overlap", K_BOOL, OFF(spec_overlap), 0, 1, "overlap scheduler of a speculative engine"},
     {"spec", "depth", K_INT, OFF(sp.depth), 1, SPEC_MAX_DEPTH, "draft depth"},
     {"spec", "topk", K_INT, OFF(sp.topk), 1, 15, "draft top-k"},
     {"spec", "quality", K_DBL, OFF(sp.quality), 0.001, 0.999, "mean top-1 acceptance per position"},
@@ -71,6 +77,11 @@ static const key_def keys[] = {
     {"spec", "train_window", K_INT, OFF(dp.window), 1, 1 << 20, "tokens per drafter training window"},
     {"spec", "train_start_s", K_DBL, OFF(dp.start_s), 0, 3600, "s from a replica's end to its first drafter step"},
     {"policy", "name", K_STR, OFF(policy), 0, 32, "long-tail policy (verl, tlt-base, tlt, ...)"},
+    {"policy", "sort_noise", K_DBL, OFF(sort_noise), 0, 10, "sorted: length predictor's lognormal sigma (0: oracle)"},
+    {"policy", "overprov", K_DBL, OFF(overprov), 1, 16, "partial: prompts launched per prompt trained"},
+    {"policy", "tail_overprov", K_DBL, OFF(tail_overprov), 1, 16, "tailbatch: prompts launched per prompt kept"},
+    {"policy", "max_staleness", K_INT, OFF(max_staleness), 1, 1024, "async: max policy versions behind (AReaL eta)"},
+    {"policy", "rollout_pool", K_DBL, OFF(rollout_pool), 0.01, 0.99, "async: GPU fraction that rolls out"},
     {"trace", "file", K_STR, OFF(trace_file), 0, SCN_STR, "trace file (shared:PATH for ../shared)"},
     {"trace", "step", K_INT, OFF(trace_step), -1, 1 << 30, "step to replay (-1: first)"},
     {"trace", "dist", K_STR, OFF(dist), 0, SCN_STR, "generator distribution"},
@@ -118,14 +129,25 @@ static void scenario_defaults(scenario *s)
     s->mem_util = 0.9;
     s->reserve_gb = 4.0;
     s->tail_threshold = 32;
+    s->graph_max_bs = 0;
+    s->overlap = 1;
+    s->spec_graph_max_bs = 32; /* fastrl's sglang_rollout.py: cuda_graph_max_bs 32 */
+    s->spec_overlap = 0;       /* and disable_overlap_schedule True */
     s->reward_per_response_s = 0.0;
     s->reward_step_s = 0.0;
     s->micro_batch_tokens = 16384;
     s->recompute = 1;
     s->update_epochs = 1;
     s->ref_model = 1;
+    s->train_sp = 1;
+    s->mini_batch_prompts = 0;
     snprintf(s->train_strategy, sizeof s->train_strategy, "none");
     s->trace_step = -1;
+    s->sort_noise = 0.0;
+    s->overprov = 1.5;
+    s->tail_overprov = 1.25;
+    s->max_staleness = 2;
+    s->rollout_pool = 0.5;
     snprintf(s->spec_mode, sizeof s->spec_mode, "off");
     s->spec_patience = 10;
     spec_params_default(&s->sp);
@@ -320,6 +342,14 @@ int scenario_spec_mode(const scenario *s, int *mode, ts_err *e)
             return 0;
         }
     return ts_errf(e, "%s: key 'spec.mode': '%s' is not off, always or adaptive", s->path, s->spec_mode);
+}
+
+host_mode scenario_host_mode(const scenario *s, int speculative)
+{
+    if (speculative)
+        return (host_mode){.on = 1, .graph_max_bs = s->spec_graph_max_bs, .overlap = s->spec_overlap};
+    int g = s->graph_max_bs > 0 ? s->graph_max_bs : (s->tp >= 4 ? 512 : 256);
+    return (host_mode){.on = 1, .graph_max_bs = g, .overlap = s->overlap};
 }
 
 int scenario_validate(const scenario *s, ts_err *e)

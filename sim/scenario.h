@@ -11,6 +11,7 @@
 
 #include "common/err.h"
 #include "sim/specdec.h"
+#include "models/cost_host.h"
 #include "traces/gen.h"
 
 #define SCN_STR 256
@@ -62,6 +63,8 @@ typedef struct scenario {
     double reserve_gb;       /* activations/workspace reserve per GPU, GB */
     int max_response;        /* response cap, tokens (0: none) */
     int tail_threshold;      /* "tail" = at most this many running requests */
+    int graph_max_bs;        /* largest CUDA-graph batch (0: SGLang's default for tp) */
+    int overlap;             /* 1: overlap scheduler on */
     /* [train] */
     double reward_per_response_s; /* reward time per response, s */
     double reward_step_s;    /* fixed reward time per step, s */
@@ -69,16 +72,25 @@ typedef struct scenario {
     int recompute;           /* activation checkpointing in the update */
     int update_epochs;       /* passes of the actor update over the batch */
     int ref_model;           /* 1: a reference-policy forward pass (KL) */
+    int train_sp;            /* Ulysses SP size of the VeRL training phases */
+    int mini_batch_prompts;  /* PPO mini-batch, prompts (0: one update pass, no VeRL model) */
     char train_strategy[32]; /* none (plain DP) | bucket | packed | dcp-intra | dcp-inter |
                               * dcp-inter+pac: the DCP planner of the training phases */
     /* [spec] */
     char spec_mode[16];      /* off | always | adaptive */
     int spec_patience;       /* adaptive switch: tail decode iterations */
+    int spec_graph_max_bs;   /* engine-wide CUDA-graph limit when speculation is enabled */
+    int spec_overlap;        /* engine-wide overlap scheduler when speculation is enabled */
     spec_params sp;          /* acceptance model */
     int spot;                /* TLT's spot trainer on finished replicas */
     drafter_params dp;       /* drafter quality dynamics and spot-trainer batch */
     /* [policy] */
     char policy[32];         /* long-tail policy (sim/policy.h); "" = the [spec] keys as given */
+    double sort_noise;       /* sorted: lognormal sigma of the length predictor (0: oracle) */
+    double overprov;         /* partial: prompts launched per prompt trained */
+    double tail_overprov;    /* tailbatch: prompts launched per prompt kept, short rounds */
+    int max_staleness;       /* async: most policy versions a trained sample may lag */
+    double rollout_pool;     /* async: fraction of the GPUs in the rollout pool */
     /* [trace] */
     char trace_file[SCN_STR];/* "" -> generate; "shared:PATH" -> $TAILSIM_SHARED/PATH */
     int trace_step;          /* step to replay, -1: the first */
@@ -107,6 +119,13 @@ int scenario_set_key(scenario *s, const char *section, const char *key, const ch
 /* The [spec] mode as an index: 0 off, 1 always, 2 adaptive (enum spec_mode).
  * Returns 0, or -1 for an unknown name. */
 int scenario_spec_mode(const scenario *s, int *mode, ts_err *e);
+
+/* How the rollout engine runs its steps on the host: with speculation enabled
+ * (spec.mode not off) the [spec] graph_max_bs and overlap for the whole
+ * engine, as fastrl configures SGLang; otherwise the [rollout] ones, where
+ * graph_max_bs 0 means SGLang's default on an 80 GB GPU (512 at TP >= 4, 256
+ * below).  `speculative` selects which, whatever spec.mode says.  Cannot fail. */
+host_mode scenario_host_mode(const scenario *s, int speculative);
 
 /* Cross-field checks (TP divides GPUs, ...).  Returns 0 or -1. */
 int scenario_validate(const scenario *s, ts_err *e);

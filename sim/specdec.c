@@ -36,6 +36,7 @@
 
 #include <gsl/gsl_randist.h>
 
+#include "common/util.h"
 #include "models/cost_spec.h"
 #include "sim/spec_bandit.h"
 
@@ -327,4 +328,38 @@ double drafter_next_quality(const drafter_params *p, double q, double gpu_steps)
     if (q > p->q_floor)
         q = p->q_floor + (q - p->q_floor) * (1.0 - p->drift);
     return fmin(fmax(q, 1e-6), 1 - 1e-6);
+}
+
+double spec_mean_accept(const spec_params *p, int V, uint64_t seed)
+{
+    gsl_rng *r = ts_rng_new(seed, 1000 + (uint64_t)V);
+    if (!r)
+        return 0;
+    double s = 0;
+    const int n = 2000;
+    for (int k = 0; k < n; k++) {
+        spec_tree t;
+        spec_tree_build(p, spec_draw_quality(p, r), V, &t);
+        s += t.expected;
+    }
+    gsl_rng_free(r);
+    return s / n;
+}
+
+void spec_point_eval(const spec_params *p, const hw_desc *hw, const host_mode *host,
+                     const llm_desc *m, int tp, int batch, double ctx_sum, uint64_t seed,
+                     spec_point *out)
+{
+    const host_mode none = {0};
+    if (!host)
+        host = &none;
+    out->V = spec_budget_for_batch(batch);
+    out->accept = spec_mean_accept(p, out->V, seed);
+    out->t_plain = cost_host_step(hw, host, batch, 1, cost_iter_kernels(m, tp),
+                                  cost_decode_iter(hw, m, tp, batch, ctx_sum) +
+                                      cost_sample(hw, m, batch));
+    out->t_spec = cost_host_step(hw, host, batch, 1, cost_spec_kernels(m, tp, p->depth),
+                                 spec_iter_cost(p, hw, m, tp, batch, out->V, ctx_sum, NULL));
+    out->plain = batch / out->t_plain;
+    out->spec = batch * out->accept / out->t_spec;
 }

@@ -26,6 +26,7 @@
 
 #include "common/err.h"
 #include "models/cost.h"
+#include "models/cost_host.h"
 
 #define SPEC_MAX_DEPTH 15
 #define SPEC_MAX_BUDGET 256
@@ -61,6 +62,12 @@ typedef struct spec_params {
  * window 300. */
 void spec_params_default(spec_params *p);
 int spec_params_check(const spec_params *p, ts_err *e);
+
+/* E[accepted tokens per verify] at budget V, averaged over 2000 sequence
+ * qualities drawn with ts_rng_new(seed, 1000 + V) (the same draws for every
+ * call, so curves over depth or batch are smooth).  Returns 0 on allocation
+ * failure of the RNG. */
+double spec_mean_accept(const spec_params *p, int V, uint64_t seed);
 
 /* TLT's verify budget by batch size: 1 -> 48, 2-4 -> 32, 5-20 -> 16, else 8. */
 int spec_budget_for_batch(int batch);
@@ -98,6 +105,24 @@ double spec_draw_quality(const spec_params *p, gsl_rng *r);
  * (cost_verify), and the draft extend (cost_draft_extend).  Cannot fail. */
 double spec_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
                       int batch, int V, double ctx_sum, const cost_batch *extra);
+
+/* One point of `tailsim specdec` (and of the paper's microbenchmark): plain
+ * against speculative decoding for `batch` sequences whose contexts sum to
+ * ctx_sum, V from TLT's batch table, accepted length averaged over the
+ * drafter-quality spread (spec_mean_accept); both iterations priced on the
+ * host settings `host` (models/cost_host.h; NULL or off: GPU time only).
+ * Cannot fail. */
+typedef struct spec_point {
+    int V;
+    double accept;   /* tokens per sequence per speculative iteration */
+    double t_plain;  /* one plain decode iteration (with sampling), s */
+    double t_spec;   /* one speculative iteration, s */
+    double plain;    /* plain tokens/s */
+    double spec;     /* speculative tokens/s */
+} spec_point;
+void spec_point_eval(const spec_params *p, const hw_desc *hw, const host_mode *host,
+                     const llm_desc *m, int tp, int batch, double ctx_sum, uint64_t seed,
+                     spec_point *out);
 
 /* Drafter quality across RL steps (TLT's adaptive drafter).  Between steps
  * the quality q (the mean per-position top-1 acceptance, spec_params.quality)

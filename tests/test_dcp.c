@@ -430,6 +430,8 @@ Test(dcp, every_plan_is_complete_feasible_and_above_the_bound, .timeout = 120)
                     } else {
                         cr_assert_eq(r.seqs, (int64_t)f.bt->n);
                         cr_assert(r.imbalance >= 0 && r.imbalance < 1);
+                        cr_assert(r.imbalance_plan >= 0 && r.imbalance_plan < 1);
+                        cr_assert_leq(r.full_steps, r.steps);
                         cr_assert_leq(r.peak_mem_bytes, cap * h200.hbm_bytes * (1 + 1e-9));
                         best = fmin(best, r.time_s);
                         /* --steps: a prefix of the same plan */
@@ -445,6 +447,58 @@ Test(dcp, every_plan_is_complete_feasible_and_above_the_bound, .timeout = 120)
                               bound, best, video, gpus[gi]);
                 fixture_free(&f);
             }
+}
+
+/* imbalance_plan recomputed from the plan by hand: only steps whose groups
+ * hold every GPU, each group its micro-batch count x the profiled time of
+ * its largest micro-batch (part-filled ones count as full). */
+Test(dcp, plan_imbalance_is_the_samplers_estimate)
+{
+    dcp_strategy st[DCP_MAX_STRATEGIES];
+    int ns;
+    ts_err e = {{0}};
+    cr_assert_eq(dcp_parse_strategies("bucket,dcp-intra,dcp-inter,dcp-inter+pac", st,
+                                      DCP_MAX_STRATEGIES, &ns, &e), 0, "%s", e.msg);
+    for (int video = 0; video < 2; video++) {
+        fixture f;
+        fixture_init(&f, video, 16, 7, 0.7);
+        for (int i = 0; i < ns; i++) {
+            dcp_plan p;
+            dcp_result r;
+            cr_assert_eq(dcp_plan_run(&f.c, &st[i], &p, &e), 0, "%s", e.msg);
+            cr_assert_eq(dcp_simulate(&f.c, &p, 0, &r, NULL, 0, 0, &e), 0);
+            double idle = 0, maxsum = 0;
+            int64_t full = 0;
+            for (size_t s = 0; s < p.n_step; s++) {
+                const dcp_step *sp = &p.step[s];
+                double tmax = 0, busy = 0;
+                int used = 0;
+                for (int32_t k = 0; k < sp->n_g; k++) {
+                    const dcp_group *g = &p.grp[sp->g0 + k];
+                    const dcp_mb *m0 = &p.mb[g->mb0];
+                    int32_t bs = 0;
+                    for (int32_t m = 0; m < g->n_mb; m++)
+                        bs = p.mb[g->mb0 + m].n > bs ? p.mb[g->mb0 + m].n : bs;
+                    int32_t b = f.bt->seq[p.seq[m0->first]].bucket;
+                    double t = g->n_mb * dcp_est_mb_time(&f.c, b, g->sp, bs, m0->ckpt_a,
+                                                         m0->ckpt_b);
+                    tmax = fmax(tmax, t);
+                    busy += g->sp * t;
+                    used += g->sp;
+                }
+                if (used == f.cfg.gpus) {
+                    idle += f.cfg.gpus * tmax - busy;
+                    maxsum += f.cfg.gpus * tmax;
+                    full++;
+                }
+            }
+            cr_assert_eq(r.full_steps, full, "%s", st[i].name);
+            cr_assert_float_eq(r.imbalance_plan, maxsum > 0 ? idle / maxsum : 0, 1e-9, "%s: %g",
+                               st[i].name, r.imbalance_plan);
+            dcp_plan_free(&p);
+        }
+        fixture_free(&f);
+    }
 }
 
 Test(dcp, same_seed_same_plan)

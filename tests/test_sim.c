@@ -225,6 +225,8 @@ Test(sim, rlstep_phases_add_up)
     ts_err e = {{0}};
     cr_assert_eq(scenario_load("qwen7b-64gpu", &s, &e), 0, "%s", e.msg);
     cr_assert_eq(scenario_set(&s, "trace.prompts=64", &e), 0);
+    /* the plain training model (tests/test_rlstep_verl.c covers VeRL's) */
+    cr_assert_eq(scenario_set(&s, "train.mini_batch_prompts=0", &e), 0);
     trace *t = uniform_trace(512, 2000, 200);
     rlstep_result r;
     run_record *rec = run_record_new();

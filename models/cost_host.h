@@ -1,0 +1,39 @@
+/*
+ * Host (CPU) time of an inference-engine step: kernel launches when a batch
+ * runs eagerly (above the largest CUDA graph captured) and the scheduler's
+ * per-step work, exposed when the overlap scheduler is off.  Pure functions.
+ */
+#ifndef TS_COST_HOST_H
+#define TS_COST_HOST_H
+
+#include "models/hw.h"
+
+/* How an engine runs its steps on the host. */
+typedef struct host_mode {
+    int on;                 /* 0 (the zero value): no host time, GPU time only */
+    int graph_max_bs;       /* largest batch replayed from a CUDA graph (0: none) */
+    int overlap;            /* 1: the overlap scheduler hides scheduling behind the GPU */
+} host_mode;
+
+/* Kernels one forward of cost_iter() launches (its per-layer ops, the TP
+ * all-reduces, the embedding, final norm, LM head and logits all-gather, and
+ * the sampler's cast, softmax and top-k).  Cannot fail. */
+double cost_iter_kernels(const llm_desc *m, int tp);
+
+/* Kernels one EAGLE speculative step launches: depth - 1 drafter forwards
+ * (fc, one layer, LM head, sampler, tree bookkeeping), the target's verify
+ * (a forward plus tree-mask and accept kernels) and the draft extend. */
+double cost_spec_kernels(const llm_desc *m, int tp, int depth);
+
+/* Wall time of one engine step of `batch` running requests whose GPU work
+ * takes gpu_s and launches `kernels` kernels: a step that is not a pure
+ * decode step (`decode_only` 0: it carries prefill chunks, which SGLang
+ * never graphs) or whose batch exceeds mode->graph_max_bs launches every
+ * kernel from the host (eager_launch_s each; the GPU runs no faster than
+ * the host launches), and the scheduler's sched_s + sched_req_s x batch is
+ * added unless mode->overlap hides it behind the GPU.  Returns gpu_s
+ * unchanged for batch <= 0 or mode->on 0.  Cannot fail. */
+double cost_host_step(const hw_desc *hw, const host_mode *mode, int batch, int decode_only,
+                      double kernels, double gpu_s);
+
+#endif

@@ -1,0 +1,43 @@
+# Speedups against the papers: for each published speedup, the paper's value
+# (a range or an "up to" bound drawn as its error bar) next to tailsim's
+# (error bar: the bootstrap 5-95% range over resampled prompts, when run).
+# Written by paper_report_write().
+#
+#   gnuplot -d -c reports/paper_bars.gp bars.dat bars.png ["title"]
+#
+# bars.dat: one line per speedup:
+#   "label" paper paper_lo paper_hi tailsim tailsim_lo tailsim_hi
+# Needs at least one line.
+
+dat = ARG1
+out = ARG2
+ttl = (ARGC >= 3) ? ARG3 : "Speedups: paper vs tailsim"
+
+stats dat using 2 nooutput
+n = STATS_records
+w = 260 + 110 * n
+if (w < 900) { w = 900 }
+if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+    set terminal pngcairo size w, 620 noenhanced font "Sans,11"
+} else {
+    set terminal png size w, 620 noenhanced
+}
+set output out
+
+set title ttl
+set ylabel "speedup (x)"
+set yrange [0 : *]
+set ytics out nomirror
+set xtics out nomirror rotate by 25 right font ",10"
+set grid ytics lc rgb "#dddddd"
+set border 3
+set bmargin 6
+set key top right
+set style data histogram
+set style histogram errorbars gap 1.5 lw 1.5
+set style fill solid 0.85 border lc rgb "#555555"
+set boxwidth 0.9
+
+plot dat using 2:3:4:xtic(1) lc rgb "#9a9a9a" title "paper (range or bound as error bar)", \
+     '' using 5:6:7 lc rgb "#3b6fb6" title "tailsim (bootstrap 5-95% as error bar)", \
+     1 with lines dt 2 lc rgb "#333333" notitle

@@ -1,0 +1,468 @@
+/*
+ * Writer of the paper-reproduction report.  From a paper_doc (filled by
+ * sim/paper.c) it writes, into an existing directory:
+ *   bars.dat / bars.png      every published speedup next to tailsim's
+ *                            (reports/paper_bars.gp);
+ *   <plot>.dat / <plot>.png  the line figures (reports/paper_xy.gp);
+ *   index.md, index.html     the comparison table (published value with its
+ *                            citation, tailsim's value and bootstrap range,
+ *                            difference, within-tolerance mark), the result
+ *                            tables and the figures.  The HTML is one file
+ *                            with inline CSS and relative image links.
+ * Every file appears atomically (ts_atomic_*, report_gnuplot's rename).
+ * Nothing here prints or exits.
+ */
+#include "reports/paper_report.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "reports/report.h"
+
+#define PATHN 4096
+
+double paper_row_diff(const paper_row *r)
+{
+    if (r->sim >= r->lo && r->sim <= r->hi)
+        return 0;
+    double end = r->sim > r->hi ? r->hi : r->lo;
+    return 100.0 * (r->sim - end) / end;
+}
+
+int paper_row_within(const paper_row *r)
+{
+    return r->ran && fabs(paper_row_diff(r)) <= 100.0 * r->tol + 1e-9;
+}
+
+paper_table *paper_doc_table(paper_doc *d, const char *title, int nrow, int ncol, ts_err *e)
+{
+    if (d->n_tables == PAPER_MAX_TABLES || ncol > PAPER_MAX_COLS || nrow < 1) {
+        ts_errf(e, "paper report: too many tables or columns");
+        return NULL;
+    }
+    paper_table *t = &d->tables[d->n_tables];
+    memset(t, 0, sizeof *t);
+    if (!(t->cell = calloc((size_t)nrow, sizeof *t->cell))) {
+        ts_errf(e, "out of memory");
+        return NULL;
+    }
+    snprintf(t->title, sizeof t->title, "%s", title);
+    t->nrow = nrow;
+    t->ncol = ncol;
+    d->n_tables++;
+    return t;
+}
+
+int paper_doc_fig(paper_doc *d, const char *section, const char *path, const char *caption,
+                  ts_err *e)
+{
+    if (d->n_figs == PAPER_MAX_FIGS)
+        return ts_errf(e, "paper report: too many figures");
+    paper_fig *f = &d->figs[d->n_figs++];
+    snprintf(f->section, sizeof f->section, "%s", section);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    snprintf(f->caption, sizeof f->caption, "%s", caption);
+    return 0;
+}
+
+void paper_doc_free(paper_doc *d)
+{
+    for (int i = 0; i < d->n_tables; i++)
+        free(d->tables[i].cell);
+    d->n_tables = 0;
+}
+
+static int path_in(char *buf, const char *dir, const char *name, ts_err *e)
+{
+    if (snprintf(buf, PATHN, "%s/%s", dir, name) >= PATHN)
+        return ts_errf(e, "%s: output path too long", dir);
+    return 0;
+}
+
+/* tailsim's value as printed: "1.14x", "16.9%", "6.51". */
+static void fmt_value(char *buf, size_t n, double v, const char *unit)
+{
+    if (!strcmp(unit, "%"))
+        snprintf(buf, n, "%.1f%%", v);
+    else
+        snprintf(buf, n, "%.2f%.2s", v, unit);
+}
+
+static void fmt_sim(char *buf, size_t n, const paper_row *r)
+{
+    char v[24], a[24], b[24];
+    if (!r->ran) {
+        snprintf(buf, n, "not run");
+        return;
+    }
+    fmt_value(v, sizeof v, r->sim, r->unit);
+    if (isnan(r->sim_lo)) {
+        snprintf(buf, n, "%s", v);
+        return;
+    }
+    fmt_value(a, sizeof a, r->sim_lo, r->unit);
+    fmt_value(b, sizeof b, r->sim_hi, r->unit);
+    snprintf(buf, n, "%s (%s-%s)", v, a, b);
+}
+
+static int write_bars(const paper_doc *d, const char *dir, int *drawn, ts_err *e)
+{
+    char dat[PATHN], png[PATHN], gp[PATHN];
+    ts_atomic a;
+    *drawn = 0;
+    if (path_in(dat, dir, "bars.dat", e) || path_in(png, dir, "bars.png", e) ||
+        ts_atomic_open(&a, dat, e))
+        return -1;
+    fprintf(a.f, "# label paper paper_lo paper_hi tailsim tailsim_lo tailsim_hi\n");
+    for (size_t i = 0; i < d->n_rows; i++) {
+        const paper_row *r = &d->rows[i];
+        if (!r->bar || !r->ran)
+            continue;
+        double mid = r->lo > 0 ? (r->lo + r->hi) / 2 : r->hi, lo = r->lo > 0 ? r->lo : r->hi;
+        double slo = isnan(r->sim_lo) ? r->sim : r->sim_lo, shi = isnan(r->sim_hi) ? r->sim : r->sim_hi;
+        fprintf(a.f, "\"%s\" %.6g %.6g %.6g %.6g %.6g %.6g\n", r->bar, mid, lo, r->hi, r->sim,
+                slo, shi);
+        (*drawn)++;
+    }
+    if (ts_atomic_commit(&a, e))
+        return -1;
+    if (!*drawn)
+        return 0;
+    return ts_find_data("reports", "paper_bars", ".gp", gp, sizeof gp, e) ||
+                   report_gnuplot(gp, dat, png, "Speedups: published vs tailsim", dir, e)
+               ? -1
+               : 0;
+}
+
+static int write_plot(const paper_plot *p, const char *dir, ts_err *e)
+{
+    char dat[PATHN], png[PATHN], gp[PATHN], stem[64], spec[512], kinds[PAPER_MAX_SERIES + 1];
+    ts_atomic a;
+    snprintf(stem, sizeof stem, "%.*s.dat", (int)strcspn(p->file, "."), p->file);
+    if (path_in(dat, dir, stem, e) || path_in(png, dir, p->file, e) || ts_atomic_open(&a, dat, e))
+        return -1;
+    for (int i = 0; i < p->ns; i++) {
+        fprintf(a.f, "%s\"%s\"\n", i ? "\n\n" : "", p->s[i].name);
+        for (int k = 0; k < p->s[i].n; k++)
+            fprintf(a.f, "%.8g %.8g\n", p->s[i].x[k], p->s[i].y[k]);
+    }
+    if (ts_atomic_commit(&a, e))
+        return -1;
+    for (int i = 0; i < p->ns; i++)
+        kinds[i] = (char)('0' + (p->s[i].kind >= 0 && p->s[i].kind <= 2 ? p->s[i].kind : 0));
+    kinds[p->ns] = 0;
+    snprintf(spec, sizeof spec, "%s|%s|%s|%d|%s", p->title, p->xlabel, p->ylabel, p->logx, kinds);
+    return ts_find_data("reports", "paper_xy", ".gp", gp, sizeof gp, e) ||
+                   report_gnuplot(gp, dat, png, spec, dir, e)
+               ? -1
+               : 0;
+}
+
+/* Sections of the comparison table, in order of first appearance. */
+static int sections(const paper_doc *d, const char *out[], int max)
+{
+    int n = 0;
+    for (size_t i = 0; i < d->n_rows; i++) {
+        int seen = 0;
+        for (int k = 0; k < n; k++)
+            seen |= !strcmp(out[k], d->rows[i].section);
+        if (!seen && n < max)
+            out[n++] = d->rows[i].section;
+    }
+    return n;
+}
+
+static int count_within(const paper_doc *d, int *ran)
+{
+    int w = 0;
+    *ran = 0;
+    for (size_t i = 0; i < d->n_rows; i++) {
+        *ran += d->rows[i].ran;
+        w += paper_row_within(&d->rows[i]);
+    }
+    return w;
+}
+
+static void mark(char *buf, size_t n, const paper_row *r)
+{
+    if (!r->ran)
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, "%s", paper_row_within(r) ? "yes" : "no");
+}
+
+static void md_header(FILE *f, const paper_doc *d)
+{
+    int ran, w = count_within(d, &ran);
+    fprintf(f, "# tailsim: the TLT and DCP papers reproduced\n\n");
+    fprintf(f, "tailsim %s; calibration: %s; seed: each scenario's own (%s); ", d->version,
+            d->calibration, d->quick ? "quick run" : "full run");
+    if (d->bootstrap)
+        fprintf(f, "bootstrap: %d resamples of the prompts for the TLT and DAPO speedups.\n\n",
+                d->bootstrap);
+    else
+        fprintf(f, "no bootstrap.\n\n");
+    if (d->setup[0])
+        fprintf(f, "**Setup:** %s\n\n", d->setup);
+    fprintf(f, "%d of %d published numbers reproduced within tolerance (%d of %zu run); the "
+               "experiments took %.1f s.\n\n",
+            w, (int)d->n_rows, ran, d->n_rows, d->wall_s);
+}
+
+static int write_md(const paper_doc *d, const char *path, int bars, ts_err *e)
+{
+    ts_atomic a;
+    if (ts_atomic_open(&a, path, e))
+        return -1;
+    FILE *f = a.f;
+    md_header(f, d);
+    fprintf(f, "## Published numbers\n\n"
+               "Difference: tailsim against the published value, 0 inside a published range "
+               "or under an \"up to\" bound.  tailsim's range in parentheses is the bootstrap "
+               "5-95%%.\n\n");
+    fprintf(f, "| section | quantity | source | paper | tailsim | diff | tol | within |\n"
+               "|---|---|---|---:|---:|---:|---:|:---:|\n");
+    for (size_t i = 0; i < d->n_rows; i++) {
+        const paper_row *r = &d->rows[i];
+        char sim[96], mk[8], diff[200];
+        fmt_sim(sim, sizeof sim, r);
+        mark(mk, sizeof mk, r);
+        if (r->ran)
+            snprintf(diff, sizeof diff, "%+.1f%%", paper_row_diff(r));
+        else
+            snprintf(diff, sizeof diff, "%s", r->why);
+        fprintf(f, "| %s | %s%s%s%s | %s | %s | %s | %s | %.0f%% | %s |\n", r->section, r->what,
+                r->note[0] ? " (" : "", r->note, r->note[0] ? ")" : "", r->cite, r->published,
+                sim, diff, 100 * r->tol, mk);
+    }
+    if (bars)
+        fprintf(f, "\n![Speedups: published vs tailsim](bars.png)\n");
+    for (int t = 0; t < d->n_tables; t++) {
+        const paper_table *tb = &d->tables[t];
+        fprintf(f, "\n## %s\n\n", tb->title);
+        if (tb->note[0])
+            fprintf(f, "%s\n\n", tb->note);
+        for (int r = 0; r < tb->nrow; r++) {
+            fprintf(f, "|");
+            for (int c = 0; c < tb->ncol; c++)
+                fprintf(f, " %s |", tb->cell[r][c]);
+            fprintf(f, "\n");
+            if (r == 0) {
+                fprintf(f, "|");
+                for (int c = 0; c < tb->ncol; c++)
+                    fprintf(f, "%s", c ? "---:|" : "---|");
+                fprintf(f, "\n");
+            }
+        }
+    }
+    fprintf(f, "\n## Figures\n\n");
+    for (int p = 0; p < d->n_plots; p++)
+        fprintf(f, "![%s](%s)\n\n", d->plots[p].title, d->plots[p].file);
+    for (int i = 0; i < d->n_figs; i++)
+        fprintf(f, "**%s**: %s\n\n![%s](%s)\n\n", d->figs[i].section, d->figs[i].caption,
+                d->figs[i].caption, d->figs[i].path);
+    if (d->n_missing) {
+        fprintf(f, "## Not reproduced here\n\n");
+        for (int i = 0; i < d->n_missing; i++)
+            fprintf(f, "* %s\n", d->missing[i]);
+    }
+    if (d->n_refs) {
+        fprintf(f, "\n## References\n\n");
+        for (int i = 0; i < d->n_refs; i++)
+            fprintf(f, "* %s\n", d->refs[i]);
+    }
+    return ts_atomic_commit(&a, e);
+}
+
+/* Writes s with &, <, > escaped. */
+static void html(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '&')
+            fputs("&amp;", f);
+        else if (*s == '<')
+            fputs("&lt;", f);
+        else if (*s == '>')
+            fputs("&gt;", f);
+        else
+            fputc(*s, f);
+    }
+}
+
+static const char css[] =
+    "body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;max-width:1180px;"
+    "margin:24px auto;padding:0 16px;color:#222;line-height:1.45}"
+    "h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #ddd;"
+    "padding-bottom:.2em}h3{margin-top:1.2em}"
+    ".meta{color:#555;font-size:.92em}.summary{font-size:1.05em;background:#f4f7fb;"
+    "border-left:4px solid #3b6fb6;padding:8px 12px}"
+    "table{border-collapse:collapse;margin:10px 0;font-size:.9em}"
+    "th,td{border:1px solid #d8d8d8;padding:4px 8px;vertical-align:top}"
+    "th{background:#f0f0f0;text-align:left}td.n{text-align:right;white-space:nowrap}"
+    "tr.sec td{background:#fafafa;font-weight:bold}"
+    ".yes{color:#1e7b34;font-weight:bold}.no{color:#b03a2e;font-weight:bold}"
+    ".cite{color:#555;font-size:.92em}figure{margin:14px 0}img{max-width:100%;"
+    "border:1px solid #e4e4e4}figcaption{color:#444;font-size:.9em}"
+    ".grid{display:grid;grid-template-columns:1fr 1fr;gap:10px}.grid figure{margin:0}";
+
+static void html_table(FILE *f, const paper_table *tb)
+{
+    fprintf(f, "<h3>");
+    html(f, tb->title);
+    fprintf(f, "</h3>\n");
+    if (tb->note[0]) {
+        fprintf(f, "<p>");
+        html(f, tb->note);
+        fprintf(f, "</p>\n");
+    }
+    fprintf(f, "<table>\n");
+    for (int r = 0; r < tb->nrow; r++) {
+        fprintf(f, "<tr>");
+        for (int c = 0; c < tb->ncol; c++) {
+            fprintf(f, r ? (c ? "<td class=n>" : "<td>") : "<th>");
+            html(f, tb->cell[r][c]);
+            fprintf(f, r ? "</td>" : "</th>");
+        }
+        fprintf(f, "</tr>\n");
+    }
+    fprintf(f, "</table>\n");
+}
+
+static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
+{
+    ts_atomic a;
+    if (ts_atomic_open(&a, path, e))
+        return -1;
+    FILE *f = a.f;
+    int ran, w = count_within(d, &ran);
+    fprintf(f, "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>\n"
+               "<title>tailsim: TLT and DCP reproduced</title>\n<style>%s</style></head><body>\n",
+            css);
+    fprintf(f, "<h1>tailsim: the TLT and DCP papers reproduced</h1>\n<p class=meta>tailsim ");
+    html(f, d->version);
+    fprintf(f, " &middot; calibration: ");
+    html(f, d->calibration);
+    fprintf(f, " &middot; seed: each scenario's own &middot; %s &middot; ",
+            d->quick ? "quick run" : "full run");
+    if (d->bootstrap)
+        fprintf(f, "bootstrap: %d resamples of the prompts", d->bootstrap);
+    else
+        fprintf(f, "no bootstrap");
+    fprintf(f, " &middot; experiments took %.1f s</p>\n", d->wall_s);
+    if (d->setup[0]) {
+        fprintf(f, "<p class=meta><b>Setup:</b> ");
+        html(f, d->setup);
+        fprintf(f, "</p>\n");
+    }
+    fprintf(f, "<p class=summary><b>%d of %d</b> published numbers reproduced within tolerance "
+               "(%d of %zu run).</p>\n",
+            w, (int)d->n_rows, ran, d->n_rows);
+    fprintf(f, "<h2>Published numbers</h2>\n<p>Difference: tailsim against the published value; "
+               "0 inside a published range or under an &ldquo;up to&rdquo; bound. The range in "
+               "parentheses is the bootstrap 5&ndash;95%%.</p>\n<table>\n<tr><th>quantity</th>"
+               "<th>source</th><th>paper</th><th>tailsim</th><th>diff</th><th>tol</th>"
+               "<th>within</th></tr>\n");
+    const char *sec[32];
+    int ns = sections(d, sec, 32);
+    for (int s = 0; s < ns; s++) {
+        fprintf(f, "<tr class=sec><td colspan=7>");
+        html(f, sec[s]);
+        fprintf(f, "</td></tr>\n");
+        for (size_t i = 0; i < d->n_rows; i++) {
+            const paper_row *r = &d->rows[i];
+            if (strcmp(r->section, sec[s]))
+                continue;
+            char sim[96], mk[8];
+            fmt_sim(sim, sizeof sim, r);
+            mark(mk, sizeof mk, r);
+            fprintf(f, "<tr><td>");
+            html(f, r->what);
+            if (r->note[0]) {
+                fprintf(f, " <i>(");
+                html(f, r->note);
+                fprintf(f, ")</i>");
+            }
+            fprintf(f, "</td><td class=cite>");
+            html(f, r->cite);
+            fprintf(f, "</td><td class=n>");
+            html(f, r->published);
+            fprintf(f, "</td><td class=n>");
+            html(f, sim);
+            if (r->ran)
+                fprintf(f, "</td><td class=n>%+.1f%%", paper_row_diff(r));
+            else {
+                fprintf(f, "</td><td>");
+                html(f, r->why);
+            }
+            fprintf(f, "</td><td class=n>%.0f%%</td><td class=%s>%s</td></tr>\n", 100 * r->tol,
+                    !r->ran ? "n" : paper_row_within(r) ? "yes" : "no", mk);
+        }
+    }
+    fprintf(f, "</table>\n");
+    if (bars)
+        fprintf(f, "<figure><img src=\"bars.png\" alt=\"speedup bars\"><figcaption>Every "
+                   "published speedup (grey; its range or bound as the error bar) next to "
+                   "tailsim's (blue; the bootstrap 5&ndash;95%% range as the error bar).</figcaption>"
+                   "</figure>\n");
+    fprintf(f, "<h2>Results</h2>\n");
+    for (int t = 0; t < d->n_tables; t++)
+        html_table(f, &d->tables[t]);
+    fprintf(f, "<h2>Figures</h2>\n<div class=grid>\n");
+    for (int p = 0; p < d->n_plots; p++) {
+        fprintf(f, "<figure><img src=\"%s\" alt=\"", d->plots[p].file);
+        html(f, d->plots[p].title);
+        fprintf(f, "\"></figure>\n");
+    }
+    fprintf(f, "</div>\n");
+    const char *last = "";
+    for (int i = 0; i < d->n_figs; i++) {
+        if (strcmp(last, d->figs[i].section)) {
+            fprintf(f, "<h3>");
+            html(f, d->figs[i].section);
+            fprintf(f, "</h3>\n");
+            last = d->figs[i].section;
+        }
+        fprintf(f, "<figure><img src=\"%s\" alt=\"\"><figcaption>", d->figs[i].path);
+        html(f, d->figs[i].caption);
+        fprintf(f, "</figcaption></figure>\n");
+    }
+    if (d->n_missing) {
+        fprintf(f, "<h2>Not reproduced here</h2>\n<ul>\n");
+        for (int i = 0; i < d->n_missing; i++) {
+            fprintf(f, "<li>");
+            html(f, d->missing[i]);
+            fprintf(f, "</li>\n");
+        }
+        fprintf(f, "</ul>\n");
+    }
+    if (d->n_refs) {
+        fprintf(f, "<h2>References</h2>\n<ul>\n");
+        for (int i = 0; i < d->n_refs; i++) {
+            fprintf(f, "<li>");
+            html(f, d->refs[i]);
+            fprintf(f, "</li>\n");
+        }
+        fprintf(f, "</ul>\n");
+    }
+    fprintf(f, "</body></html>\n");
+    return ts_atomic_commit(&a, e);
+}
+
+int paper_report_write(const paper_doc *d, const char *dir, ts_err *e)
+{
+    char path[PATHN];
+    int bars;
+    if (write_bars(d, dir, &bars, e))
+        return -1;
+    for (int p = 0; p < d->n_plots; p++)
+        if (write_plot(&d->plots[p], dir, e))
+            return -1;
+    if (path_in(path, dir, "index.md", e) || write_md(d, path, bars, e))
+        return -1;
+    if (path_in(path, dir, "index.html", e) || write_html(d, path, bars, e))
+        return -1;
+    return 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * `tailsim paper`: every shipped paper experiment run in one process, each
+ * published number set against tailsim's value.  Two tables drive it
+ * (sim/paper.c): the experiments (id, scenario, runner, policies, overrides)
+ * and the published numbers (the paper's value with its citation and the
+ * key of the tailsim value it is compared with).  Adding an experiment, e.g.
+ * the joint TLT + DCP step once `train.strategy` exists, is one entry in
+ * the first table, and its published numbers entries in the second.
+ */
+#ifndef TS_PAPER_H
+#define TS_PAPER_H
+
+#include "reports/paper_report.h"
+
+typedef struct paper_opts {
+    const char *dir;       /* output directory (created) */
+    int quick;             /* 1: smaller TLT end-to-end traces, no bootstrap unless asked */
+    int bootstrap;         /* resamples for the TLT / DAPO speedups; -1: the default */
+    /* Called before each experiment and figure batch with a one-line message
+     * (the driver prints it on stderr); may be NULL. */
+    void (*progress)(void *ctx, const char *msg);
+    void *progress_ctx;
+} paper_opts;
+
+/* The default resamples of a full run (quick: 0). */
+#define PAPER_BOOTSTRAP_DEFAULT 10
+
+/* Runs every experiment, draws the per-experiment figures (Gantt charts and
+ * length CDFs through report_write, DCP tables and imbalance through
+ * dcp_report_write) under o->dir, and fills d (rows allocated: free with
+ * paper_free).  An experiment whose input is absent (a ../shared trace) is
+ * not an error: its rows say why they were not run.  Returns 0, or -1 with
+ * the experiment's id and the problem. */
+int paper_run(const paper_opts *o, paper_doc *d, ts_err *e);
+/* Frees what paper_run allocated (rows and tables); a second call is a no-op. */
+void paper_free(paper_doc *d);
+
+/* The published numbers (templates: sim and ran unset), n entries. */
+const paper_row *paper_published(size_t *n);
+
+#endif

@@ -1,0 +1,271 @@
+/*
+ * The training phases of a synchronous RL step as VeRL's FSDP workers run
+ * them (verl/workers/fsdp_workers.py, verl/workers/actor/dp_actor.py), with
+ * the settings of fastrl's run scripts (examples/grpo_7B.sh,
+ * examples/grpo_32B_multi_nodes.sh):
+ *
+ * - The GPUs form data-parallel ranks of train.sp GPUs each (Ulysses
+ *   sequence parallelism, ulysses_sequence_parallel_size 4 on 7B, 8 on 32B);
+ *   each sequence runs on its rank's sp GPUs in lock step, priced by the DCP
+ *   training cost (models/train_cost.c: compute split over the group, four
+ *   all-to-alls per layer forward).
+ * - The trainer balances the batch over the ranks before training
+ *   (trainer.balance_batch, on by default: equal counts, balanced token
+ *   sums; here greedy longest-first into the lightest rank with room).
+ * - Micro-batches are formed by token budget (use_dynamic_bsz): a rank
+ *   packs its sequences into the fewest micro-batches of at most
+ *   train.micro_batch_tokens x sp tokens (ppo_max_token_len_per_gpu x the
+ *   SP size), balanced by tokens.
+ * - FSDP shards the parameters over all GPUs (fsdp_size -1): every
+ *   micro-batch all-gathers the bf16 weights for its forward, again for its
+ *   backward (reshard_after_forward), and reduce-scatters fp32 gradients;
+ *   prefetching overlaps this with compute, so a micro-batch takes the
+ *   larger of the two.
+ * - Old log-prob and reference are forward passes over each rank's whole
+ *   share; the phase ends with the slowest rank.
+ * - The update walks each rank's share in PPO mini-batches of
+ *   train.mini_batch_prompts prompts x their responses / ranks
+ *   (ppo_mini_batch_size 4 on 7B, 8 on 32B): every mini-batch ends in an
+ *   optimizer step, a barrier, so each costs its slowest rank, and
+ *   train.update_epochs passes repeat it.
+ * Parameter and optimizer offload (param_offload, optimizer_offload) move
+ * each GPU's 1/gpus shard once per phase; not priced (well under a second).
+ */
+#include "sim/rlstep_verl.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "models/comm.h"
+#include "models/memory.h"
+#include "models/train_cost.h"
+
+typedef struct verl_ctx {
+    const hw_desc *hw;
+    tc_model tm;
+    tc_par par;
+    double budget;          /* tokens per micro-batch of a rank */
+    double ag_s, rs_s;      /* FSDP weight all-gather, gradient reduce-scatter, s */
+    double *bin;            /* scratch: tokens per micro-batch */
+    tc_work *w;             /* scratch: work per micro-batch */
+} verl_ctx;
+
+static int by_len_desc(const void *a, const void *b, void *lens)
+{
+    const double *L = lens;
+    double x = L[*(const int32_t *)a], y = L[*(const int32_t *)b];
+    if (x != y)
+        return x < y ? 1 : -1;
+    return *(const int32_t *)a - *(const int32_t *)b;
+}
+
+/* qsort with a context, stable on index ties (insertion into a sorted run is
+ * enough for the few thousand responses of a step). */
+static void sort_idx(int32_t *idx, size_t n, const double *L)
+{
+    for (size_t i = 1; i < n; i++) {
+        int32_t v = idx[i];
+        size_t j = i;
+        while (j > 0 && by_len_desc(&idx[j - 1], &v, (void *)L) > 0) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = v;
+    }
+}
+
+/* Time on one rank of the sequences seq[0..k) (lengths L): packed into the
+ * fewest balanced micro-batches within the token budget; forward only
+ * (bwd 0) or forward, recomputation and backward (bwd 1). */
+static double rank_time(verl_ctx *c, const int32_t *seq, int k, const double *L, int bwd,
+                        int32_t *tmp)
+{
+    if (k <= 0)
+        return 0.0;
+    double sum = 0;
+    for (int i = 0; i < k; i++) {
+        sum += L[seq[i]];
+        tmp[i] = seq[i];
+    }
+    int nb = (int)ceil(sum / c->budget);
+    if (nb < 1)
+        nb = 1;
+    if (nb > k)
+        nb = k;
+    sort_idx(tmp, (size_t)k, L);
+    for (;;) {
+        for (int b = 0; b < nb; b++) {
+            c->bin[b] = 0;
+            c->w[b] = (tc_work){0};
+        }
+        int over = 0;
+        for (int i = 0; i < k; i++) {
+            int best = 0;
+            for (int b = 1; b < nb; b++)
+                if (c->bin[b] < c->bin[best])
+                    best = b;
+            c->bin[best] += L[tmp[i]];
+            tc_work_add(&c->w[best], 1, (int32_t)L[tmp[i]], 1);
+            over |= c->bin[best] > c->budget && c->w[best].n > 1;
+        }
+        if (!over || nb == k)
+            break;
+        nb++;
+    }
+    double t = 0, comm = bwd ? 2 * c->ag_s + c->rs_s : c->ag_s;
+    for (int b = 0; b < nb; b++) {
+        tc_breakdown bd;
+        double full = tc_microbatch_time(c->hw, &c->tm, &c->par, &c->w[b], &bd);
+        t += fmax(bwd ? full : bd.fwd_s, comm);
+    }
+    return t;
+}
+
+static int add_busy(run_record *rec, int gpus, int sp, int phase, double t0, const double *busy,
+                    double len)
+{
+    if (!rec)
+        return 0;
+    for (int g = 0; g < gpus; g++) {
+        double b = busy[g / sp];
+        if (b > 0 && run_add_interval(rec, g, phase, TL_BUSY, t0, t0 + b))
+            return -1;
+        if (b < len && run_add_interval(rec, g, phase, TL_IDLE, t0 + b, t0 + len))
+            return -1;
+    }
+    return 0;
+}
+
+int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                       double now, rlstep_result *res, run_record *rec, ts_err *e)
+{
+    int sp = s->train_sp, gpus = s->gpus;
+    if (sp < 1 || gpus % sp)
+        return ts_errf(e, "%s: train.sp = %d does not divide cluster.gpus = %d", s->path, sp, gpus);
+    int dp = gpus / sp;
+    size_t n = trace_n_responses(t);
+    if (n == 0 || t->n_prompts == 0)
+        return ts_errf(e, "%s: no responses to train on", s->path);
+    double per_prompt = (double)n / (double)t->n_prompts;
+    int mini = (int)floor(s->mini_batch_prompts * per_prompt / dp + 1e-9);
+    if (mini < 1)
+        return ts_errf(e, "%s: train.mini_batch_prompts = %d gives less than one response "
+                          "per data-parallel rank (%d ranks)", s->path, s->mini_batch_prompts, dp);
+    verl_ctx c = {.hw = hw};
+    if (tc_model_init(&c.tm, m, 0, 34.0, e))
+        return -1;
+    if (!tc_sp_ok(&c.tm, sp, 0))
+        return ts_errf(e, "%s: train.sp = %d does not divide the heads of %s", s->path, sp, m->name);
+    c.par = (tc_par){.sp = sp, .ring = 0, .ckpt_a = s->recompute ? c.tm.n_a : 0};
+    c.budget = (double)s->micro_batch_tokens * sp;
+    double W = mem_weights(m, 1);
+    c.ag_s = comm_allgather(hw, W, gpus);
+    c.rs_s = comm_reduce_scatter(hw, 2.0 * W, gpus);
+
+    int rc = -1;
+    double *L = malloc(n * sizeof *L), *tok = calloc((size_t)dp, sizeof *tok);
+    double *busy = calloc((size_t)dp, sizeof *busy);
+    int32_t *order = malloc(n * sizeof *order), *rank = malloc(n * sizeof *rank);
+    int32_t *cnt = calloc((size_t)dp, sizeof *cnt), *shard = malloc(n * sizeof *shard);
+    int32_t *tmp = malloc(n * sizeof *tmp);
+    c.bin = malloc(n * sizeof *c.bin);
+    c.w = malloc(n * sizeof *c.w);
+    if (!L || !tok || !busy || !order || !rank || !cnt || !shard || !tmp || !c.bin || !c.w) {
+        ts_errf(e, "out of memory");
+        goto done;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < t->n_prompts; i++)
+        for (int32_t j = 0; j < t->prompts[i].n_resp; j++, k++) {
+            int32_t len = t->prompts[i].resp[j];
+            if (s->max_response > 0 && len > s->max_response)
+                len = s->max_response;
+            L[k] = (double)t->prompts[i].prompt_tokens + len;
+            order[k] = (int32_t)k;
+        }
+    /* balance: longest first into the lightest rank that has room */
+    sort_idx(order, n, L);
+    int32_t cap = (int32_t)((n + (size_t)dp - 1) / (size_t)dp);
+    for (size_t i = 0; i < n; i++) {
+        int best = -1;
+        for (int r = 0; r < dp; r++)
+            if (cnt[r] < cap && (best < 0 || tok[r] < tok[best]))
+                best = r;
+        rank[order[i]] = best;
+        cnt[best]++;
+        tok[best] += L[order[i]];
+    }
+    /* each rank's share in trace order, ranks one after another */
+    {
+        size_t off = 0;
+        for (int r = 0; r < dp; r++)
+            for (size_t i = 0; i < n; i++)
+                if (rank[i] == r)
+                    shard[off++] = (int32_t)i;
+    }
+    /* old log-prob, reference: forward passes over each rank's whole share */
+    for (int ph = PH_OLD_LOGP; ph <= PH_REF; ph++) {
+        res->phase_t0[ph] = now;
+        res->phase_s[ph] = 0;
+        if (ph == PH_REF && !s->ref_model)
+            continue;
+        double len = 0;
+        size_t off = 0;
+        for (int r = 0; r < dp; r++) {
+            busy[r] = rank_time(&c, shard + off, cnt[r], L, 0, tmp);
+            off += (size_t)cnt[r];
+            len = fmax(len, busy[r]);
+        }
+        res->phase_s[ph] = len;
+        if (add_busy(rec, gpus, sp, ph, now, busy, len)) {
+            ts_errf(e, "out of memory for the timeline");
+            goto done;
+        }
+        now += len;
+    }
+    /* update: mini-batches, each ending in an optimizer step on every rank */
+    double len = 0, sum = 0;
+    for (int r = 0; r < dp; r++)
+        busy[r] = 0;
+    int32_t most = 0;
+    for (int r = 0; r < dp; r++)
+        most = cnt[r] > most ? cnt[r] : most;
+    for (int32_t j = 0; j < most; j += mini) {
+        double slow = 0;
+        size_t off = 0;
+        for (int r = 0; r < dp; r++) {
+            int32_t take = cnt[r] - j < mini ? cnt[r] - j : mini;
+            double tr = take > 0 ? rank_time(&c, shard + off + j, take, L, 1, tmp) : 0;
+            busy[r] += tr;
+            slow = fmax(slow, tr);
+            off += (size_t)cnt[r];
+        }
+        len += slow;
+    }
+    for (int r = 0; r < dp; r++) {
+        busy[r] *= s->update_epochs;
+        sum += busy[r];
+    }
+    len *= s->update_epochs;
+    res->train_imbalance = len > 0 ? (len - sum / dp) / len : 0;
+    res->phase_t0[PH_UPDATE] = now;
+    res->phase_s[PH_UPDATE] = len;
+    if (add_busy(rec, gpus, sp, PH_UPDATE, now, busy, len)) {
+        ts_errf(e, "out of memory for the timeline");
+        goto done;
+    }
+    res->step_s = now + len;
+    rc = 0;
+done:
+    free(L);
+    free(tok);
+    free(busy);
+    free(order);
+    free(rank);
+    free(cnt);
+    free(shard);
+    free(tmp);
+    free(c.bin);
+    free(c.w);
+    return rc;
+}

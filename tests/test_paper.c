@@ -1,0 +1,160 @@
+/*
+ * Paper-report tests: the difference and within mark of a published point,
+ * range and "up to" bound; `tailsim paper --quick` writes index.md and
+ * index.html with a row for every published number (by its quantity text),
+ * and every image either file links exists and is not empty; two runs with
+ * one seed write the same report (but for the wall time); bad usage exits 2.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "reports/paper_report.h"
+#include "sim/paper.h"
+#include "tests/helpers.h"
+
+static const char *out = "build/test-paper";
+
+static paper_row row(double lo, double hi, double tol, double sim)
+{
+    paper_row r = {0};
+    r.lo = lo;
+    r.hi = hi;
+    r.tol = tol;
+    r.sim = sim;
+    r.ran = 1;
+    return r;
+}
+
+Test(paper, diff_of_point_range_and_bound)
+{
+    paper_row p = row(1.7, 1.7, 0.10, 1.87);
+    cr_assert_float_eq(paper_row_diff(&p), 10.0, 1e-9);
+    cr_assert(paper_row_within(&p));
+    p.sim = 1.53;
+    cr_assert_float_eq(paper_row_diff(&p), -10.0, 1e-9);
+    p.sim = 1.5;
+    cr_assert(!paper_row_within(&p));
+    paper_row r = row(1.68, 2.70, 0.15, 2.0);
+    cr_assert_eq(paper_row_diff(&r), 0.0);
+    r.sim = 1.68 * 0.9;
+    cr_assert_float_eq(paper_row_diff(&r), -10.0, 1e-9);
+    r.sim = 2.70 * 1.2;
+    cr_assert_float_eq(paper_row_diff(&r), 20.0, 1e-9);
+    cr_assert(!paper_row_within(&r));
+    paper_row b = row(0, 2.44, 0.10, 1.2);
+    cr_assert_eq(paper_row_diff(&b), 0.0);
+    b.sim = 2.44 * 1.05;
+    cr_assert(paper_row_within(&b));
+    b.ran = 0;
+    cr_assert(!paper_row_within(&b), "a row that did not run is never within");
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s missing", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+/* Every "pre<name>.png" link in text names a non-empty file under out/. */
+static int check_images(const char *text, const char *pre)
+{
+    int n = 0;
+    for (const char *p = strstr(text, pre); p; p = strstr(p + 1, pre)) {
+        const char *s = p + strlen(pre), *end = strstr(s, ".png");
+        cr_assert_not_null(end);
+        char path[512];
+        snprintf(path, sizeof path, "%s/%.*s.png", out, (int)(end - s), s);
+        struct stat st;
+        cr_assert_eq(stat(path, &st), 0, "linked image %s missing", path);
+        cr_assert_gt(st.st_size, 1000, "image %s is empty", path);
+        n++;
+    }
+    return n;
+}
+
+Test(paper, quick_report_has_every_row_and_figure, .timeout = 300)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && build/tailsim paper --quick --bootstrap 2 -o %s 2>/dev/null",
+             out, out);
+    char *so = run_capture(cmd);
+    cr_assert(strstr(so, "published numbers within tolerance"), "%s", so);
+    free(so);
+    char path[512];
+    snprintf(path, sizeof path, "%s/index.md", out);
+    char *md = slurp(path);
+    snprintf(path, sizeof path, "%s/index.html", out);
+    char *html = slurp(path);
+    size_t n;
+    const paper_row *pub = paper_published(&n);
+    cr_assert_geq(n, 16);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert(strstr(md, pub[i].what), "index.md has no row for '%s'", pub[i].what);
+        cr_assert(strstr(html, pub[i].what), "index.html has no row for '%s'", pub[i].what);
+    }
+    /* figures: speedup bars, the three speculative-decoding plots, a Gantt
+     * chart per policy, length CDFs and the DCP imbalance figure */
+    int nm = check_images(md, "](");
+    int nh = check_images(html, "src=\"");
+    cr_assert_eq(nm, nh, "index.md links %d images, index.html %d", nm, nh);
+    cr_assert_geq(nm, 4 + 6 + 2 + 1, "only %d images", nm);
+    cr_assert(strstr(md, "bars.png") && strstr(md, "dcp-mix1/dcp_imbalance.png") &&
+              strstr(md, "tlt-7b-tlt/gantt.png") && strstr(md, "specdec_depth.png"));
+    /* the run states version, calibration and bootstrap */
+    cr_assert(strstr(md, "calibration: ") && strstr(md, "bootstrap: 2 resamples"));
+    cr_assert(strstr(html, "<style>") && !strstr(html, "<link"), "HTML is self-contained");
+    free(md);
+    free(html);
+}
+
+/* index.md without the line that states the wall time. */
+static char *md_without_time(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/index.md", dir);
+    char *s = slurp(path), *t = strstr(s, "; the experiments took");
+    cr_assert_not_null(t);
+    *t = 0; /* everything before it, then everything after its line */
+    char *rest = strchr(t + 1, '\n');
+    cr_assert_not_null(rest);
+    size_t a = strlen(s), b = strlen(rest);
+    memmove(s + a, rest, b + 1);
+    return s;
+}
+
+Test(paper, same_seed_same_report, .timeout = 300)
+{
+    const char *d1 = "build/test-paper-a", *d2 = "build/test-paper-b";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s %s && build/tailsim paper --quick --bootstrap 2 -o %s 2>/dev/null && "
+             "build/tailsim paper --quick --bootstrap 2 -o %s 2>/dev/null",
+             d1, d2, d1, d2);
+    free(run_capture(cmd));
+    char *a = md_without_time(d1), *b = md_without_time(d2);
+    cr_assert_str_eq(a, b, "two runs of one seed wrote different reports");
+    cr_assert(strstr(a, "(1."), "the bootstrap ranges are in the report");
+    free(a);
+    free(b);
+    snprintf(cmd, sizeof cmd, "cmp -s %s/bars.dat %s/bars.dat && cmp -s %s/specdec_batch.dat %s/specdec_batch.dat",
+             d1, d2, d1, d2);
+    cr_assert_eq(system(cmd), 0, "figure data differ between runs");
+}
+
+Test(paper, bad_usage_exits_2)
+{
+    cr_assert_eq(system("build/tailsim paper --bootstrap x >/dev/null 2>&1") >> 8, 2);
+    cr_assert_eq(system("build/tailsim paper extra >/dev/null 2>&1") >> 8, 2);
+}

@@ -1,0 +1,410 @@
+/*
+ * Tests of the policies that change which samples train (partial,
+ * tailbatch, async) and of sorted: the rollout's stop after K complete
+ * groups aborts the rest with their progress; partial's carried tokens plus
+ * the new ones add up to the trace lengths of every trained response (token
+ * conservation across steps); tailbatch trains every prompt at most once
+ * and keeps the rest deferred; async never trains a sample staler than its
+ * bound; sorted is lossless with a noisy predictor too; every policy is
+ * deterministic for a seed; steps load from a trace directory in name order;
+ * the same hold on the real PolyTrace DAPO steps (skipped when ../shared is
+ * absent).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gsl/gsl_errno.h>
+#include <jansson.h>
+
+#include "sim/policy.h"
+#include "sim/rlstep.h"
+#include "tests/helpers.h"
+
+static scenario scn;
+static hw_desc hw;
+static llm_desc m7;
+
+/* 8 GPUs as 4 replicas of TP 2, 32 prompts x 8, long tail. */
+static void setup(void)
+{
+    gsl_set_error_handler_off();
+    const char *path = "build/test-policy-carry.ini";
+    /* written aside and renamed: parallel tests' setups and the CLI tests
+     * reading the file never see it half written */
+    char tmp[128];
+    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    cr_assert_not_null(f);
+    fputs("[cluster]\ngpus = 8\nhw = h100\n[model]\nname = qwen2.5-7b\n[rollout]\ntp = 2\n"
+          "mem_util = 0.85\nmax_response = 16384\n[train]\nmicro_batch_tokens = 32768\n"
+          "[trace]\ndist = lognormal:1500:1.0\nprompts = 32\ngroup = 8\ncap = 16384\nseed = 3\n",
+          f);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(rename(tmp, path), 0);
+    ts_err e = {{0}};
+    cr_assert_eq(scenario_load(path, &scn, &e), 0, "%s", e.msg);
+    cr_assert_eq(hw_load(scn.hw, &hw, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load(scn.model, &m7, &e), 0, "%s", e.msg);
+}
+
+TestSuite(policy_carry, .init = setup);
+
+#define MAXS 8
+
+static void load(int n, trace **tr)
+{
+    ts_err e = {{0}};
+    cr_assert_leq(n, MAXS);
+    cr_assert_eq(policy_load_steps(&scn, NULL, n, tr, &e), 0, "%s", e.msg);
+}
+
+static void unload(int n, trace **tr)
+{
+    for (int k = 0; k < n; k++)
+        trace_free(tr[k]);
+}
+
+static int64_t generated(const multistep_result *r)
+{
+    int64_t s = 0;
+    for (int k = 0; k < r->steps; k++)
+        s += r->step[k].ro.decode_tokens;
+    return s;
+}
+
+Test(policy_carry, rollout_stops_after_k_groups)
+{
+    ts_err e = {{0}};
+    trace *tr[1];
+    load(1, tr);
+    rollout_cfg cfg;
+    cr_assert_eq(rlstep_rollout_cfg(&scn, &hw, &m7, &cfg, &e), 0, "%s", e.msg);
+    rollout_result full, half;
+    cr_assert_eq(rollout_run(&cfg, tr[0], &full, &e), 0, "%s", e.msg);
+    cfg.stop_groups = 16;
+    cr_assert_eq(rollout_run(&cfg, tr[0], &half, &e), 0, "%s", e.msg);
+    cr_assert(half.stopped && half.groups_done >= 16 && half.groups_done < 32);
+    cr_assert_lt(half.makespan_s, full.makespan_s);
+    cr_assert_eq(full.stopped, 0);
+    size_t q = 0, unfinished = 0;
+    int64_t tokens = 0;
+    for (size_t i = 0; i < tr[0]->n_prompts; i++)
+        for (int32_t j = 0; j < tr[0]->prompts[i].n_resp; j++, q++) {
+            int32_t len = tr[0]->prompts[i].resp[j];
+            len = len > scn.max_response ? scn.max_response : len;
+            cr_assert_eq(full.gen[q], len);
+            if (half.finish_s[q] < 0) {
+                unfinished++;
+                cr_assert(half.gen[q] >= 0 && half.gen[q] < len);
+            } else {
+                cr_assert_eq(half.gen[q], len);
+            }
+            tokens += half.gen[q];
+        }
+    cr_assert_gt(unfinished, 0);
+    cr_assert_eq(tokens, half.decode_tokens, "progress out = tokens generated");
+    rollout_result_free(&full);
+    rollout_result_free(&half);
+    unload(1, tr);
+}
+
+/* With nothing over-provisioned, partial and tailbatch launch exactly the
+ * step's prompts and wait for all of them: the synchronous step, to the bit
+ * (the carried machinery assembles sync, rollout and training as rlstep). */
+Test(policy_carry, without_over_provisioning_partial_and_tailbatch_are_verl, .timeout = 120)
+{
+    ts_err e = {{0}};
+    trace *tr[2];
+    load(2, tr);
+    scenario s = scn;
+    s.overprov = 1.0;
+    s.tail_overprov = 1.0;
+    multistep_result v;
+    cr_assert_eq(policy_run(&s, policy_find("verl"), &hw, &m7, tr, 2, 1, &v, NULL, &e), 0, "%s",
+                 e.msg);
+    static const char *names[] = {"partial", "tailbatch"};
+    for (int i = 0; i < 2; i++) {
+        multistep_result r;
+        cr_assert_eq(policy_run(&s, policy_find(names[i]), &hw, &m7, tr, 2, 1, &r, NULL, &e), 0,
+                     "%s", e.msg);
+        for (int k = 0; k < 2; k++) {
+            /* the same phases, summed in another order */
+            cr_assert_lt(fabs(r.step[k].step_s - v.step[k].step_s), 1e-9 * v.step[k].step_s,
+                         "%s step %d: %.17g vs %.17g", names[i], k, r.step[k].step_s,
+                         v.step[k].step_s);
+            cr_assert_eq(r.step[k].ro.makespan_s, v.step[k].ro.makespan_s);
+            cr_assert_eq(r.step[k].ro.decode_tokens, v.step[k].ro.decode_tokens);
+            for (int ph = 0; ph < PH_COUNT; ph++)
+                cr_assert_eq(r.step[k].phase_s[ph], v.step[k].phase_s[ph]);
+        }
+        cr_assert_eq(r.trained_tokens, v.trained_tokens);
+        cr_assert_eq(r.pending_groups, 0);
+        cr_assert_eq(r.off_policy_fraction, 0.0);
+        multistep_result_free(&r);
+    }
+    multistep_result_free(&v);
+    unload(2, tr);
+}
+
+Test(policy_carry, partial_carried_plus_new_tokens_are_the_trace_lengths, .timeout = 120)
+{
+    ts_err e = {{0}};
+    trace *tr[4];
+    load(4, tr);
+    multistep_result r;
+    cr_assert_eq(policy_run(&scn, policy_find("partial"), &hw, &m7, tr, 4, 1, &r, NULL, &e), 0,
+                 "%s", e.msg);
+    /* every token generated once: trained (at its trace length) or still carried */
+    cr_assert_eq(generated(&r), r.trained_tokens + r.pending_tokens);
+    cr_assert_eq(r.wasted_tokens, 0);
+    cr_assert_geq(r.trained_groups, 4 * 32);
+    cr_assert_eq(r.launched_groups, r.trained_groups + r.pending_groups);
+    cr_assert_gt(r.pending_groups, 0, "over-provisioned prompts are carried");
+    cr_assert(r.off_policy_fraction > 0 && r.off_policy_fraction < 1);
+    cr_assert(r.off_policy_token_fraction > 0 && r.off_policy_token_fraction < 1);
+    cr_assert(r.mean_staleness > 0 && r.max_staleness >= 1);
+    multistep_result_free(&r);
+    unload(4, tr);
+}
+
+Test(policy_carry, tailbatch_trains_every_prompt_once, .timeout = 120)
+{
+    ts_err e = {{0}};
+    trace *tr[6];
+    load(6, tr);
+    multistep_result r;
+    cr_assert_eq(policy_run(&scn, policy_find("tailbatch"), &hw, &m7, tr, 6, 1, &r, NULL, &e), 0,
+                 "%s", e.msg);
+    cr_assert_eq(r.launched_groups, r.trained_groups + r.pending_groups);
+    cr_assert_eq(r.trained_groups, 6 * 32, "each step trains a full batch");
+    cr_assert_eq(r.pending_tokens, 0, "deferred prompts start over");
+    cr_assert_gt(r.wasted_tokens, 0);
+    cr_assert_eq(generated(&r), r.trained_tokens + r.wasted_tokens);
+    cr_assert_eq(r.off_policy_fraction, 0.0);
+    cr_assert_eq(r.off_policy_token_fraction, 0.0);
+    /* 4 short rounds of 40 keep 32 each and defer 8: step 4 is the long round */
+    cr_assert_eq(r.launched_groups, 5 * 40);
+    cr_assert_gt(r.step[4].ro.makespan_s, r.step[0].ro.makespan_s);
+    multistep_result_free(&r);
+    unload(6, tr);
+}
+
+Test(policy_carry, async_staleness_never_exceeds_its_bound, .timeout = 120)
+{
+    ts_err e = {{0}};
+    trace *tr[5];
+    load(5, tr);
+    for (int eta = 1; eta <= 4; eta *= 2) {
+        scenario s = scn;
+        s.max_staleness = eta;
+        multistep_result r;
+        cr_assert_eq(policy_run(&s, policy_find("async"), &hw, &m7, tr, 5, 1, &r, NULL, &e), 0,
+                     "%s", e.msg);
+        cr_assert_leq(r.max_staleness, eta, "eta %d: staleness %d", eta, r.max_staleness);
+        cr_assert_geq(r.max_staleness, 1, "rollout runs a version behind");
+        /* every token after step 0's comes from an older version */
+        cr_assert(r.off_policy_token_fraction > 0.5 && r.off_policy_token_fraction <= 1);
+        cr_assert_eq(generated(&r), r.trained_tokens + r.pending_tokens);
+        /* a pipeline: steps overlap, but the run is at least as long as
+         * either pool's work, and a step at least as long as its update */
+        double total = 0, ro = 0, tr = 0;
+        for (int k = 0; k < 5; k++) {
+            const rlstep_result *st = &r.step[k];
+            double train = st->phase_s[PH_REWARD] + st->phase_s[PH_OLD_LOGP] +
+                           st->phase_s[PH_REF] + st->phase_s[PH_UPDATE] + st->phase_s[PH_SYNC];
+            cr_assert_geq(st->step_s, train - 1e-9);
+            total += st->step_s;
+            ro += st->ro.makespan_s;
+            tr += train;
+        }
+        cr_assert_geq(total, ro - 1e-6);
+        cr_assert_geq(total, tr - 1e-6);
+        cr_assert_lt(total, ro + tr, "rollout and training overlap");
+        multistep_result_free(&r);
+    }
+    unload(5, tr);
+}
+
+Test(policy_carry, sorted_is_lossless_with_a_noisy_predictor, .timeout = 60)
+{
+    ts_err e = {{0}};
+    trace *tr[2];
+    load(2, tr);
+    scenario s = scn;
+    s.sort_noise = 1.0;
+    multistep_result r, v;
+    cr_assert_eq(policy_run(&s, policy_find("sorted"), &hw, &m7, tr, 2, 1, &r, NULL, &e), 0,
+                 "%s", e.msg);
+    cr_assert_eq(policy_run(&scn, policy_find("verl"), &hw, &m7, tr, 2, 1, &v, NULL, &e), 0,
+                 "%s", e.msg);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(r.step[k].ro.decode_tokens, v.step[k].ro.decode_tokens);
+        cr_assert_eq(r.step[k].ro.responses, v.step[k].ro.responses);
+        for (int64_t q = 0; q < r.step[k].ro.responses; q++)
+            cr_assert_gt(r.step[k].ro.finish_s[q], 0);
+        /* the training half sees the same batch */
+        cr_assert_eq(r.step[k].phase_s[PH_UPDATE], v.step[k].phase_s[PH_UPDATE]);
+    }
+    cr_assert(policy_find("sorted")->lossless);
+    multistep_result_free(&r);
+    multistep_result_free(&v);
+    unload(2, tr);
+}
+
+Test(policy_carry, same_seed_same_result, .timeout = 120)
+{
+    static const char *names[] = {"sorted", "partial", "tailbatch", "async"};
+    ts_err e = {{0}};
+    trace *tr[3];
+    load(3, tr);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const policy *p = policy_find(names[i]);
+        cr_assert_not_null(p);
+        multistep_result a, b;
+        cr_assert_eq(policy_run(&scn, p, &hw, &m7, tr, 3, 1, &a, NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(policy_run(&scn, p, &hw, &m7, tr, 3, 1, &b, NULL, &e), 0, "%s", e.msg);
+        for (int k = 0; k < 3; k++)
+            cr_assert_eq(a.step[k].step_s, b.step[k].step_s, "%s step %d", names[i], k);
+        cr_assert_eq(a.mean_staleness, b.mean_staleness);
+        cr_assert_eq(a.trained_tokens, b.trained_tokens);
+        multistep_result_free(&a);
+        multistep_result_free(&b);
+    }
+    unload(3, tr);
+}
+
+Test(policy_carry, compare_prints_the_off_policy_cost, .timeout = 120)
+{
+    char *a = run_capture("build/tailsim compare build/test-policy-carry.ini --policies "
+                          "verl,sorted,partial,tailbatch,async --steps 3 --json");
+    cr_assert(strstr(a, "\"policy\": \"async\"") && strstr(a, "\"policy\": \"partial\""), "%s", a);
+    json_error_t je;
+    json_t *o = json_loads(a, 0, &je);
+    cr_assert_not_null(o, "%s", je.text);
+    json_t *ps = json_object_get(o, "policies");
+    cr_assert_eq(json_array_size(ps), 5);
+    for (size_t i = 0; i < 5; i++) {
+        json_t *p = json_array_get(ps, i);
+        const char *name = json_string_value(json_object_get(p, "policy"));
+        double off = json_real_value(json_object_get(p, "off_policy_fraction"));
+        if (!strcmp(name, "partial") || !strcmp(name, "async"))
+            cr_assert_gt(off, 0.0, "%s", name);
+        else
+            cr_assert_eq(off, 0.0, "%s", name);
+    }
+    json_decref(o);
+    free(a);
+}
+
+Test(policy_carry, steps_from_a_trace_directory_in_name_order)
+{
+    const char *dir = "build/test-policy-carry-dir";
+    char p[256];
+    mkdir(dir, 0755);
+    /* step_10 must come after step_2: shorter names first */
+    const int ids[] = {10, 2, 1};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/step_%d.csv", dir, ids[i]);
+        FILE *f = fopen(p, "w");
+        cr_assert_not_null(f);
+        fprintf(f, "step,prompt_id,prompt_tokens,response_tokens\n%d,0,10,%d\n", ids[i],
+                100 + ids[i]);
+        fclose(f);
+    }
+    snprintf(p, sizeof p, "%s/notes.txt", dir);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fputs("not a trace\n", f);
+    fclose(f);
+    scenario s = scn;
+    ts_err e = {{0}};
+    trace *tr[3];
+    cr_assert_eq(policy_load_steps(&s, dir, 3, tr, &e), 0, "%s", e.msg);
+    cr_assert_eq(tr[0]->prompts[0].step, 1);
+    cr_assert_eq(tr[1]->prompts[0].step, 2);
+    cr_assert_eq(tr[2]->prompts[0].step, 10);
+    cr_assert_eq(tr[2]->prompts[0].resp[0], 110);
+    unload(3, tr);
+    cr_assert_eq(policy_load_steps(&s, dir, 4, tr, &e), -1);
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/step_%d.csv", dir, ids[i]);
+        remove(p);
+    }
+    snprintf(p, sizeof p, "%s/notes.txt", dir);
+    remove(p);
+    cr_assert_eq(policy_load_steps(&s, dir, 1, tr, &e), -1);
+    cr_assert(strstr(e.msg, "no .jsonl or .csv"), "%s", e.msg);
+    rmdir(dir);
+}
+
+/* The real PolyTrace DAPO steps (../shared): over 5 steps tailbatch runs 4
+ * short rounds and 1 long round and so trains exactly the prompts of the 5
+ * steps; partial conserves tokens; async stays within its bound. */
+Test(policy_carry, polytrace_dapo_five_steps, .timeout = 120)
+{
+    const char *sh = getenv("TAILSIM_SHARED");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/polytrace-dapo-32b/step_4.jsonl",
+             sh && *sh ? sh : "../shared");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        cr_skip_test("shared traces absent (%s)", path);
+    fclose(f);
+    scenario s;
+    hw_desc h;
+    llm_desc m;
+    ts_err e = {{0}};
+    cr_assert_eq(scenario_load("dapo-32b-polytrace", &s, &e), 0, "%s", e.msg);
+    cr_assert_eq(hw_load(s.hw, &h, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load(s.model, &m, &e), 0, "%s", e.msg);
+    trace *tr[5];
+    cr_assert_eq(policy_load_steps(&s, NULL, 5, tr, &e), 0, "%s", e.msg);
+    int64_t tokens = 0;
+    for (int k = 0; k < 5; k++) {
+        cr_assert_eq(tr[k]->prompts[0].step, k);
+        for (size_t i = 0; i < tr[k]->n_prompts; i++)
+            for (int32_t j = 0; j < tr[k]->prompts[i].n_resp; j++)
+                tokens += tr[k]->prompts[i].resp[j] < s.max_response ? tr[k]->prompts[i].resp[j]
+                                                                      : s.max_response;
+    }
+    multistep_result r;
+    cr_assert_eq(policy_run(&s, policy_find("tailbatch"), &h, &m, tr, 5, 1, &r, NULL, &e), 0,
+                 "%s", e.msg);
+    cr_assert_eq(r.launched_groups, 5 * 96);
+    cr_assert_eq(r.trained_groups, 5 * 96);
+    cr_assert_eq(r.trained_tokens, tokens);
+    multistep_result_free(&r);
+    cr_assert_eq(policy_run(&s, policy_find("partial"), &h, &m, tr, 5, 1, &r, NULL, &e), 0,
+                 "%s", e.msg);
+    cr_assert_eq(generated(&r), r.trained_tokens + r.pending_tokens);
+    cr_assert_gt(r.off_policy_fraction, 0);
+    multistep_result_free(&r);
+    cr_assert_eq(policy_run(&s, policy_find("async"), &h, &m, tr, 5, 1, &r, NULL, &e), 0,
+                 "%s", e.msg);
+    cr_assert_leq(r.max_staleness, s.max_staleness);
+    cr_assert_eq(generated(&r), r.trained_tokens + r.pending_tokens);
+    multistep_result_free(&r);
+    unload(5, tr);
+}
+
+Test(policy_carry, async_needs_a_rollout_group_and_a_trainer_gpu)
+{
+    ts_err e = {{0}};
+    trace *tr[1];
+    load(1, tr);
+    scenario s = scn;
+    s.gpus = 2; /* one TP-2 group: nothing left to train on */
+    multistep_result r;
+    cr_assert_eq(policy_run(&s, policy_find("async"), &hw, &m7, tr, 1, 1, &r, NULL, &e), -1);
+    cr_assert(strstr(e.msg, "rollout_pool") && strstr(e.msg, "test-policy-carry.ini"), "%s",
+              e.msg);
+    cr_assert_null(r.step);
+    cr_assert_eq(scenario_set(&s, "policy.rollout_pool=1.5", &e), -1);
+    cr_assert(strstr(e.msg, "policy.rollout_pool"), "%s", e.msg);
+    unload(1, tr);
+}

@@ -1,0 +1,107 @@
+/*
+ * The training phases as VeRL runs them (sim/rlstep_verl.c): mini-batches
+ * are barriers that each pay at least one FSDP weight gather-and-scatter
+ * round, the phases never beat the cluster's compute, smaller mini-batches
+ * are never faster, and bad settings are errors naming the key.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "models/comm.h"
+#include "models/memory.h"
+#include "sim/policy.h"
+#include "sim/rlstep.h"
+
+static hw_desc hw;
+static llm_desc m;
+static scenario s;
+static trace *tr;
+
+static void load(void)
+{
+    ts_err e = {{0}};
+    cr_assert_eq(scenario_load("scenarios/qwen7b-64gpu.ini", &s, &e), 0, "%s", e.msg);
+    cr_assert_eq(scenario_set(&s, "trace.prompts=64", &e), 0, "%s", e.msg);
+    cr_assert_eq(hw_load(s.hw, &hw, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load(s.model, &m, &e), 0, "%s", e.msg);
+    cr_assert_eq(policy_load_steps(&s, NULL, 1, &tr, &e), 0, "%s", e.msg);
+}
+
+static void fini(void)
+{
+    trace_free(tr);
+}
+
+TestSuite(rlstep_verl, .init = load, .fini = fini, .timeout = 120);
+
+static rlstep_result run_mini(int mini)
+{
+    ts_err e = {{0}};
+    char set[64];
+    snprintf(set, sizeof set, "train.mini_batch_prompts=%d", mini);
+    cr_assert_eq(scenario_set(&s, set, &e), 0, "%s", e.msg);
+    rlstep_result r;
+    cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, NULL, &e), 0, "%s", e.msg);
+    return r;
+}
+
+Test(rlstep_verl, every_mini_batch_pays_an_fsdp_round)
+{
+    cr_assert_eq(s.train_sp, 4, "fastrl's grpo_7B.sh: Ulysses SP 4");
+    cr_assert_eq(s.mini_batch_prompts, 4, "fastrl's grpo_7B.sh: ppo_mini_batch_size 4");
+    rlstep_result r = run_mini(4);
+    double W = mem_weights(&m, 1);
+    double round = 2 * comm_allgather(&hw, W, s.gpus) + comm_reduce_scatter(&hw, 2 * W, s.gpus);
+    int minibatches = (int)tr->n_prompts / 4;
+    cr_assert_geq(r.phase_s[PH_UPDATE], minibatches * round * (1 - 1e-9),
+                  "update %g s < %d mini-batches x %g s of FSDP traffic", r.phase_s[PH_UPDATE],
+                  minibatches, round);
+    cr_assert_gt(r.phase_s[PH_OLD_LOGP], 0);
+    cr_assert_float_eq(r.phase_s[PH_REF], r.phase_s[PH_OLD_LOGP], 1e-9, "same forward passes");
+    cr_assert_float_eq(r.step_s, r.phase_t0[PH_UPDATE] + r.phase_s[PH_UPDATE], 1e-9);
+    rlstep_result_free(&r);
+    /* every GPU's timeline covers the step without gaps */
+    ts_err e = {{0}};
+    run_record *rec = run_record_new();
+    cr_assert_not_null(rec);
+    cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, rec, &e), 0, "%s", e.msg);
+    for (int g = 0; g < s.gpus; g++) {
+        double covered = 0;
+        for (size_t i = 0; i < rec->n_tl; i++)
+            if (rec->tl[i].gpu == g)
+                covered += rec->tl[i].t1 - rec->tl[i].t0;
+        cr_assert_lt(fabs(covered - r.step_s) / r.step_s, 1e-9, "gpu %d covers %g of %g", g, covered,
+                     r.step_s);
+    }
+    rlstep_result_free(&r);
+    run_record_free(rec);
+}
+
+Test(rlstep_verl, smaller_mini_batches_are_never_faster)
+{
+    double prev = 0;
+    const int minis[] = {64, 16, 4};
+    for (int i = 0; i < 3; i++) {
+        rlstep_result r = run_mini(minis[i]);
+        cr_assert_geq(r.phase_s[PH_UPDATE], prev * (1 - 1e-9), "mini %d: %g s after %g s",
+                      minis[i], r.phase_s[PH_UPDATE], prev);
+        prev = r.phase_s[PH_UPDATE];
+        rlstep_result_free(&r);
+    }
+}
+
+Test(rlstep_verl, bad_settings_are_errors)
+{
+    ts_err e = {{0}};
+    rlstep_result r;
+    cr_assert_eq(scenario_set(&s, "train.mini_batch_prompts=1", &e), 0, "%s", e.msg);
+    /* 1 prompt x 8 responses over 16 ranks: less than one response each */
+    cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, NULL, &e), -1);
+    cr_assert(strstr(e.msg, "mini_batch_prompts") != NULL, "%s", e.msg);
+    cr_assert_eq(scenario_set(&s, "train.mini_batch_prompts=4", &e), 0, "%s", e.msg);
+    cr_assert_eq(scenario_set(&s, "train.sp=3", &e), 0, "%s", e.msg);
+    cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, NULL, &e), -1);
+    cr_assert(strstr(e.msg, "train.sp") != NULL, "%s", e.msg);
+}
