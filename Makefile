@@ -9,6 +9,8 @@
 #   make memcheck   every test suite under valgrind (no leak, no invalid access)
 #   make SANITIZE=address,undefined check
 #   make install PREFIX=/usr/local DESTDIR=...
+#   make MPI=1      build/tailsim on OpenMPI (mpicc): mpirun -np N build/tailsim sweep
+#                   (`make check` also builds build/tailsim-mpi when mpicc is found)
 
 CC      ?= cc
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
@@ -27,7 +29,7 @@ LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lgsl -lgslc
 TEST_LIBS  := $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
 
 LIB_SRC  := $(wildcard common/*.c traces/*.c models/*.c reports/*.c kernels/ref/*.c) \
-            $(filter-out sim/main.c,$(wildcard sim/*.c))
+            $(filter-out sim/main.c sim/sweep_mpi.c,$(wildcard sim/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 MAIN_OBJ := $(B)/sim/main.o
 TESTS    := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_*.c))
@@ -51,8 +53,33 @@ $(B)/libtailsim.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(B)/tailsim: $(MAIN_OBJ) $(B)/libtailsim.a
-	$(CC) $(LDSAN) -o $@ $^ $(LDLIBS)
+# --- MPI: sim/main.c with -DTS_MPI and the MPI transport, built by mpicc ----
+# build/tailsim-mpi is built whenever mpicc exists; MPI=1 makes build/tailsim
+# that binary.  The library is the same either way (no MPI in it).
+MPICC     ?= $(shell command -v mpicc 2>/dev/null)
+MPI_OBJ   := $(B)/mpi/sim/main.o $(B)/mpi/sim/sweep_mpi.o
+MPI_BIN   := $(if $(MPICC),$(B)/tailsim-mpi)
+$(B)/mpi/%.o: %.c $(B)/.flags
+	@mkdir -p $(dir $@)
+	$(MPICC) $(ALL_CFLAGS) -DTS_MPI -MMD -MP -c $< -o $@
+$(B)/tailsim-mpi: $(MPI_OBJ) $(B)/libtailsim.a
+	$(MPICC) $(LDSAN) -o $@ $^ $(LDLIBS)
+
+# the MPI stamp: switching MPI=1 on or off relinks build/tailsim
+$(B)/.mpi: FORCE
+	@mkdir -p $(B)
+	@echo '$(MPI)' | cmp -s - $@ || echo '$(MPI)' > $@
+
+ifeq ($(MPI),1)
+ifeq ($(MPICC),)
+$(error MPI=1 needs mpicc: apt-get install -y openmpi-bin libopenmpi-dev)
+endif
+$(B)/tailsim: $(MPI_OBJ) $(B)/libtailsim.a $(B)/.mpi
+	$(MPICC) $(LDSAN) -o $@ $(MPI_OBJ) $(B)/libtailsim.a $(LDLIBS)
+else
+$(B)/tailsim: $(MAIN_OBJ) $(B)/libtailsim.a $(B)/.mpi
+	$(CC) $(LDSAN) -o $@ $(MAIN_OBJ) $(B)/libtailsim.a $(LDLIBS)
+endif
 
 $(B)/tests/%: tests/%.c $(B)/libtailsim.a $(B)/.flags
 	@mkdir -p $(dir $@)
@@ -79,7 +106,7 @@ run: deps
 	sh tools/run-main.sh
 
 check: deps
-	@$(MAKE) --no-print-directory $(B)/tailsim $(TESTS) validate
+	@$(MAKE) --no-print-directory $(B)/tailsim $(MPI_BIN) $(TESTS) validate
 	@sh tools/run-tests.sh $(TESTS)
 
 bench: deps
@@ -89,9 +116,10 @@ bench: deps
 # --- valgrind over the test binaries: make memcheck --------------------------
 # Leaks of any kind "definitely lost", invalid reads/writes and uses of
 # uninitialised values fail the run.  The suites that only drive the CLI in
-# child processes (bad inputs, scale, determinism, validate, the paper report)
-# are left out: their work happens in build/tailsim, which the other suites cover.
-MEMCHECK_SKIP := test_badinput test_scale test_determinism test_validate test_paper
+# child processes (bad inputs, scale, determinism, validate, the paper report,
+# sweeps) are left out: their work happens in build/tailsim, which the other
+# suites cover (test_sweep also starts mpirun).
+MEMCHECK_SKIP := test_badinput test_scale test_determinism test_validate test_paper test_sweep
 MEMCHECK := $(filter-out $(MEMCHECK_SKIP:%=$(B)/tests/%),$(TESTS))
 memcheck: deps
 	@$(MAKE) --no-print-directory $(B)/tailsim $(MEMCHECK)
@@ -106,7 +134,7 @@ memcheck: deps
 # -fsanitize=fuzzer,address,undefined and run for FUZZ_SECONDS from its seed
 # corpus in tests/fuzz/corpus/<target>/; a crash is written there as
 # crash-<hash> and then replays in `make check` (tests/test_fuzz.c).
-FUZZ_TARGETS := trace scenario vidur batch calib
+FUZZ_TARGETS := trace scenario vidur batch calib grid
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_SRC     := $(filter-out kernels/ref/%,$(LIB_SRC))

@@ -17,6 +17,8 @@ int cmd_report(int argc, char **argv);  /* report --run ID -o DIR    (sim/cmd_re
 int cmd_specdec(int argc, char **argv); /* specdec SCENARIO          (sim/cmd_specdec.c) */
 int cmd_dcp(int argc, char **argv);     /* dcp SCENARIO              (sim/cmd_dcp.c)    */
 int cmd_compare(int argc, char **argv); /* compare SCENARIO          (sim/cmd_compare.c) */
+int cmd_sweep(int argc, char **argv);   /* sweep GRID.ini            (sim/cmd_sweep.c)  */
+int cmd_plan(int argc, char **argv);    /* plan SCENARIO --gpus ...  (sim/cmd_plan.c)   */
 int cmd_paper(int argc, char **argv);   /* paper [-o DIR]            (sim/cmd_paper.c)  */
 
 /* Prints o to stdout as indented JSON with reals to `precision` digits (the

@@ -1,12 +1,30 @@
 /*
  * tailsim: one binary, one subcommand per job.  main() only dispatches; each
  * subcommand parses its own flags and prints its own --help.
+ *
+ * The MPI build (make MPI=1, or build/tailsim-mpi) compiles this file with
+ * -DTS_MPI: launched by mpirun, `sweep` and `plan` initialise MPI and spread
+ * their configurations over the ranks (sim/sweep_mpi.c); run without mpirun,
+ * the MPI binary behaves exactly like the plain one.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
 #include "sim/cmd.h"
+
+#ifdef TS_MPI
+#include <mpi.h>
+
+#include "sim/sweep_run.h"
+
+/* Whether mpirun (OpenMPI, or a PMI launcher) started this process. */
+static int under_mpirun(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+}
+#endif
 
 typedef struct command {
     const char *name;
@@ -22,6 +40,8 @@ static const command commands[] = {
     {"specdec", cmd_specdec, "specdec SCENARIO: plain vs speculative decoding throughput per batch size"},
     {"compare", cmd_compare, "compare SCENARIO --policies verl,tlt,...: the same RL steps under each policy"},
     {"dcp", cmd_dcp, "dcp SCENARIO: plan and simulate variable-length training (bucket, packed, DCP)"},
+    {"sweep", cmd_sweep, "sweep GRID.ini [-j N]: every combination of a grid of scenario keys, into SQLite"},
+    {"plan", cmd_plan, "plan SCENARIO --gpus L --tp L --policies L: Pareto front of step time vs GPU-hours"},
     {"paper", cmd_paper, "paper [-o DIR] [--quick]: every paper experiment against the published numbers"},
     {"report", cmd_report, "report --run ID -o DIR: Gantt chart, length CDF and tables of a stored run"},
 };
@@ -53,9 +73,20 @@ int main(int argc, char **argv)
         printf("tailsim %s\n", TS_VERSION);
         return 0;
     }
-    for (size_t i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(name, commands[i].name))
-            return commands[i].fn(argc - 1, argv + 1);
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(name, commands[i].name))
+            continue;
+#ifdef TS_MPI
+        if ((!strcmp(name, "sweep") || !strcmp(name, "plan")) && under_mpirun()) {
+            MPI_Init(&argc, &argv);
+            sweep_remote = sweep_mpi_exec;
+            int rc = commands[i].fn(argc - 1, argv + 1);
+            MPI_Finalize();
+            return rc;
+        }
+#endif
+        return commands[i].fn(argc - 1, argv + 1);
+    }
     fprintf(stderr, "tailsim: unknown command '%s' (try: tailsim help)\n", name);
     return 2;
 }

@@ -327,6 +327,12 @@ int scenario_set(scenario *s, const char *assignment, ts_err *e)
     return 0;
 }
 
+int scenario_set_key(scenario *s, const char *section, const char *key, const char *val,
+                     ts_err *e)
+{
+    return set_key(s, section, key, val, e);
+}
+
 int scenario_spec_mode(const scenario *s, int *mode, ts_err *e)
 {
     static const char *names[] = {"off", "always", "adaptive"};

@@ -110,6 +110,12 @@ int scenario_load(const char *name, scenario *s, ts_err *e);
 /* Applies one "section.key=value" override.  Returns 0 or -1. */
 int scenario_set(scenario *s, const char *assignment, ts_err *e);
 
+/* Assigns one key through the key table (as the INI reader and --set do).
+ * Returns 0, or -1 with "key 'section.key': problem" (or "unknown key") in e;
+ * the caller adds the file and line. */
+int scenario_set_key(scenario *s, const char *section, const char *key, const char *val,
+                     ts_err *e);
+
 /* The [spec] mode as an index: 0 off, 1 always, 2 adaptive (enum spec_mode).
  * Returns 0, or -1 for an unknown name. */
 int scenario_spec_mode(const scenario *s, int *mode, ts_err *e);

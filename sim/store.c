@@ -38,6 +38,7 @@
 struct store {
     sqlite3 *db;
     sqlite3_stmt *ins_run, *ins_metric, *ins_tl, *ins_resp; /* reused per save */
+    sqlite3_stmt *ins_sweep_run;
     char path[4096];
 };
 
@@ -78,6 +79,25 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     " length INTEGER NOT NULL CONSTRAINT length_nonneg CHECK(length >= 0),"
     " finish_s REAL,"           /* NULL = NaN (did not finish) */
     " PRIMARY KEY(run_id, idx));",
+    /* 1 -> 2: sweeps (tailsim sweep / plan): one row per sweep, one row per
+     * configuration linking it to its run (or saying why it failed). */
+    "CREATE TABLE sweeps("
+    " id INTEGER PRIMARY KEY,"
+    " created TEXT NOT NULL,"
+    " grid TEXT NOT NULL,"
+    " scenario TEXT NOT NULL,"
+    " command TEXT NOT NULL,"
+    " n_configs INTEGER NOT NULL CONSTRAINT n_configs_pos CHECK(n_configs >= 1),"
+    " status TEXT NOT NULL CONSTRAINT sweep_status"
+    "  CHECK(status IN ('running', 'done', 'failed')));"
+    "CREATE TABLE sweep_runs("
+    " sweep_id INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,"
+    " config INTEGER NOT NULL CONSTRAINT config_index CHECK(config >= 0),"
+    " run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE," /* NULL: failed */
+    " params TEXT NOT NULL,"     /* JSON object: swept key -> value */
+    " error TEXT,"               /* why the configuration failed, else NULL */
+    " PRIMARY KEY(sweep_id, config),"
+    " CONSTRAINT run_or_error CHECK((run_id IS NULL) <> (error IS NULL)));",
 };
 
 static int db_err(ts_err *e, const store *s, const char *what)
@@ -246,7 +266,9 @@ int store_open(const char *path, store **out, ts_err *e)
         prepare(s, "INSERT INTO timeline(run_id, gpu, phase, state, t0, t1)"
                    " VALUES(?,?,?,?,?,?)", &s->ins_tl, e) ||
         prepare(s, "INSERT INTO responses(run_id, idx, replica, prompt_tokens, length,"
-                   " finish_s) VALUES(?,?,?,?,?,?)", &s->ins_resp, e))
+                   " finish_s) VALUES(?,?,?,?,?,?)", &s->ins_resp, e) ||
+        prepare(s, "INSERT INTO sweep_runs(sweep_id, config, run_id, params, error)"
+                   " VALUES(?,?,?,?,?)", &s->ins_sweep_run, e))
         goto cleanup;
     *out = s;
     s = NULL;
@@ -264,6 +286,7 @@ void store_close(store *s)
     sqlite3_finalize(s->ins_metric);
     sqlite3_finalize(s->ins_tl);
     sqlite3_finalize(s->ins_resp);
+    sqlite3_finalize(s->ins_sweep_run);
     sqlite3_close(s->db); /* NULL is a harmless no-op */
     free(s);
 }
@@ -289,19 +312,22 @@ static int step_insert(sqlite3_stmt *st)
     return src == SQLITE_DONE ? 0 : -1;
 }
 
-int store_save_run(store *s, run_record *r, ts_err *e)
+/* The current UTC time as ISO-8601 into buf[32].  Returns 0 or -1. */
+static int now_iso(store *s, char *buf, ts_err *e)
 {
-    int rc = -1;
-    char created[32];
     time_t now = time(NULL);
     struct tm tm;
-    if (!gmtime_r(&now, &tm) || !strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm)) {
-        ts_errf(e, "%s: cannot format the current time", s->path);
-        goto cleanup;
-    }
-    if (exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a run", e))
-        goto cleanup;
+    if (!gmtime_r(&now, &tm) || !strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        return ts_errf(e, "%s: cannot format the current time", s->path);
+    return 0;
+}
 
+/* Inserts r's rows inside the caller's open transaction; sets *out_id.
+ * Returns 0 or -1 (the caller rolls back). */
+static int insert_run(store *s, const run_record *r, const char *created, sqlite3_int64 *out_id,
+                      ts_err *e)
+{
+    int rc = -1;
     sqlite3_stmt *st = s->ins_run;
     if (sqlite3_bind_text(st, 1, created, -1, SQLITE_TRANSIENT) ||
         bind_field(st, 2, r->command, sizeof r->command) ||
@@ -358,16 +384,109 @@ int store_save_run(store *s, run_record *r, ts_err *e)
         }
     }
 
-    if (exec_sql(s, "COMMIT", "cannot commit the run", e))
-        goto cleanup;
+    *out_id = id;
+    rc = 0;
+cleanup:
+    return rc;
+}
+
+/* Sets r->id and r->created after a commit. */
+static void set_saved(run_record *r, sqlite3_int64 id, const char *created)
+{
     r->id = (int64_t)id;
-    memcpy(r->created, created, sizeof created < sizeof r->created ? sizeof created
-                                                                    : sizeof r->created);
-    r->created[sizeof r->created - 1] = 0;
+    snprintf(r->created, sizeof r->created, "%s", created);
+}
+
+int store_save_run(store *s, run_record *r, ts_err *e)
+{
+    int rc = -1;
+    char created[32];
+    sqlite3_int64 id = 0;
+    if (now_iso(s, created, e) ||
+        exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a run", e) ||
+        insert_run(s, r, created, &id, e) ||
+        exec_sql(s, "COMMIT", "cannot commit the run", e))
+        goto cleanup;
+    set_saved(r, id, created);
     rc = 0;
 cleanup:
     if (rc)
         rollback(s);
+    return rc;
+}
+
+int store_sweep_begin(store *s, const char *grid, const char *scenario, const char *command,
+                      size_t n_configs, int64_t *id, ts_err *e)
+{
+    int rc = -1;
+    char created[32];
+    sqlite3_stmt *st = NULL;
+    if (now_iso(s, created, e))
+        goto cleanup;
+    if (sqlite3_prepare_v2(s->db, "INSERT INTO sweeps(created, grid, scenario, command,"
+                           " n_configs, status) VALUES(?,?,?,?,?,'running')", -1, &st,
+                           NULL) != SQLITE_OK ||
+        sqlite3_bind_text(st, 1, created, -1, SQLITE_TRANSIENT) ||
+        sqlite3_bind_text(st, 2, grid, -1, SQLITE_TRANSIENT) ||
+        sqlite3_bind_text(st, 3, scenario, -1, SQLITE_TRANSIENT) ||
+        sqlite3_bind_text(st, 4, command, -1, SQLITE_TRANSIENT) ||
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)n_configs) || sqlite3_step(st) != SQLITE_DONE) {
+        db_err(e, s, "cannot start the sweep");
+        goto cleanup;
+    }
+    *id = (int64_t)sqlite3_last_insert_rowid(s->db);
+    rc = 0;
+cleanup:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_save_sweep_run(store *s, int64_t sweep_id, size_t config, const char *params,
+                         run_record *r, const char *error, ts_err *e)
+{
+    int rc = -1;
+    char created[32];
+    sqlite3_int64 id = 0;
+    if (now_iso(s, created, e) ||
+        exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a sweep run", e))
+        goto cleanup;
+    if (r && insert_run(s, r, created, &id, e))
+        goto cleanup;
+    sqlite3_stmt *st = s->ins_sweep_run;
+    if (sqlite3_bind_int64(st, 1, sweep_id) || sqlite3_bind_int64(st, 2, (sqlite3_int64)config) ||
+        (r ? sqlite3_bind_int64(st, 3, id) : sqlite3_bind_null(st, 3)) ||
+        sqlite3_bind_text(st, 4, params, -1, SQLITE_TRANSIENT) ||
+        (r ? sqlite3_bind_null(st, 5) : sqlite3_bind_text(st, 5, error, -1, SQLITE_TRANSIENT)) ||
+        step_insert(st)) {
+        ts_errf(e, "%s: saving sweep %lld configuration %zu: %s", s->path, (long long)sweep_id,
+                config, sqlite3_errmsg(s->db));
+        goto cleanup;
+    }
+    if (exec_sql(s, "COMMIT", "cannot commit the sweep run", e))
+        goto cleanup;
+    if (r)
+        set_saved(r, id, created);
+    rc = 0;
+cleanup:
+    if (rc)
+        rollback(s);
+    return rc;
+}
+
+int store_sweep_end(store *s, int64_t sweep_id, int ok, ts_err *e)
+{
+    int rc = -1;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "UPDATE sweeps SET status = ? WHERE id = ?", -1, &st,
+                           NULL) != SQLITE_OK ||
+        sqlite3_bind_text(st, 1, ok ? "done" : "failed", -1, SQLITE_STATIC) ||
+        sqlite3_bind_int64(st, 2, sweep_id) || sqlite3_step(st) != SQLITE_DONE) {
+        db_err(e, s, "cannot finish the sweep");
+        goto cleanup;
+    }
+    rc = 0;
+cleanup:
+    sqlite3_finalize(st);
     return rc;
 }
 

@@ -28,6 +28,8 @@ typedef struct bad_case {
 #define SCN_HEAD "[cluster]\ngpus = 8\nhw = h100\n[model]\nname = qwen2.5-7b\n"
 #define SCN(body) SCN_HEAD body
 #define T "build/tailsim "
+#define GRID(body) "[sweep]\nscenario = qwen7b-64gpu\n" body
+#define SW T "sweep $D/g.ini --db $D/r.db"
 
 static const bad_case cases[] = {
     /* rollout JSONL */
@@ -91,6 +93,34 @@ static const bad_case cases[] = {
     /* calibration CSV */
     {"calib_not_vidur", "p.csv", "a,b\n1,2\n", T "calib vidur $D/p.csv --hw h100", 1, "p.csv:1", "", NULL},
     {"calib_unknown_hw", "p.csv", "a,b\n1,2\n", T "calib vidur $D/p.csv --hw a100x", 1, "a100x", "", NULL},
+    /* sweep grids: validated whole before the database is created */
+    {"grid_unknown_key", "g.ini", GRID("[rollout]\nbogus = 1,2\n"), SW, 1, "g.ini:4", "rollout.bogus", "r.db"},
+    {"grid_unknown_sweep_key", "g.ini", GRID("jobs = 4\n"), SW, 1, "g.ini:3", "sweep.jobs", "r.db"},
+    {"grid_empty_list", "g.ini", GRID("[rollout]\ntp =\n"), SW, 1, "g.ini:4", "empty list", "r.db"},
+    {"grid_empty_item", "g.ini", GRID("[rollout]\ntp = 1,,2\n"), SW, 1, "g.ini:4", "empty item 2", "r.db"},
+    {"grid_not_numeric", "g.ini", GRID("[trace]\nprompts = 64,many\n"), SW, 1, "g.ini:4", "trace.prompts", "r.db"},
+    {"grid_out_of_range", "g.ini", GRID("[rollout]\ntp = 1,128\n"), SW, 1, "g.ini:4", "rollout.tp", "r.db"},
+    {"grid_nan", "g.ini", GRID("[rollout]\nmem_util = 0.8,nan\n"), SW, 1, "g.ini:4", "rollout.mem_util", "r.db"},
+    {"grid_duplicate_value", "g.ini", GRID("[rollout]\ntp = 2,2\n"), SW, 1, "g.ini:4", "listed twice", "r.db"},
+    {"grid_duplicate_key", "g.ini", GRID("policy = verl\n[policy]\nname = tlt\n"), SW, 1, "g.ini:5", "given twice", "r.db"},
+    {"grid_unknown_policy", "g.ini", GRID("policy = verl,fastest\n"), SW, 1, "g.ini:3", "fastest", "r.db"},
+    {"grid_bad_command", "g.ini", GRID("command = train\n"), SW, 1, "g.ini:3", "sweep.command", "r.db"},
+    {"grid_bad_steps", "g.ini", GRID("steps = 0\n"), SW, 1, "g.ini:3", "sweep.steps", "r.db"},
+    {"grid_missing_scenario", "g.ini", "[rollout]\ntp = 1,2\n", SW, 1, "g.ini", "sweep.scenario", "r.db"},
+    {"grid_unknown_scenario", "g.ini", "[sweep]\nscenario = no-such-scenario\n", SW, 1, "sweep.scenario", "no-such-scenario", "r.db"},
+    {"grid_empty_file", "g.ini", "", SW, 1, "g.ini", "sweep.scenario", "r.db"},
+    {"grid_binary", "g.ini", "\x7f" "ELF\x01\x02\xff\xfe junk", SW, 1, "g.ini:1", "", "r.db"},
+    {"grid_unclosed_section", "g.ini", "[sweep\nscenario = qwen7b-64gpu\n", SW, 1, "g.ini:1", "not closed", "r.db"},
+    {"grid_tp_not_dividing", "g.ini", GRID("[cluster]\ngpus = 8\n[rollout]\ntp = 2,3\n"), SW, 1, "config 1 (cluster.gpus=8, rollout.tp=3)", "does not divide", "r.db"},
+    {"grid_model_does_not_fit", "g.ini", GRID("[model]\nname = llama-3.1-70b\n[rollout]\ntp = 1,8\n"), SW, 1, "config 0", "does not fit", "r.db"},
+    {"grid_missing_file", NULL, NULL, SW, 1, "g.ini", "cannot open", "r.db"},
+    {"sweep_jobs_zero", "g.ini", GRID(""), T "sweep $D/g.ini -j 0 --db $D/r.db", 2, "-j", "", "r.db"},
+    {"sweep_db_missing_dir", "g.ini", GRID("[trace]\nprompts = 4\n"), T "sweep $D/g.ini --db $D/no/dir/r.db", 1, "r.db", "", NULL},
+    {"plan_bad_gpus", NULL, NULL, T "plan qwen7b-64gpu --gpus 32,lots --tp 2 -o $D/out", 1, "--gpus", "cluster.gpus", "out"},
+    {"plan_unknown_policy", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --policies verl,warp -o $D/out", 1, "--policies", "warp", "out"},
+    {"plan_bad_target", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --target-step 30x -o $D/out", 2, "--target-step", "", "out"},
+    {"plan_unknown_strategy", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --train bucket,fastest -o $D/out", 1, "--train", "train.strategy", "out"},
+    {"plan_empty_tp", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --tp , -o $D/out", 1, "--tp", "empty item", "out"},
     /* usage */
     {"unknown_command", NULL, NULL, T "frobnicate", 2, "unknown command", "frobnicate", NULL},
     {"rollout_no_scenario", NULL, NULL, T "rollout", 2, "SCENARIO", "", NULL},

@@ -39,3 +39,4 @@ Test(fuzz, scenario_corpus) { cr_assert_gt(replay_dir("scenario", fuzz_scenario)
 Test(fuzz, vidur_corpus) { cr_assert_gt(replay_dir("vidur", fuzz_vidur), 2); }
 Test(fuzz, batch_corpus) { cr_assert_gt(replay_dir("batch", fuzz_batch), 2); }
 Test(fuzz, calib_corpus) { cr_assert_gt(replay_dir("calib", fuzz_calib), 2); }
+Test(fuzz, grid_corpus) { cr_assert_gt(replay_dir("grid", fuzz_grid), 5); }

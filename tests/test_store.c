@@ -261,7 +261,55 @@ Test(store, refuses_newer_schema)
     cr_assert_eq(store_open(dbpath, &s, &e), -1);
     cr_assert_null(s);
     cr_assert(strstr(e.msg, "newer"), "%s", e.msg);
-    cr_assert(strstr(e.msg, dbpath) && strstr(e.msg, "99") && strstr(e.msg, "(1)"), "%s", e.msg);
+    char want[16];
+    snprintf(want, sizeof want, "(%d)", STORE_SCHEMA_VERSION);
+    cr_assert(strstr(e.msg, dbpath) && strstr(e.msg, "99") && strstr(e.msg, want), "%s", e.msg);
+}
+
+/* A version-1 database (no sweep tables) is migrated to version 2 on open,
+ * keeping its runs. */
+Test(store, migrates_version_1_to_2)
+{
+    store *s = open_ok(dbpath);
+    ts_err e = {""};
+    run_record *r = make_run(7, 10);
+    cr_assert_eq(store_save_run(s, r, &e), 0, "%s", e.msg);
+    store_close(s);
+    sqlite3 *db = NULL;
+    cr_assert_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, "DROP TABLE sweep_runs; DROP TABLE sweeps;"
+                                  " PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    s = open_ok(dbpath);
+    store_close(s);
+    cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), 2);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM sweeps"), 0);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM runs"), 1);
+    run_record_free(r);
+}
+
+/* A sweep configuration is saved in one transaction with its run; a failed
+ * one keeps its error and no run; a second save of the same configuration
+ * is refused and leaves no orphan run behind. */
+Test(store, sweep_runs_are_atomic)
+{
+    store *s = open_ok(dbpath);
+    ts_err e = {""};
+    int64_t id = 0;
+    run_record *r = make_run(3, 20);
+    cr_assert_eq(store_sweep_begin(s, "g.ini", "qwen7b-64gpu", "rlstep", 2, &id, &e), 0, "%s", e.msg);
+    cr_assert_eq(store_save_sweep_run(s, id, 0, "{\"rollout.tp\":\"2\"}", r, NULL, &e), 0, "%s", e.msg);
+    cr_assert_gt(r->id, 0);
+    cr_assert_eq(store_save_sweep_run(s, id, 1, "{}", NULL, "does not fit", &e), 0, "%s", e.msg);
+    cr_assert_eq(store_save_sweep_run(s, id, 0, "{}", r, NULL, &e), -1);
+    cr_assert(strstr(e.msg, "configuration 0"), "%s", e.msg);
+    cr_assert_eq(store_sweep_end(s, id, 0, &e), 0, "%s", e.msg);
+    store_close(s);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM runs"), 1);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM metrics"), (long long)r->n_metrics);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM sweep_runs WHERE error IS NOT NULL"), 1);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM sweeps WHERE status = 'failed'"), 1);
+    run_record_free(r);
 }
 
 static void write_file(const char *path, const void *data, size_t n)

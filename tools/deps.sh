@@ -14,6 +14,10 @@ need_pc inih libinih-dev
 need_pc jansson libjansson-dev
 command -v gnuplot >/dev/null 2>&1 || missing="$missing gnuplot-nox"
 command -v cc >/dev/null 2>&1 || missing="$missing gcc"
+# optional: OpenMPI, only for `make MPI=1` (tailsim sweep/plan under mpirun);
+# the default build and `make check` do without it (build/tailsim-mpi is built
+# and tested only when mpicc is there)
+[ "${MPI:-}" = 1 ] && { command -v mpicc >/dev/null 2>&1 || missing="$missing openmpi-bin libopenmpi-dev"; }
 [ -z "$missing" ] && exit 0
 
 line="apt-get install -y$missing"

@@ -21,6 +21,7 @@
 #include "models/hw.h"
 #include "models/vidur.h"
 #include "traces/batch.h"
+#include "sim/grid.h"
 #include "sim/scenario.h"
 #include "traces/trace.h"
 
@@ -131,6 +132,41 @@ static inline int fuzz_calib(const uint8_t *data, size_t size)
         free(rows);
     else if (!e.msg[0])
         abort();
+    remove(path);
+    return 0;
+}
+
+/* Sweep grid INI reader (tailsim sweep).  A loaded grid must hold a base
+ * scenario, at least one value per swept key, and a configuration count
+ * equal to the product of the list sizes, within the limit; decoding the
+ * last configuration must stay in range. */
+static inline int fuzz_grid(const uint8_t *data, size_t size)
+{
+    char path[128];
+    if (!fuzz_tmpfile(data, size, ".grid.ini", path, sizeof path))
+        return 0;
+    grid g;
+    ts_err e = {{0}};
+    if (grid_load(path, &g, &e) == 0) {
+        size_t prod = 1;
+        if (!g.scenario[0] || g.steps < 1 || g.n_dims > GRID_MAX_DIMS)
+            abort();
+        for (size_t i = 0; i < g.n_dims; i++) {
+            if (g.dim[i].n < 1)
+                abort();
+            prod *= g.dim[i].n;
+        }
+        if (prod != g.n_configs || prod > GRID_MAX_CONFIGS)
+            abort();
+        size_t idx[GRID_MAX_DIMS];
+        grid_config(&g, g.n_configs - 1, idx);
+        for (size_t i = 0; i < g.n_dims; i++)
+            if (idx[i] != g.dim[i].n - 1)
+                abort(); /* the last configuration takes every list's last value */
+        grid_free(&g);
+    } else if (!e.msg[0] || g.n_dims) {
+        abort(); /* failure must say why and leave nothing allocated */
+    }
     remove(path);
     return 0;
 }

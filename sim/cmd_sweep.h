@@ -1,0 +1,41 @@
+/*
+ * The collector shared by `tailsim sweep` and `tailsim plan` (drivers: they
+ * may print).  It receives each configuration's result from the sweep
+ * runner (sim/sweep_run.h), saves it to the store when one is open (one
+ * transaction per configuration, under one sweep id), keeps its metrics for
+ * the final table, and draws the progress bar on stderr.
+ */
+#ifndef TS_CMD_SWEEP_H
+#define TS_CMD_SWEEP_H
+
+#include <stdint.h>
+
+#include "sim/store.h"
+#include "sim/sweep_run.h"
+
+typedef struct sweep_collect {
+    const grid *g;
+    const char *prog;       /* "sweep" or "plan", for the progress line */
+    const char *db;         /* database path, or NULL: keep results in memory only */
+    store *st;              /* opened by the begin hook */
+    int64_t sweep_id;
+    run_record **rec;       /* per configuration: the run, or NULL */
+    char **err;             /* per configuration: why it failed, or NULL */
+    size_t failed;
+    double t0;              /* wall clock at the start, s */
+    int tty, last_decile;
+} sweep_collect;
+
+/* Prepares c for grid g (allocating the per-configuration arrays) and fills
+ * h with its hooks.  Returns 0 or -1 (out of memory). */
+int sweep_collect_init(sweep_collect *c, const grid *g, const char *prog, const char *db,
+                       sweep_hooks *h, ts_err *e);
+/* Marks the sweep done or failed in the store (when open) and closes it.
+ * Returns 0 or -1. */
+int sweep_collect_finish(sweep_collect *c, ts_err *e);
+void sweep_collect_free(sweep_collect *c);
+
+/* Parses -j / --jobs N into *jobs (1..256).  Returns 0 or prints and -1. */
+int sweep_parse_jobs(const char *prog, const char *arg, int *jobs);
+
+#endif
