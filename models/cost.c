@@ -29,7 +29,9 @@
  * cost_iter() is on the simulator's hot path (about a million calls per
  * simulated RL step): it prices one layer in closed form and multiplies by the
  * layer count, with no allocation, no file access and no loops over
- * sequences (a few hundred flops in all).  Attention uses the per-sequence
+ * sequences (a few hundred flops in all).  The rollout calls it through a
+ * cost_cache (below), which keeps the terms that depend only on the token
+ * count and returns the same value bit for bit.  Attention uses the per-sequence
  * sums the caller passes (sum of contexts, sum of q*ctx), never a mean.  It is
  * GPU time only: no CPU scheduling overhead and no sampling.  All functions
  * are pure and cannot fail; callers pass descriptions that hw_load() and
@@ -50,6 +52,8 @@
 #include "models/cost.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/comm.h"
@@ -197,6 +201,148 @@ double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch 
             t += comm_allgather(hw, rows * m->vocab * 2.0, tp); /* logits */
     }
     return t;
+}
+
+/* ---- memo of cost_iter() ------------------------------------------------
+ * The entries hold cost_iter()'s terms computed by the same expressions;
+ * cost_iter_cached() adds them in cost_iter()'s order.  Floating-point
+ * addition is not associative, so only the leading terms (input norm, QKV,
+ * RoPE: the sum starts there) are stored summed; every later term is added
+ * one at a time, as cost_iter() does.  An absent all-reduce is stored as
+ * 0.0: adding +0.0 to a positive sum leaves it bit for bit unchanged. */
+
+cost_cache *cost_cache_new(const hw_desc *hw, const llm_desc *m, int tp)
+{
+    cost_cache *c = calloc(1, sizeof *c); /* all keys 0: empty */
+    if (!c)
+        return NULL;
+    c->hw = *hw;
+    c->m = *m;
+    c->tp = tp < 1 ? 1 : tp;
+    c->heads = (double)m->heads / c->tp;
+    c->kvh = (double)m->kv_heads / c->tp;
+    if (c->kvh < 1)
+        c->kvh = 1;
+    return c;
+}
+
+void cost_cache_free(cost_cache *c)
+{
+    free(c);
+}
+
+/* Slot of count x (a whole number >= 1) in a table. */
+static size_t cache_slot(double x)
+{
+    return (size_t)((uint64_t)x & (COST_CACHE_SLOTS - 1));
+}
+
+static void cache_fill_tok(const cost_cache *c, double T, cost_cache_tok *e)
+{
+    const hw_desc *hw = &c->hw;
+    const llm_desc *m = &c->m;
+    int tp = c->tp;
+    double h = m->hidden, hd = m->head_dim;
+    double heads = (double)m->heads / tp;
+    double kvh = (double)m->kv_heads / tp;
+    if (kvh < 1)
+        kvh = 1;
+    double ffn = (double)m->ffn / tp;
+    double act = T * h * 2.0;
+    double t = 0.0;
+    t += kernel_time(hw, K_NORM, 2.0 * act);
+    t += cost_gemm(hw, T, (heads + 2.0 * kvh) * hd, h);
+    t += kernel_time(hw, K_ROPE, 2.0 * T * (heads + kvh) * hd * 2.0);
+    e->pre = t;
+    e->post[0] = cost_gemm(hw, T, h, heads * hd);
+    e->post[1] = kernel_time(hw, K_ADD, 2.0 * act);
+    e->post[2] = kernel_time(hw, K_NORM, 2.0 * act);
+    e->post[3] = cost_gemm(hw, T, m->gated ? 2.0 * ffn : ffn, h);
+    e->post[4] = kernel_time(hw, K_ACT, (m->gated ? 3.0 : 2.0) * T * ffn * 2.0);
+    e->post[5] = cost_gemm(hw, T, h, ffn);
+    e->post[6] = kernel_time(hw, K_ADD, 2.0 * act);
+    e->post[7] = tp > 1 ? 2.0 * comm_allreduce(hw, act, tp) : 0.0;
+    e->emb = kernel_time(hw, K_GATHER, 2.0 * act);
+    e->emb_ar = tp > 1 ? comm_allreduce(hw, act, tp) : 0.0;
+    e->fc = cost_gemm(hw, T, (double)m->hidden / tp, 2.0 * m->hidden);
+    e->T = T;
+}
+
+static void cache_fill_row(const cost_cache *c, double rows, cost_cache_row *e)
+{
+    const hw_desc *hw = &c->hw;
+    const llm_desc *m = &c->m;
+    int tp = c->tp;
+    double h = m->hidden;
+    e->norm = kernel_time(hw, K_NORM, 2.0 * rows * h * 2.0);
+    e->head = cost_gemm(hw, rows, (double)m->vocab / tp, h);
+    e->gather = tp > 1 ? comm_allgather(hw, rows * m->vocab * 2.0, tp) : 0.0;
+    e->rows = rows;
+}
+
+/* The token-count entry for T >= 1, filled on a miss. */
+static const cost_cache_tok *cache_tok(cost_cache *c, double T)
+{
+    cost_cache_tok *e = &c->tok[cache_slot(T)];
+    if (e->T != T)
+        cache_fill_tok(c, T, e);
+    return e;
+}
+
+/* The row-count entry for rows >= 1, filled on a miss. */
+static const cost_cache_row *cache_row(cost_cache *c, double rows)
+{
+    cost_cache_row *e = &c->row[cache_slot(rows)];
+    if (e->rows != rows)
+        cache_fill_row(c, rows, e);
+    return e;
+}
+
+double cost_iter_cached_n(cost_cache *c, int layers, const cost_batch *b)
+{
+    double T = (double)b->n_decode + (double)b->prefill_tokens;
+    if (T <= 0)
+        return 0.0;
+    const hw_desc *hw = &c->hw;
+    const llm_desc *m = &c->m;
+    const cost_cache_tok *e = cache_tok(c, T);
+    double t = e->pre;
+    if (b->n_decode > 0)
+        t += cost_attn_decode(hw, c->heads, c->kvh, m->head_dim, b->n_decode, b->decode_ctx_sum);
+    if (b->prefill_tokens > 0)
+        t += cost_attn_chunk(hw, c->heads, c->kvh, m->head_dim, b->prefill_tokens,
+                             b->prefill_attn, b->prefill_kv_sum);
+    for (int i = 0; i < 8; i++)
+        t += e->post[i];
+    t *= layers;
+
+    if (m->vocab <= 0)
+        return t;
+    t += e->emb;
+    t += e->emb_ar;
+    double rows = (double)b->n_decode + (double)b->n_prefill_seqs;
+    if (rows > 0) {
+        const cost_cache_row *r = cache_row(c, rows);
+        t += r->norm;
+        t += r->head;
+        t += r->gather;
+    }
+    return t;
+}
+
+double cost_iter_cached(cost_cache *c, const cost_batch *b)
+{
+    return cost_iter_cached_n(c, c->m.layers, b);
+}
+
+double cost_cache_head(cost_cache *c, double rows)
+{
+    return rows > 0 ? cache_row(c, rows)->head : 0.0;
+}
+
+double cost_cache_fc(cost_cache *c, double tokens)
+{
+    return tokens > 0 ? cache_tok(c, tokens)->fc : 0.0;
 }
 
 double cost_decode_iter(const hw_desc *hw, const llm_desc *m, int tp, int batch,

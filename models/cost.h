@@ -2,6 +2,8 @@
  * Cost model: seconds for the operations the simulator prices, from FLOPs and
  * bytes with the efficiency parameters of hw_desc.  Pure functions: shapes in,
  * seconds out; no state, cannot fail (callers pass validated descriptions).
+ * The one stateful piece, cost_cache, is a memo the caller owns and passes in
+ * explicitly; it returns what the pure cost_iter() returns, bit for bit.
  *
  * Attention is priced from per-sequence contexts: callers pass sums over the
  * sequences of a batch (sum of context lengths, sum of q*ctx products), never
@@ -65,6 +67,76 @@ typedef struct cost_batch {
 /* Time of one forward iteration (all layers, LM head, TP all-reduces) of the
  * batch on a TP group of `tp` GPUs, s.  An empty batch costs 0. */
 double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b);
+
+/* ---- memo of cost_iter() ------------------------------------------------
+ * On one (hardware, model, TP) every term of cost_iter() but attention is a
+ * function of the token count T = n_decode + prefill_tokens (the layer's
+ * GEMMs, elementwise kernels and all-reduces, the embedding) or of the LM
+ * head's row count n_decode + n_prefill_seqs (final norm, LM head GEMM,
+ * logits all-gather), and a rollout prices the same few hundred decode batch
+ * sizes millions of times.  A cost_cache keeps those terms in two
+ * direct-mapped tables keyed by the count, and cost_iter_cached() adds them
+ * with the attention terms in cost_iter()'s order, so it returns exactly
+ * (bit for bit) what cost_iter() returns: a cache changes the speed of a
+ * simulation, never its result.
+ *
+ * The cache is the caller's state: one per simulation (sim/rollout.c holds
+ * one per rollout_run), never shared between threads; forked workers each
+ * build their own.  It copies hw and m, so later changes to the caller's
+ * descriptions do not reach it. */
+#define COST_CACHE_SLOTS 4096   /* entries per table (a power of two) */
+
+typedef struct cost_cache_tok {
+    double T;               /* key: token count (0: empty slot) */
+    double pre;             /* input norm + QKV + RoPE of one layer, summed in order, s */
+    double post[8];         /* O, residual, norm, MLP up, activation, MLP down, residual,
+                             * 2 x all-reduce (0 when tp == 1), s */
+    double emb;             /* embedding gather, s */
+    double emb_ar;          /* embedding all-reduce (0 when tp == 1), s */
+    double fc;              /* EAGLE drafter's fc, T x 2h -> h / tp (models/cost_spec.c), s */
+} cost_cache_tok;
+
+typedef struct cost_cache_row {
+    double rows;            /* key: LM head rows (0: empty slot) */
+    double norm;            /* final norm, s */
+    double head;            /* LM head GEMM, s */
+    double gather;          /* logits all-gather (0 when tp == 1), s */
+} cost_cache_row;
+
+typedef struct cost_cache {
+    hw_desc hw;             /* copies of the descriptions the terms are for */
+    llm_desc m;
+    int tp;                 /* GPUs of the TP group (>= 1) */
+    double heads, kvh;      /* TP-local query heads and KV heads (>= 1), as cost_iter() has them */
+    cost_cache_tok tok[COST_CACHE_SLOTS];
+    cost_cache_row row[COST_CACHE_SLOTS];
+} cost_cache;
+
+/* A cache for cost_iter(hw, m, tp, .) (tp < 1 counts as 1).  Returns NULL on
+ * allocation failure; free with cost_cache_free(). */
+cost_cache *cost_cache_new(const hw_desc *hw, const llm_desc *m, int tp);
+
+/* Frees a cache; NULL is a no-op. */
+void cost_cache_free(cost_cache *c);
+
+/* Exactly cost_iter(&c->hw, &c->m, c->tp, b), filling the cache's entries
+ * for b's counts on a miss.  Cannot fail. */
+double cost_iter_cached(cost_cache *c, const cost_batch *b);
+
+/* Exactly cost_iter() on a copy of c's model with `layers` layers (EAGLE's
+ * drafter is one decoder layer of the target's shape: layers = 1); the
+ * per-layer terms are the same, so the drafter shares the target's cache.
+ * Cannot fail. */
+double cost_iter_cached_n(cost_cache *c, int layers, const cost_batch *b);
+
+/* Exactly cost_gemm(hw, rows, (double)m->vocab / tp, m->hidden), the LM
+ * head over `rows` rows (a whole number; 0 for rows <= 0).  Cannot fail. */
+double cost_cache_head(cost_cache *c, double rows);
+
+/* Exactly cost_gemm(hw, tokens, (double)m->hidden / tp, 2.0 * m->hidden),
+ * the EAGLE drafter's fc over `tokens` tokens (a whole number; 0 for tokens
+ * <= 0).  Cannot fail. */
+double cost_cache_fc(cost_cache *c, double tokens);
 
 /* Convenience wrappers around cost_iter(). */
 double cost_decode_iter(const hw_desc *hw, const llm_desc *m, int tp,

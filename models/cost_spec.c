@@ -98,6 +98,58 @@ double cost_draft_extend(const hw_desc *hw, const llm_desc *m, int tp, int batch
     return t + cost_sample(hw, m, batch);
 }
 
+/* ---- the same on a cost_cache --------------------------------------------
+ * Each is its uncached twin above with every cost_iter() and cost_gemm()
+ * replaced by the cache's exact value for it (cost_iter_cached_n,
+ * cost_cache_fc, cost_cache_head) and the same additions in the same order,
+ * so the results are bit for bit the same (tests/test_models.c checks). */
+
+double cost_draft_cached(cost_cache *c, int batch, int depth, int topk, double ctx_sum)
+{
+    if (batch <= 0 || depth <= 1)
+        return 0.0;
+    double tokens = (double)batch * topk;
+    double t = cost_cache_fc(c, tokens);
+    t += cost_iter_cached_n(c, 1, &(cost_batch){.n_decode = (int)tokens,
+                                                .decode_ctx_sum = topk * ctx_sum});
+    t += cost_sample(&c->hw, &c->m, tokens);
+    return (depth - 1) * t;
+}
+
+double cost_verify_cached(cost_cache *c, int batch, int budget, double ctx_sum,
+                          const cost_batch *extra)
+{
+    const hw_desc *hw = &c->hw;
+    const llm_desc *m = &c->m;
+    int tp = c->tp;
+    cost_batch b = extra ? *extra : (cost_batch){0};
+    double v = budget;
+    b.n_prefill_seqs += batch;
+    b.prefill_tokens += batch * budget;
+    b.prefill_attn += v * ctx_sum + batch * v * (v + 1) / 2;
+    b.prefill_kv_sum += ctx_sum + batch * v;
+    double t = cost_iter_cached(c, &b);
+    if (m->vocab > 0 && budget > 1) {
+        t += cost_cache_head(c, (double)batch * budget) - cost_cache_head(c, batch);
+        if (tp > 1)
+            t += comm_allgather(hw, (double)batch * (budget - 1) * m->vocab * 2.0, tp);
+    }
+    return t + cost_sample(hw, m, (double)batch * budget);
+}
+
+double cost_draft_extend_cached(cost_cache *c, int batch, int depth, double ctx_sum)
+{
+    if (batch <= 0 || depth <= 0)
+        return 0.0;
+    double per = depth + 1.0, tokens = batch * per;
+    double t = cost_cache_fc(c, tokens);
+    t += cost_iter_cached_n(c, 1, &(cost_batch){.n_prefill_seqs = batch,
+                                                .prefill_tokens = (int)tokens,
+                                                .prefill_attn = per * ctx_sum + tokens * (per + 1) / 2,
+                                                .prefill_kv_sum = ctx_sum + tokens});
+    return t + cost_sample(&c->hw, &c->m, batch);
+}
+
 double cost_draft_train_step(const hw_desc *hw, const llm_desc *m, int seqs, int window)
 {
     if (seqs <= 0 || window <= 0)

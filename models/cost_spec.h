@@ -40,6 +40,15 @@ double cost_verify(const hw_desc *hw, const llm_desc *m, int tp, int batch, int 
 double cost_draft_extend(const hw_desc *hw, const llm_desc *m, int tp, int batch, int depth,
                          double ctx_sum);
 
+/* cost_draft, cost_verify and cost_draft_extend on the (hw, model, tp) of
+ * cache c (models/cost.h): the same values bit for bit, with the terms that
+ * depend only on token and row counts taken from (and filled into) c.
+ * Cannot fail. */
+double cost_draft_cached(cost_cache *c, int batch, int depth, int topk, double ctx_sum);
+double cost_verify_cached(cost_cache *c, int batch, int budget, double ctx_sum,
+                          const cost_batch *extra);
+double cost_draft_extend_cached(cost_cache *c, int batch, int depth, double ctx_sum);
+
 /* One drafter training step on one GPU: forward + backward of the fc layer and
  * the decoder layer over `seqs` windows of `window` tokens, with the loss
  * through the frozen LM head (its weight gradient is not needed but its

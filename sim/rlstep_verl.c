@@ -47,6 +47,7 @@ typedef struct verl_ctx {
     double budget;          /* tokens per micro-batch of a rank */
     double ag_s, rs_s;      /* FSDP weight all-gather, gradient reduce-scatter, s */
     double *bin;            /* scratch: tokens per micro-batch */
+    int32_t *sort;          /* scratch: merge sort buffer (one per response) */
     tc_work *w;             /* scratch: work per micro-batch */
 } verl_ctx;
 
@@ -59,19 +60,45 @@ static int by_len_desc(const void *a, const void *b, void *lens)
     return *(const int32_t *)a - *(const int32_t *)b;
 }
 
-/* qsort with a context, stable on index ties (insertion into a sorted run is
- * enough for the few thousand responses of a step). */
-static void sort_idx(int32_t *idx, size_t n, const double *L)
+/* Sorts idx[0..n) by length descending, index ascending on ties: a strict
+ * total order on distinct indices, so the result is the one sorted order
+ * whatever the algorithm.  Insertion sort for short runs (a rank's
+ * micro-batch share), bottom-up merge sort through scratch[0..n) above that
+ * (the whole step's responses: insertion was O(n^2) there). */
+static void sort_idx(int32_t *idx, size_t n, const double *L, int32_t *scratch)
 {
-    for (size_t i = 1; i < n; i++) {
-        int32_t v = idx[i];
-        size_t j = i;
-        while (j > 0 && by_len_desc(&idx[j - 1], &v, (void *)L) > 0) {
-            idx[j] = idx[j - 1];
-            j--;
+    enum { RUN = 32 };
+    for (size_t lo = 0; lo < n; lo += RUN) {
+        size_t hi = lo + RUN < n ? lo + RUN : n;
+        for (size_t i = lo + 1; i < hi; i++) {
+            int32_t v = idx[i];
+            size_t j = i;
+            while (j > lo && by_len_desc(&idx[j - 1], &v, (void *)L) > 0) {
+                idx[j] = idx[j - 1];
+                j--;
+            }
+            idx[j] = v;
         }
-        idx[j] = v;
     }
+    int32_t *src = idx, *dst = scratch;
+    for (size_t w = RUN; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t a = lo, b = mid, o = lo;
+            while (a < mid && b < hi)
+                dst[o++] = by_len_desc(&src[b], &src[a], (void *)L) < 0 ? src[b++] : src[a++];
+            while (a < mid)
+                dst[o++] = src[a++];
+            while (b < hi)
+                dst[o++] = src[b++];
+        }
+        int32_t *x = src;
+        src = dst;
+        dst = x;
+    }
+    if (src != idx)
+        for (size_t i = 0; i < n; i++)
+            idx[i] = src[i];
 }
 
 /* Time on one rank of the sequences seq[0..k) (lengths L): packed into the
@@ -92,7 +119,7 @@ static double rank_time(verl_ctx *c, const int32_t *seq, int k, const double *L,
         nb = 1;
     if (nb > k)
         nb = k;
-    sort_idx(tmp, (size_t)k, L);
+    sort_idx(tmp, (size_t)k, L, c->sort);
     for (;;) {
         for (int b = 0; b < nb; b++) {
             c->bin[b] = 0;
@@ -169,8 +196,9 @@ int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, 
     int32_t *cnt = calloc((size_t)dp, sizeof *cnt), *shard = malloc(n * sizeof *shard);
     int32_t *tmp = malloc(n * sizeof *tmp);
     c.bin = malloc(n * sizeof *c.bin);
+    c.sort = malloc(n * sizeof *c.sort);
     c.w = malloc(n * sizeof *c.w);
-    if (!L || !tok || !busy || !order || !rank || !cnt || !shard || !tmp || !c.bin || !c.w) {
+    if (!L || !tok || !busy || !order || !rank || !cnt || !shard || !tmp || !c.bin || !c.sort || !c.w) {
         ts_errf(e, "out of memory");
         goto done;
     }
@@ -184,7 +212,7 @@ int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, 
             order[k] = (int32_t)k;
         }
     /* balance: longest first into the lightest rank that has room */
-    sort_idx(order, n, L);
+    sort_idx(order, n, L, c.sort);
     int32_t cap = (int32_t)((n + (size_t)dp - 1) / (size_t)dp);
     for (size_t i = 0; i < n; i++) {
         int best = -1;
@@ -266,6 +294,7 @@ done:
     free(shard);
     free(tmp);
     free(c.bin);
+    free(c.sort);
     free(c.w);
     return rc;
 }

@@ -296,7 +296,7 @@ static int plan(sim *s, engine *e, replica *rp)
             if (rp->spec_on && n_dec > 0) {
                 dt = ro_spec_plan(s, rp, V, &b);
             } else {
-                dt = cost_iter(cfg->hw, cfg->llm, cfg->tp, &b) +
+                dt = cost_iter_cached(s->cc, &b) +
                      cost_sample(cfg->hw, cfg->llm, b.n_decode + b.n_prefill_seqs);
                 dt = cost_host_step(cfg->hw, &cfg->host, n_dec + rp->nsched, rp->nsched == 0,
                                     cost_iter_kernels(cfg->llm, cfg->tp), dt);
@@ -474,6 +474,7 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
     int32_t *place = calloc(t->n_prompts, sizeof *place);
     int32_t *count = calloc((size_t)cfg->replicas, sizeof *count);
     engine *eng = engine_new();
+    s.cc = cost_cache_new(cfg->hw, cfg->llm, cfg->tp);
     uint8_t *queued = NULL; /* cfg->order: responses queued so far */
     int rc = -1;
     if (cfg->stop_groups > 0) {
@@ -482,7 +483,7 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
     }
     s.eng = eng;
     if (!s.reqs || !s.reps || !res->rep || !res->finish_s || !res->resp_replica || !res->gen ||
-        !place || !count || !eng || (cfg->stop_groups > 0 && (!s.grp || !s.grp_left))) {
+        !place || !count || !eng || !s.cc || (cfg->stop_groups > 0 && (!s.grp || !s.grp_left))) {
         ts_errf(e, "out of memory for %zu responses", n);
         goto cleanup;
     }
@@ -676,6 +677,7 @@ cleanup:
     free(place);
     free(count);
     engine_free(eng);
+    cost_cache_free(s.cc);
     if (rc)
         rollout_result_free(res);
     return rc;

@@ -85,6 +85,7 @@ typedef struct sim {
     int32_t *grp, *grp_left;
     int64_t groups_done, must_left;
     engine *eng;
+    cost_cache *cc;     /* memo of cost_iter() on (hw, llm, tp), owned by rollout_run */
 } sim;
 
 /* KV tokens a decoding request holds: prompt + generated tokens that have

@@ -251,6 +251,14 @@ double spec_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m
            cost_draft_extend(hw, m, tp, batch, p->depth, ctx_sum);
 }
 
+double spec_iter_cost_cached(const spec_params *p, cost_cache *c, int batch, int V,
+                             double ctx_sum, const cost_batch *extra)
+{
+    return cost_draft_cached(c, batch, p->depth, p->topk, ctx_sum) +
+           cost_verify_cached(c, batch, V, ctx_sum, extra) +
+           cost_draft_extend_cached(c, batch, p->depth, ctx_sum);
+}
+
 double ngram_draw_rep(const spec_params *p, gsl_rng *r)
 {
     if (p->ngram_rep <= 0)
@@ -293,6 +301,12 @@ double ngram_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *
                        int batch, int V, double ctx_sum, const cost_batch *extra)
 {
     return cost_verify(hw, m, tp, batch, V, ctx_sum, extra) + batch * p->ngram_lookup_s;
+}
+
+double ngram_iter_cost_cached(const spec_params *p, cost_cache *c, int batch, int V,
+                              double ctx_sum, const cost_batch *extra)
+{
+    return cost_verify_cached(c, batch, V, ctx_sum, extra) + batch * p->ngram_lookup_s;
 }
 
 void drafter_params_default(drafter_params *p)

@@ -105,6 +105,9 @@ double spec_draw_quality(const spec_params *p, gsl_rng *r);
  * (cost_verify), and the draft extend (cost_draft_extend).  Cannot fail. */
 double spec_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
                       int batch, int V, double ctx_sum, const cost_batch *extra);
+/* The same on the (hw, model, tp) of cache c (models/cost.h), bit for bit. */
+double spec_iter_cost_cached(const spec_params *p, cost_cache *c, int batch, int V,
+                             double ctx_sum, const cost_batch *extra);
 
 /* One point of `tailsim specdec` (and of the paper's microbenchmark): plain
  * against speculative decoding for `batch` sequences whose contexts sum to
@@ -170,5 +173,8 @@ int ngram_sample(const spec_params *p, double rep, int V, gsl_rng *r);
 /* Duration of one n-gram iteration: verify + host lookups, s.  Cannot fail. */
 double ngram_iter_cost(const spec_params *p, const hw_desc *hw, const llm_desc *m, int tp,
                        int batch, int V, double ctx_sum, const cost_batch *extra);
+/* The same on the (hw, model, tp) of cache c (models/cost.h), bit for bit. */
+double ngram_iter_cost_cached(const spec_params *p, cost_cache *c, int batch, int V,
+                              double ctx_sum, const cost_batch *extra);
 
 #endif

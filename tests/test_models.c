@@ -9,6 +9,7 @@
 #include <criterion/redirect.h>
 #include <dirent.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "common/util.h"
 #include "models/comm.h"
 #include "models/cost.h"
+#include "models/cost_spec.h"
 #include "models/hw.h"
 #include "models/memory.h"
 #include "models/vidur.h"
@@ -272,6 +274,125 @@ Test(models, small_batch_decode_is_weight_bandwidth_bound)
     expect_near(t8, ideal + kv / (h100.hbm_bw * h100.mem_eff), 0.15, "qwen2.5-7b decode bs=8");
     /* TP splits the weights: faster per iteration */
     cr_expect_lt(cost_decode_iter(&h100, &q7, 2, 1, 1024), t);
+}
+
+/* ---- cost_cache: the memo returns cost_iter() bit for bit ------------------ */
+
+/* Exact equality of two doubles, bit pattern included (so +0.0 != -0.0). */
+static int same_bits(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* A small seeded generator (xorshift64*), so the cases are the same every run. */
+static uint64_t rnd_next(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1DULL;
+}
+
+/* The models the cache is checked on: the shipped Qwen2.5-7B and -32B and
+ * Llama-3.1-70B, a plain-MLP copy, and a copy without vocabulary (no LM head). */
+static int cache_models(llm_desc *out)
+{
+    ts_err e = {{0}};
+    int n = 0;
+    out[n++] = q7;
+    cr_assert_eq(llm_load("qwen2.5-32b", &out[n++], &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load("llama-3.1-70b", &out[n++], &e), 0, "%s", e.msg);
+    out[n] = q7;
+    out[n++].gated = 0;
+    out[n] = q7;
+    out[n++].vocab = 0;
+    return n;
+}
+
+Test(models, cost_cache_matches_cost_iter_bit_for_bit)
+{
+    llm_desc ms[5];
+    int nm = cache_models(ms);
+    hw_desc h200;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load("h200", &h200, &e), 0, "%s", e.msg);
+    const hw_desc *hws[2] = {&h100, &h200};
+    const int tps[] = {0, 1, 2, 4, 8};
+    uint64_t seed = 42;
+    long checked = 0;
+    for (int h = 0; h < 2; h++)
+        for (int mi = 0; mi < nm; mi++)
+            for (size_t ti = 0; ti < sizeof tps / sizeof *tps; ti++) {
+                const hw_desc *hw = hws[h];
+                const llm_desc *m = &ms[mi];
+                int tp = tps[ti];
+                cost_cache *c = cost_cache_new(hw, m, tp);
+                cr_assert_not_null(c);
+                llm_desc one = *m;
+                one.layers = 1;
+                /* decode-only batches 1..1024, twice (miss, then hit), at several contexts */
+                for (int pass = 0; pass < 2; pass++)
+                    for (int b = 1; b <= 1024; b++) {
+                        double ctx = b * (100.0 + (double)(rnd_next(&seed) % 32768));
+                        cost_batch x = {.n_decode = b, .decode_ctx_sum = ctx};
+                        double want = cost_iter(hw, m, tp, &x), got = cost_iter_cached(c, &x);
+                        cr_assert(same_bits(want, got), "%s tp %d batch %d: %.17g != %.17g",
+                                  m->name, tp, b, got, want);
+                        cr_assert(same_bits(cost_iter(hw, &one, tp, &x),
+                                            cost_iter_cached_n(c, 1, &x)),
+                                  "one layer, batch %d", b);
+                        checked += 2;
+                    }
+                /* mixed and prefill-only batches, counts that collide in the
+                 * direct-mapped tables (T and T + COST_CACHE_SLOTS), empty ones */
+                for (int i = 0; i < 3000; i++) {
+                    cost_batch x = {0};
+                    x.n_decode = (int)(rnd_next(&seed) % 600);
+                    x.decode_ctx_sum = x.n_decode * (double)(rnd_next(&seed) % 40000);
+                    if (rnd_next(&seed) % 2) {
+                        x.n_prefill_seqs = 1 + (int)(rnd_next(&seed) % 8);
+                        x.prefill_tokens = x.n_prefill_seqs +
+                                           (int)(rnd_next(&seed) % 3) * COST_CACHE_SLOTS +
+                                           (int)(rnd_next(&seed) % 9000);
+                        double q = x.prefill_tokens, before = (double)(rnd_next(&seed) % 30000);
+                        x.prefill_attn = q * (before + (q + 1) / 2);
+                        x.prefill_kv_sum = before + q;
+                    }
+                    double want = cost_iter(hw, m, tp, &x), got = cost_iter_cached(c, &x);
+                    cr_assert(same_bits(want, got),
+                              "%s tp %d: decode %d, prefill %d in %d: %.17g != %.17g", m->name,
+                              tp, x.n_decode, x.prefill_tokens, x.n_prefill_seqs, got, want);
+                    checked++;
+                }
+                cost_batch empty = {0};
+                cr_assert(same_bits(cost_iter_cached(c, &empty), 0.0));
+                /* the speculative-decoding costs on the same cache */
+                int ktp = tp < 1 ? 1 : tp;
+                for (int b = 1; b <= 96; b += (b < 16 ? 1 : 5))
+                    for (int V = 1; V <= 64; V += (V < 8 ? 1 : 8)) {
+                        double ctx = b * (500.0 + (double)(rnd_next(&seed) % 20000));
+                        int depth = 1 + (int)(rnd_next(&seed) % 10);
+                        int topk = 1 + (int)(rnd_next(&seed) % 8);
+                        cost_batch extra = {.n_prefill_seqs = 1, .prefill_tokens = 100,
+                                            .prefill_attn = 100 * (2000 + 50.5),
+                                            .prefill_kv_sum = 2100};
+                        const cost_batch *xs[2] = {NULL, &extra};
+                        cr_assert(same_bits(cost_draft(hw, m, ktp, b, depth, topk, ctx),
+                                            cost_draft_cached(c, b, depth, topk, ctx)),
+                                  "draft b %d depth %d topk %d", b, depth, topk);
+                        cr_assert(same_bits(cost_draft_extend(hw, m, ktp, b, depth, ctx),
+                                            cost_draft_extend_cached(c, b, depth, ctx)),
+                                  "draft extend b %d depth %d", b, depth);
+                        for (int k = 0; k < 2; k++)
+                            cr_assert(same_bits(cost_verify(hw, m, ktp, b, V, ctx, xs[k]),
+                                                cost_verify_cached(c, b, V, ctx, xs[k])),
+                                      "verify b %d V %d extra %d", b, V, k);
+                        checked += 4;
+                    }
+                cost_cache_free(c);
+            }
+    cr_assert_gt(checked, 100000);
+    cost_cache_free(NULL);
 }
 
 Test(models, training_costs)
