@@ -18,7 +18,6 @@
  * response is generated once, to its trace length, by the current policy.
  */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,12 +27,6 @@
 #include "sim/policy.h"
 
 #define SORT_STREAM 0x534f5254u /* "SORT": the predictor's RNG stream */
-
-static void sorted_apply(scenario *s)
-{
-    snprintf(s->spec_mode, sizeof s->spec_mode, "off");
-    s->spot = 0;
-}
 
 static const double *sort_key; /* qsort has no context argument in C11 */
 
@@ -131,5 +124,5 @@ static int sorted_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
 
 const policy policy_sorted = {
     "sorted", "length-aware: longest predicted first, LPT placement (default predictor: oracle)",
-    "SortedRL (arXiv 2603.23414), its length-aware scheduling only; LPT", sorted_apply, 1};
+    "SortedRL (arXiv 2603.23414), its length-aware scheduling only; LPT", policy_apply_plain, 1};
 const policy_driver policy_sorted_driver = {&policy_sorted, sorted_run};
