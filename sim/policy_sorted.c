@@ -58,9 +58,7 @@ static int sorted_plan(const scenario *s, const trace *t, uint64_t seed, int32_t
         gsum[i] = 0;
         pidx[i] = (int32_t)i;
         for (int32_t j = 0; j < t->prompts[i].n_resp; j++, k++) {
-            double l = t->prompts[i].resp[j];
-            if (s->max_response > 0 && l > s->max_response)
-                l = s->max_response;
+            double l = scenario_cap_response(s, t->prompts[i].resp[j]);
             pred[k] = s->sort_noise > 0 ? l * exp(gsl_ran_gaussian(rng, s->sort_noise)) : l;
             gsum[i] += pred[k];
             order[k] = (int32_t)k;

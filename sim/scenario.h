@@ -103,6 +103,13 @@ typedef struct scenario {
     scn_dcp dcp;
 } scenario;
 
+/* A trace length under the scenario's rollout.max_response cap (0: none).
+ * Cannot fail. */
+static inline int32_t scenario_cap_response(const scenario *s, int32_t len)
+{
+    return s->max_response > 0 && len > s->max_response ? s->max_response : len;
+}
+
 /* Loads a scenario by name (scenarios/<name>.ini) or path, applying defaults
  * first.  Returns 0 or -1 with file, line and key of the problem. */
 int scenario_load(const char *name, scenario *s, ts_err *e);
