@@ -114,20 +114,6 @@ static int parse_opts(int argc, char **argv, dcp_opts *o)
 }
 
 /* Plans and simulates one strategy on a context. */
-static int run_one(const dcp_ctx *c, const dcp_strategy *s, int steps, dcp_result *r,
-                   run_record *rec, int offset, int tl_steps, char *plan, size_t plan_n,
-                   ts_err *e)
-{
-    dcp_plan p;
-    if (dcp_plan_run(c, s, &p, e))
-        return -1;
-    int rc = dcp_simulate(c, &p, steps, r, rec, offset, tl_steps, e);
-    if (plan)
-        dcp_plan_describe(c, &p, plan, plan_n);
-    dcp_plan_free(&p);
-    return rc;
-}
-
 static int add_metrics(run_record *rec, const dcp_result *r, double speedup)
 {
     const struct {
@@ -213,10 +199,10 @@ int cmd_dcp(int argc, char **argv)
         goto fail;
     }
     dcp_strategy bucket = {DCP_BUCKET, 0, "bucket"};
-    if (run_one(&c, &bucket, steps, &ref, NULL, 0, 0, NULL, 0, &e))
+    if (dcp_run(&c, &bucket, steps, &ref, NULL, 0, 0, NULL, 0, &e))
         goto fail;
     for (int i = 0; i < ns; i++)
-        if (run_one(&c, &st[i], steps, &res[i], o.db ? rec : NULL, i * d.cfg.gpus, o.tl_steps,
+        if (dcp_run(&c, &st[i], steps, &res[i], o.db ? rec : NULL, i * d.cfg.gpus, o.tl_steps,
                     plans[i], sizeof plans[i], &e))
             goto fail;
     if (o.scale && dcp_setup_scale(&d, st, ns, imb, imbp, &e))

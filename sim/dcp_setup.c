@@ -30,17 +30,11 @@ int dcp_setup_scale(const dcp_setup *d, const dcp_strategy *st, int ns,
         if (dcp_ctx_init(&c, &d->hw, &d->tm, d->bt, &cfg, e))
             return ts_err_prefix(e, "at %d GPUs: ", dcp_scale_gpus[k]);
         for (int i = 0; i < ns; i++) {
-            dcp_plan p;
             dcp_result r;
             imb[k][i] = imbp[k][i] = NAN;
             if (st[i].kind == DCP_BOUND)
                 continue;
-            int rc = dcp_plan_run(&c, &st[i], &p, e);
-            if (!rc) {
-                rc = dcp_simulate(&c, &p, 0, &r, NULL, 0, 0, e);
-                dcp_plan_free(&p);
-            }
-            if (rc) {
+            if (dcp_run(&c, &st[i], 0, &r, NULL, 0, 0, NULL, 0, e)) {
                 dcp_ctx_free(&c);
                 return ts_err_prefix(e, "at %d GPUs: ", dcp_scale_gpus[k]);
             }

@@ -20,16 +20,6 @@
 #include "reports/report.h"
 #include "sim/dcp_setup.h"
 
-static int plan_sim(const dcp_ctx *c, const dcp_strategy *s, int steps, dcp_result *r, ts_err *e)
-{
-    dcp_plan p;
-    if (dcp_plan_run(c, s, &p, e))
-        return -1;
-    int rc = dcp_simulate(c, &p, steps, r, NULL, 0, 0, e);
-    dcp_plan_free(&p);
-    return rc;
-}
-
 static int add(run_record *rec, const char *strat, const char *what, double v)
 {
     char key[48];
@@ -68,10 +58,10 @@ int paper_exp_dcp(const paper_exp *x, paper_ctx *c, ts_err *e)
     dcp_result ref, res[DCP_MAX_STRATEGIES];
     dcp_strategy bucket = {DCP_BUCKET, 0, "bucket"};
     if (dcp_ctx_init(&ctx, &d.hw, &d.tm, d.bt, &d.cfg, e) || !(rec = run_record_new()) ||
-        plan_sim(&ctx, &bucket, s.dcp.steps, &ref, e))
+        dcp_run(&ctx, &bucket, s.dcp.steps, &ref, NULL, 0, 0, NULL, 0, e))
         goto done;
     for (int i = 0; i < d.n_strat; i++)
-        if (plan_sim(&ctx, &d.strat[i], s.dcp.steps, &res[i], e))
+        if (dcp_run(&ctx, &d.strat[i], s.dcp.steps, &res[i], NULL, 0, 0, NULL, 0, e))
             goto done;
     snprintf(rec->command, sizeof rec->command, "dcp");
     snprintf(rec->scenario, sizeof rec->scenario, "%s", s.name);
