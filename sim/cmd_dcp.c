@@ -26,9 +26,6 @@
 #include "sim/dcp_setup.h"
 #include "sim/store.h"
 
-static const int scale_gpus[] = {8, 16, 32, 64, 128};
-#define N_SCALE (int)(sizeof scale_gpus / sizeof scale_gpus[0])
-
 typedef struct dcp_opts {
     const char *scenario, *strategies, *db, *trace;
     int json, no_wall, scale, buckets, steps, have_steps, tl_steps;
@@ -117,49 +114,6 @@ static int parse_opts(int argc, char **argv, dcp_opts *o)
 }
 
 /* Plans and simulates one strategy on a context. */
-static int run_one(const dcp_ctx *c, const dcp_strategy *s, int steps, dcp_result *r,
-                   run_record *rec, int offset, int tl_steps, char *plan, size_t plan_n,
-                   ts_err *e)
-{
-    dcp_plan p;
-    if (dcp_plan_run(c, s, &p, e))
-        return -1;
-    int rc = dcp_simulate(c, &p, steps, r, rec, offset, tl_steps, e);
-    if (plan)
-        dcp_plan_describe(c, &p, plan, plan_n);
-    dcp_plan_free(&p);
-    return rc;
-}
-
-/* Imbalance of every strategy at each GPU count of scale_gpus[]: simulated
- * (imb) and as VideoSys' sampler estimates it (imbp). */
-static int run_scale(const dcp_setup *d, const dcp_strategy *st, int ns,
-                     double imb[N_SCALE][DCP_MAX_STRATEGIES],
-                     double imbp[N_SCALE][DCP_MAX_STRATEGIES], ts_err *e)
-{
-    for (int k = 0; k < N_SCALE; k++) {
-        dcp_cfg cfg = d->cfg;
-        cfg.gpus = scale_gpus[k];
-        dcp_ctx c;
-        if (dcp_ctx_init(&c, &d->hw, &d->tm, d->bt, &cfg, e))
-            return ts_err_prefix(e, "at %d GPUs: ", scale_gpus[k]);
-        for (int i = 0; i < ns; i++) {
-            dcp_result r;
-            imb[k][i] = imbp[k][i] = NAN;
-            if (st[i].kind == DCP_BOUND)
-                continue;
-            if (run_one(&c, &st[i], 0, &r, NULL, 0, 0, NULL, 0, e)) {
-                dcp_ctx_free(&c);
-                return ts_err_prefix(e, "at %d GPUs: ", scale_gpus[k]);
-            }
-            imb[k][i] = r.imbalance;
-            imbp[k][i] = r.imbalance_plan;
-        }
-        dcp_ctx_free(&c);
-    }
-    return 0;
-}
-
 static int add_metrics(run_record *rec, const dcp_result *r, double speedup)
 {
     const struct {
@@ -219,7 +173,7 @@ int cmd_dcp(int argc, char **argv)
     int ns = 0;
     dcp_result res[DCP_MAX_STRATEGIES], ref;
     char plans[DCP_MAX_STRATEGIES][512];
-    double imb[N_SCALE][DCP_MAX_STRATEGIES], imbp[N_SCALE][DCP_MAX_STRATEGIES];
+    double imb[DCP_SCALE_N][DCP_MAX_STRATEGIES], imbp[DCP_SCALE_N][DCP_MAX_STRATEGIES];
 
     if (scenario_load(o.scenario, &s, &e))
         goto fail;
@@ -245,13 +199,13 @@ int cmd_dcp(int argc, char **argv)
         goto fail;
     }
     dcp_strategy bucket = {DCP_BUCKET, 0, "bucket"};
-    if (run_one(&c, &bucket, steps, &ref, NULL, 0, 0, NULL, 0, &e))
+    if (dcp_run(&c, &bucket, steps, &ref, NULL, 0, 0, NULL, 0, &e))
         goto fail;
     for (int i = 0; i < ns; i++)
-        if (run_one(&c, &st[i], steps, &res[i], o.db ? rec : NULL, i * d.cfg.gpus, o.tl_steps,
+        if (dcp_run(&c, &st[i], steps, &res[i], o.db ? rec : NULL, i * d.cfg.gpus, o.tl_steps,
                     plans[i], sizeof plans[i], &e))
             goto fail;
-    if (o.scale && run_scale(&d, st, ns, imb, imbp, &e))
+    if (o.scale && dcp_setup_scale(&d, st, ns, imb, imbp, &e))
         goto fail;
     double wall = ts_wall_s() - w0;
 
@@ -270,14 +224,8 @@ int cmd_dcp(int argc, char **argv)
               run_add_metric(rec, "sync_s", c.sync_s);
     for (int i = 0; i < ns && !oom; i++)
         oom = add_metrics(rec, &res[i], res[i].tokens_per_s / ref.tokens_per_s);
-    for (int k = 0; o.scale && k < N_SCALE && !oom; k++)
-        for (int i = 0; i < ns && !oom; i++) {
-            char key[48];
-            if (isnan(imb[k][i]))
-                continue;
-            snprintf(key, sizeof key, "g%d.%.24s.imbalance", scale_gpus[k], st[i].name);
-            oom = run_add_metric(rec, key, imb[k][i]);
-        }
+    if (o.scale && !oom)
+        oom = dcp_scale_add_metrics(rec, st, ns, imb);
     if (oom) {
         ts_errf(&e, "out of memory");
         goto fail;
@@ -346,24 +294,24 @@ int cmd_dcp(int argc, char **argv)
         json_object_set_new(root, "strategies", arr);
         if (o.scale) {
             json_t *sc = json_object();
-            for (int k = 0; k < N_SCALE; k++) {
+            for (int k = 0; k < DCP_SCALE_N; k++) {
                 json_t *row = json_object();
                 for (int i = 0; i < ns; i++)
                     if (!isnan(imb[k][i]))
                         json_object_set_new(row, st[i].name, json_real(imb[k][i]));
                 char key[16];
-                snprintf(key, sizeof key, "%d", scale_gpus[k]);
+                snprintf(key, sizeof key, "%d", dcp_scale_gpus[k]);
                 json_object_set_new(sc, key, row);
             }
             json_object_set_new(root, "imbalance_vs_gpus", sc);
             json_t *sp = json_object();
-            for (int k = 0; k < N_SCALE; k++) {
+            for (int k = 0; k < DCP_SCALE_N; k++) {
                 json_t *row = json_object();
                 for (int i = 0; i < ns; i++)
                     if (!isnan(imbp[k][i]))
                         json_object_set_new(row, st[i].name, json_real(imbp[k][i]));
                 char key[16];
-                snprintf(key, sizeof key, "%d", scale_gpus[k]);
+                snprintf(key, sizeof key, "%d", dcp_scale_gpus[k]);
                 json_object_set_new(sp, key, row);
             }
             json_object_set_new(root, "imbalance_plan_vs_gpus", sp);
@@ -406,8 +354,8 @@ int cmd_dcp(int argc, char **argv)
                     if (st[i].kind != DCP_BOUND)
                         printf(" %14s", st[i].name);
                 printf("\n");
-                for (int k = 0; k < N_SCALE; k++) {
-                    printf("  %-6d", scale_gpus[k]);
+                for (int k = 0; k < DCP_SCALE_N; k++) {
+                    printf("  %-6d", dcp_scale_gpus[k]);
                     for (int i = 0; i < ns; i++)
                         if (st[i].kind != DCP_BOUND)
                             printf(" %13.1f%%", 100 * (v ? imbp[k][i] : imb[k][i]));

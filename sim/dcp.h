@@ -230,6 +230,13 @@ typedef struct dcp_result {
 int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result *r,
                  run_record *rec, int gpu_offset, int tl_steps, ts_err *e);
 
+/* Plans with strategy s (dcp_plan_run) and simulates the plan
+ * (dcp_simulate with max_steps, rec, gpu_offset, tl_steps); when plan is
+ * not NULL, writes its dcp_plan_describe() there (plan_n bytes).  The plan
+ * is freed.  Returns 0, or -1 with the planner's or simulator's message. */
+int dcp_run(const dcp_ctx *c, const dcp_strategy *s, int max_steps, dcp_result *r,
+            run_record *rec, int gpu_offset, int tl_steps, char *plan, size_t plan_n, ts_err *e);
+
 /* A one-line description of a plan's first step ("4 x [sp8 bs64 gas1
  * ckpt56]") and its SP/gas spread, into buf.  Returns buf. */
 const char *dcp_plan_describe(const dcp_ctx *c, const dcp_plan *p, char *buf, size_t n);

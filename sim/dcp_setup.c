@@ -10,11 +10,56 @@
  */
 #include "sim/dcp_setup.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
+
+const int dcp_scale_gpus[DCP_SCALE_N] = {8, 16, 32, 64, 128};
+
+int dcp_setup_scale(const dcp_setup *d, const dcp_strategy *st, int ns,
+                    double imb[DCP_SCALE_N][DCP_MAX_STRATEGIES],
+                    double imbp[DCP_SCALE_N][DCP_MAX_STRATEGIES], ts_err *e)
+{
+    for (int k = 0; k < DCP_SCALE_N; k++) {
+        dcp_cfg cfg = d->cfg;
+        cfg.gpus = dcp_scale_gpus[k];
+        dcp_ctx c;
+        if (dcp_ctx_init(&c, &d->hw, &d->tm, d->bt, &cfg, e))
+            return ts_err_prefix(e, "at %d GPUs: ", dcp_scale_gpus[k]);
+        for (int i = 0; i < ns; i++) {
+            dcp_result r;
+            imb[k][i] = imbp[k][i] = NAN;
+            if (st[i].kind == DCP_BOUND)
+                continue;
+            if (dcp_run(&c, &st[i], 0, &r, NULL, 0, 0, NULL, 0, e)) {
+                dcp_ctx_free(&c);
+                return ts_err_prefix(e, "at %d GPUs: ", dcp_scale_gpus[k]);
+            }
+            imb[k][i] = r.imbalance;
+            imbp[k][i] = r.imbalance_plan;
+        }
+        dcp_ctx_free(&c);
+    }
+    return 0;
+}
+
+int dcp_scale_add_metrics(run_record *rec, const dcp_strategy *st, int ns,
+                          double imb[DCP_SCALE_N][DCP_MAX_STRATEGIES])
+{
+    for (int k = 0; k < DCP_SCALE_N; k++)
+        for (int i = 0; i < ns; i++) {
+            char key[48];
+            if (isnan(imb[k][i]))
+                continue;
+            snprintf(key, sizeof key, "g%d.%.24s.imbalance", dcp_scale_gpus[k], st[i].name);
+            if (run_add_metric(rec, key, imb[k][i]))
+                return -1;
+        }
+    return 0;
+}
 
 void dcp_setup_free(dcp_setup *d)
 {

@@ -35,6 +35,26 @@ int dcp_setup_load(const scenario *s, const char *trace_file, dcp_setup *d, ts_e
  * parse, a bucket SP size not among them). */
 int dcp_setup_cfg(const scenario *s, dcp_cfg *cfg, ts_err *e);
 
+/* The GPU counts of the imbalance-vs-GPUs study (`tailsim dcp --scale`, the
+ * paper's DCP figure). */
+#define DCP_SCALE_N 5
+extern const int dcp_scale_gpus[DCP_SCALE_N];
+
+/* Plans and simulates strategies st[0..ns) on d's trace at each GPU count of
+ * dcp_scale_gpus[] (one pass, no timeline): imb[k][i] the simulated
+ * imbalance, imbp[k][i] VideoSys' sampler estimate (dcp_result's
+ * imbalance and imbalance_plan); NAN for the bound.  Returns 0, or -1 with
+ * the error prefixed by the GPU count. */
+int dcp_setup_scale(const dcp_setup *d, const dcp_strategy *st, int ns,
+                    double imb[DCP_SCALE_N][DCP_MAX_STRATEGIES],
+                    double imbp[DCP_SCALE_N][DCP_MAX_STRATEGIES], ts_err *e);
+
+/* Adds imb (from dcp_setup_scale) to rec as "g<N>.<strategy>.imbalance",
+ * GPU count outer, strategies in order, NAN entries left out.  Returns 0, or
+ * non-zero on allocation failure (like run_add_metric). */
+int dcp_scale_add_metrics(run_record *rec, const dcp_strategy *st, int ns,
+                          double imb[DCP_SCALE_N][DCP_MAX_STRATEGIES]);
+
 /* Frees the trace; NULL and a zeroed setup are no-ops. */
 void dcp_setup_free(dcp_setup *d);
 

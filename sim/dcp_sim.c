@@ -234,3 +234,16 @@ const char *dcp_plan_describe(const dcp_ctx *c, const dcp_plan *p, char *buf, si
         snprintf(buf + used, n - used, " +%d more", more);
     return buf;
 }
+
+int dcp_run(const dcp_ctx *c, const dcp_strategy *s, int max_steps, dcp_result *r,
+            run_record *rec, int gpu_offset, int tl_steps, char *plan, size_t plan_n, ts_err *e)
+{
+    dcp_plan p;
+    if (dcp_plan_run(c, s, &p, e))
+        return -1;
+    int rc = dcp_simulate(c, &p, max_steps, r, rec, gpu_offset, tl_steps, e);
+    if (plan)
+        dcp_plan_describe(c, &p, plan, plan_n);
+    dcp_plan_free(&p);
+    return rc;
+}

@@ -155,34 +155,8 @@ fail:
 typedef struct load_ctx {
     grid *g;
     ts_err *e;
-    FILE *f;
-    int line, failed;
-    int cont; /* the current line starts with blanks: inih's continuation line */
+    scenario_ini_lines in; /* its line, cont and failed are the parse's */
 } load_ctx;
-
-static char *grid_reader(char *str, int num, void *stream)
-{
-    load_ctx *c = stream;
-    if (c->failed)
-        return NULL;
-    char *r = fgets(str, num, c->f);
-    if (!r)
-        return NULL;
-    c->line++;
-    const char *p = r + strspn(r, " \t");
-    c->cont = p != r;
-    if (*p == '[' && !strchr(p, ']')) {
-        ts_errf(c->e, "%s:%d: section name not closed with ']'", c->g->path, c->line);
-        c->failed = 1;
-        return NULL;
-    }
-    if (!strchr(r, '\n') && !feof(c->f)) {
-        ts_errf(c->e, "%s:%d: line longer than %d characters", c->g->path, c->line, num - 2);
-        c->failed = 1;
-        return NULL;
-    }
-    return r;
-}
 
 /* The [sweep] section's own keys. */
 static int sweep_key(load_ctx *c, const char *key, const char *value)
@@ -223,12 +197,12 @@ static int continue_list(load_ctx *c, const char *section, const char *key, cons
     size_t cap = d->n * SCN_STR + strlen(value) + 2, o = 0;
     char *joined = malloc(cap);
     if (!joined)
-        return ts_errf(c->e, "%s:%d: out of memory", g->path, c->line);
+        return ts_errf(c->e, "%s:%d: out of memory", g->path, c->in.line);
     for (size_t i = 0; i < d->n; i++) {
         if (strchr(d->vals[i], ',') || !d->vals[i][0]) {
             free(joined);
             return ts_errf(c->e, "%s:%d: key '%s.%s': a quoted value cannot be continued",
-                           g->path, c->line, section, key);
+                           g->path, c->in.line, section, key);
         }
         o += (size_t)snprintf(joined + o, cap - o, "%s,", d->vals[i]);
     }
@@ -237,7 +211,7 @@ static int continue_list(load_ctx *c, const char *section, const char *key, cons
     free(d->vals);
     memset(d, 0, sizeof *d);
     g->n_dims--;
-    int rc = grid_add_dim(g, section, key, joined, c->line, NULL, c->e);
+    int rc = grid_add_dim(g, section, key, joined, c->in.line, NULL, c->e);
     free(joined);
     return rc;
 }
@@ -245,25 +219,25 @@ static int continue_list(load_ctx *c, const char *section, const char *key, cons
 static int grid_handler(void *user, const char *section, const char *key, const char *value)
 {
     load_ctx *c = user;
-    if (c->failed)
+    if (c->in.failed)
         return 0;
     int rc;
     const char *sec = !strcmp(section, "sweep") && !strcmp(key, "policy") ? "policy" : section;
     const char *k = sec != section ? "name" : key;
-    if (c->cont && c->g->n_dims && !strcmp(c->g->dim[c->g->n_dims - 1].section, sec) &&
+    if (c->in.cont && c->g->n_dims && !strcmp(c->g->dim[c->g->n_dims - 1].section, sec) &&
         !strcmp(c->g->dim[c->g->n_dims - 1].key, k)) {
         rc = continue_list(c, sec, k, value);
     } else if (!strcmp(section, "sweep") && !strcmp(key, "policy")) {
-        rc = grid_add_dim(c->g, "policy", "name", value, c->line, NULL, c->e);
+        rc = grid_add_dim(c->g, "policy", "name", value, c->in.line, NULL, c->e);
     } else if (!strcmp(section, "sweep")) {
         rc = sweep_key(c, key, value);
         if (rc)
-            ts_err_prefix(c->e, "%s:%d: ", c->g->path, c->line);
+            ts_err_prefix(c->e, "%s:%d: ", c->g->path, c->in.line);
     } else {
-        rc = grid_add_dim(c->g, section, key, value, c->line, NULL, c->e);
+        rc = grid_add_dim(c->g, section, key, value, c->in.line, NULL, c->e);
     }
     if (rc) {
-        c->failed = 1;
+        c->in.failed = 1;
         return 0;
     }
     return 1;
@@ -276,16 +250,16 @@ int grid_load(const char *path, grid *g, ts_err *e)
     if (!f)
         return ts_errf(e, "%s: cannot open grid file", path);
     g->from_file = 1;
-    load_ctx c = {g, e, f, 0, 0, 0};
-    int rc = ini_parse_stream(grid_reader, &c, grid_handler, &c);
+    load_ctx c = {g, e, {.f = f, .path = g->path, .e = e, .no_long = 1}};
+    int rc = ini_parse_stream(scenario_ini_read, &c.in, grid_handler, &c);
     fclose(f);
-    if (!c.failed && rc > 0)
+    if (!c.in.failed && rc > 0)
         ts_errf(e, "%s:%d: syntax error (expected [section] or key = value)", path, rc);
-    else if (!c.failed && rc < 0)
+    else if (!c.in.failed && rc < 0)
         ts_errf(e, "%s: cannot read grid file", path);
-    else if (!c.failed && !g->scenario[0])
+    else if (!c.in.failed && !g->scenario[0])
         ts_errf(e, "%s: missing required key 'sweep.scenario'", path);
-    if (c.failed || rc || !g->scenario[0]) {
+    if (c.in.failed || rc || !g->scenario[0]) {
         grid_free(g);
         return -1;
     }

@@ -20,19 +20,6 @@
 #include "reports/report.h"
 #include "sim/dcp_setup.h"
 
-static const int scale_gpus[] = {8, 16, 32, 64, 128};
-#define N_SCALE (int)(sizeof scale_gpus / sizeof scale_gpus[0])
-
-static int plan_sim(const dcp_ctx *c, const dcp_strategy *s, int steps, dcp_result *r, ts_err *e)
-{
-    dcp_plan p;
-    if (dcp_plan_run(c, s, &p, e))
-        return -1;
-    int rc = dcp_simulate(c, &p, steps, r, NULL, 0, 0, e);
-    dcp_plan_free(&p);
-    return rc;
-}
-
 static int add(run_record *rec, const char *strat, const char *what, double v)
 {
     char key[48];
@@ -43,29 +30,11 @@ static int add(run_record *rec, const char *strat, const char *what, double v)
 /* Imbalance at each GPU count into rec as "g<N>.<strategy>.imbalance". */
 static int scale(const dcp_setup *d, const dcp_strategy *st, int ns, run_record *rec, ts_err *e)
 {
-    for (int k = 0; k < N_SCALE; k++) {
-        dcp_cfg cfg = d->cfg;
-        cfg.gpus = scale_gpus[k];
-        dcp_ctx c;
-        if (dcp_ctx_init(&c, &d->hw, &d->tm, d->bt, &cfg, e))
-            return ts_err_prefix(e, "at %d GPUs: ", scale_gpus[k]);
-        for (int i = 0; i < ns; i++) {
-            dcp_result r;
-            char key[48];
-            if (st[i].kind == DCP_BOUND)
-                continue;
-            if (plan_sim(&c, &st[i], 0, &r, e)) {
-                dcp_ctx_free(&c);
-                return ts_err_prefix(e, "at %d GPUs: ", scale_gpus[k]);
-            }
-            snprintf(key, sizeof key, "g%d.%.24s.imbalance", scale_gpus[k], st[i].name);
-            if (run_add_metric(rec, key, r.imbalance)) {
-                dcp_ctx_free(&c);
-                return ts_errf(e, "out of memory");
-            }
-        }
-        dcp_ctx_free(&c);
-    }
+    double imb[DCP_SCALE_N][DCP_MAX_STRATEGIES], imbp[DCP_SCALE_N][DCP_MAX_STRATEGIES];
+    if (dcp_setup_scale(d, st, ns, imb, imbp, e))
+        return -1;
+    if (dcp_scale_add_metrics(rec, st, ns, imb))
+        return ts_errf(e, "out of memory");
     return 0;
 }
 
@@ -89,10 +58,10 @@ int paper_exp_dcp(const paper_exp *x, paper_ctx *c, ts_err *e)
     dcp_result ref, res[DCP_MAX_STRATEGIES];
     dcp_strategy bucket = {DCP_BUCKET, 0, "bucket"};
     if (dcp_ctx_init(&ctx, &d.hw, &d.tm, d.bt, &d.cfg, e) || !(rec = run_record_new()) ||
-        plan_sim(&ctx, &bucket, s.dcp.steps, &ref, e))
+        dcp_run(&ctx, &bucket, s.dcp.steps, &ref, NULL, 0, 0, NULL, 0, e))
         goto done;
     for (int i = 0; i < d.n_strat; i++)
-        if (plan_sim(&ctx, &d.strat[i], s.dcp.steps, &res[i], e))
+        if (dcp_run(&ctx, &d.strat[i], s.dcp.steps, &res[i], NULL, 0, 0, NULL, 0, e))
             goto done;
     snprintf(rec->command, sizeof rec->command, "dcp");
     snprintf(rec->scenario, sizeof rec->scenario, "%s", s.name);

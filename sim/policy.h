@@ -48,6 +48,10 @@ typedef struct policy {
     int lossless;         /* 1: trains exactly the samples of the synchronous step */
 } policy;
 
+/* The apply() of every policy that decodes plainly: speculation off, no
+ * spot trainer.  Cannot fail. */
+void policy_apply_plain(scenario *s);
+
 /* A policy whose steps are not independent synchronous steps (they reorder
  * the rollout, carry responses across steps or overlap rollout and
  * training) brings its own multi-step driver.  policy_run calls it with

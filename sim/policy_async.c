@@ -26,17 +26,10 @@
  * segments; waiting for weights or for the trainer is on the timeline.
  */
 #include <math.h>
-#include <stdio.h>
 
 #include "models/comm.h"
 #include "models/memory.h"
 #include "sim/policy_carry.h"
-
-static void async_apply(scenario *s)
-{
-    snprintf(s->spec_mode, sizeof s->spec_mode, "off");
-    s->spot = 0;
-}
 
 /* Interval of gpus [g0, g1) from t0 to t1.  Returns 0 or -1. */
 static int span(run_record *rec, int g0, int g1, int ph, int state, double t0, double t1)
@@ -162,5 +155,5 @@ static int async_run(const scenario *s, const hw_desc *hw, const llm_desc *m, tr
 
 const policy policy_async = {
     "async", "AReaL: disjoint rollout/trainer pools, interruptible rollout, bounded staleness",
-    "AReaL (arXiv 2505.24298), github.com/inclusionAI/AReaL", async_apply, 0};
+    "AReaL (arXiv 2505.24298), github.com/inclusionAI/AReaL", policy_apply_plain, 0};
 const policy_driver policy_async_driver = {&policy_async, async_run};

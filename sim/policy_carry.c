@@ -367,3 +367,34 @@ void carry_summarize(carry_state *cs)
     r->off_policy_token_fraction =
         r->trained_tokens ? (double)cs->offpol_tokens / (double)r->trained_tokens : 0;
 }
+
+int carry_run_colocated(const carry_rounds *r, const scenario *s, const hw_desc *hw,
+                        const llm_desc *m, trace *const *steps, int n, int full,
+                        multistep_result *res, run_record *rec, ts_err *e)
+{
+    carry_state cs;
+    carry_init(&cs, steps, n, s->max_response, 0, res);
+    scenario sk = *s;
+    double t0 = 0;
+    int rc = 0;
+    for (int k = 0; k < n && !rc; k++) {
+        int P = (int)steps[k]->n_prompts, stop = P, limit = P;
+        sk.seed = s->seed + (uint64_t)k;
+        size_t first = rec ? rec->n_tl : 0;
+        rc = r->begin(&cs, s, k, P, &stop, &limit, e);
+        if (!rc)
+            rc = carry_step(&cs, &sk, hw, m, k, stop, limit, full, &res->step[k], rec, e);
+        if (rc) {
+            ts_err_prefix(e, "step %d: ", k);
+            break;
+        }
+        if (r->end)
+            r->end(&cs);
+        policy_shift_record(rec, first, t0, 0);
+        res->t0[k] = t0;
+        t0 += res->step[k].step_s;
+    }
+    carry_summarize(&cs);
+    carry_finish(&cs);
+    return rc;
+}

@@ -82,4 +82,24 @@ int carry_step(carry_state *cs, const scenario *s, const hw_desc *hw, const llm_
 /* Sets the off-policy fraction and mean staleness of cs->res.  Cannot fail. */
 void carry_summarize(carry_state *cs);
 
+/* What a colocated carrying policy (partial, tailbatch) decides in each
+ * step; carry_run_colocated() does the rest. */
+typedef struct carry_rounds {
+    /* Before step k (P: the step's prompt count): marks the groups in flight
+     * that roll out, launching new ones, and sets carry_step's stop and
+     * limit (both P on entry).  Returns 0, or -1 on allocation failure. */
+    int (*begin)(carry_state *cs, const scenario *s, int k, int P, int *stop, int *limit,
+                 ts_err *e);
+    /* After step k's carry_step (NULL: nothing).  Cannot fail. */
+    void (*end)(carry_state *cs);
+} carry_rounds;
+
+/* A policy_run_fn body for colocated carrying policies: n carry_step()s on
+ * all of s->gpus, step k seeded with seed + k and placed on the timeline
+ * after step k - 1, the groups of each chosen by r.  Same contract as
+ * policy_run_fn; errors name the step. */
+int carry_run_colocated(const carry_rounds *r, const scenario *s, const hw_desc *hw,
+                        const llm_desc *m, trace *const *steps, int n, int full,
+                        multistep_result *res, run_record *rec, ts_err *e);
+
 #endif

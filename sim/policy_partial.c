@@ -14,47 +14,29 @@
  * first token at step j.  Colocated: sync, rollout, training as in verl.
  */
 #include <math.h>
-#include <stdio.h>
 
 #include "sim/policy_carry.h"
 
-static void partial_apply(scenario *s)
+/* Tops the groups in flight up to overprov x P; stops at P complete groups
+ * and trains those. */
+static int partial_begin(carry_state *cs, const scenario *s, int k, int P, int *stop,
+                         int *limit, ts_err *e)
 {
-    snprintf(s->spec_mode, sizeof s->spec_mode, "off");
-    s->spot = 0;
+    int want = (int)ceil(P * s->overprov - 1e-9);
+    *stop = *limit = P;
+    return carry_launch(cs, k, want > (int)cs->ng ? want - (int)cs->ng : 0, e);
 }
+
+static const carry_rounds partial_rounds = {partial_begin, NULL};
 
 static int partial_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
                        trace *const *steps, int n, int full, multistep_result *res,
                        run_record *rec, ts_err *e)
 {
-    carry_state cs;
-    carry_init(&cs, steps, n, s->max_response, 0, res);
-    scenario sk = *s;
-    double t0 = 0;
-    int rc = 0;
-    for (int k = 0; k < n && !rc; k++) {
-        int P = (int)steps[k]->n_prompts;
-        int want = (int)ceil(P * s->overprov - 1e-9);
-        sk.seed = s->seed + (uint64_t)k;
-        size_t first = rec ? rec->n_tl : 0;
-        rc = carry_launch(&cs, k, want > (int)cs.ng ? want - (int)cs.ng : 0, e);
-        if (!rc)
-            rc = carry_step(&cs, &sk, hw, m, k, P, P, full, &res->step[k], rec, e);
-        if (rc) {
-            ts_err_prefix(e, "step %d: ", k);
-            break;
-        }
-        policy_shift_record(rec, first, t0, 0);
-        res->t0[k] = t0;
-        t0 += res->step[k].step_s;
-    }
-    carry_summarize(&cs);
-    carry_finish(&cs);
-    return rc;
+    return carry_run_colocated(&partial_rounds, s, hw, m, steps, n, full, res, rec, e);
 }
 
 const policy policy_partial = {
     "partial", "APRIL: over-provision, stop when the batch is full, resume the rest next step",
-    "APRIL (arXiv 2509.18521), github.com/RLsys-Foundation/APRIL, THUDM/slime --partial-rollout", partial_apply, 0};
+    "APRIL (arXiv 2509.18521), github.com/RLsys-Foundation/APRIL, THUDM/slime --partial-rollout", policy_apply_plain, 0};
 const policy_driver policy_partial_driver = {&policy_partial, partial_run};

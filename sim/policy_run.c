@@ -220,6 +220,12 @@ int policy_result_alloc(multistep_result *res, int n, ts_err *e)
     return 0;
 }
 
+void policy_apply_plain(scenario *s)
+{
+    snprintf(s->spec_mode, sizeof s->spec_mode, "off");
+    s->spot = 0;
+}
+
 void policy_shift_record(run_record *rec, size_t first, double dt, int gpus)
 {
     if (!rec)

@@ -18,7 +18,6 @@
  * response is generated once, to its trace length, by the current policy.
  */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,12 +27,6 @@
 #include "sim/policy.h"
 
 #define SORT_STREAM 0x534f5254u /* "SORT": the predictor's RNG stream */
-
-static void sorted_apply(scenario *s)
-{
-    snprintf(s->spec_mode, sizeof s->spec_mode, "off");
-    s->spot = 0;
-}
 
 static const double *sort_key; /* qsort has no context argument in C11 */
 
@@ -65,9 +58,7 @@ static int sorted_plan(const scenario *s, const trace *t, uint64_t seed, int32_t
         gsum[i] = 0;
         pidx[i] = (int32_t)i;
         for (int32_t j = 0; j < t->prompts[i].n_resp; j++, k++) {
-            double l = t->prompts[i].resp[j];
-            if (s->max_response > 0 && l > s->max_response)
-                l = s->max_response;
+            double l = scenario_cap_response(s, t->prompts[i].resp[j]);
             pred[k] = s->sort_noise > 0 ? l * exp(gsl_ran_gaussian(rng, s->sort_noise)) : l;
             gsum[i] += pred[k];
             order[k] = (int32_t)k;
@@ -131,5 +122,5 @@ static int sorted_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
 
 const policy policy_sorted = {
     "sorted", "length-aware: longest predicted first, LPT placement (default predictor: oracle)",
-    "SortedRL (arXiv 2603.23414), its length-aware scheduling only; LPT", sorted_apply, 1};
+    "SortedRL (arXiv 2603.23414), its length-aware scheduling only; LPT", policy_apply_plain, 1};
 const policy_driver policy_sorted_driver = {&policy_sorted, sorted_run};

@@ -13,67 +13,55 @@
  * work (wasted_tokens).  Each prompt trains exactly once.  Colocated.
  */
 #include <math.h>
-#include <stdio.h>
 
 #include "sim/policy_carry.h"
 
-static void tailbatch_apply(scenario *s)
+/* A long round once the deferred prompts fill a batch, else a short round
+ * of tail_overprov x P new prompts; either trains every complete group. */
+static int tailbatch_begin(carry_state *cs, const scenario *s, int k, int P, int *stop,
+                           int *limit, ts_err *e)
 {
-    snprintf(s->spec_mode, sizeof s->spec_mode, "off");
-    s->spot = 0;
+    int deferred = 0;
+    for (size_t i = 0; i < cs->ng; i++)
+        deferred += cs->g[i].deferred;
+    *limit = 0;
+    if (deferred >= P) {
+        /* long round: the oldest P deferred prompts, run to the end */
+        int take = P;
+        for (size_t i = 0; i < cs->ng; i++) {
+            cs->g[i].active = take > 0;
+            take -= cs->g[i].active;
+        }
+        *stop = 0;
+        return 0;
+    }
+    for (size_t i = 0; i < cs->ng; i++)
+        cs->g[i].active = 0;
+    *stop = P;
+    return carry_launch(cs, k, (int)ceil(P * s->tail_overprov - 1e-9), e);
 }
+
+/* The short round's unfinished prompts start over in a long round. */
+static void tailbatch_end(carry_state *cs)
+{
+    for (size_t i = 0; i < cs->ng; i++)
+        if (cs->g[i].active) {
+            carry_restart(cs, i);
+            cs->g[i].deferred = 1;
+            cs->g[i].active = 0;
+        }
+}
+
+static const carry_rounds tailbatch_rounds = {tailbatch_begin, tailbatch_end};
 
 static int tailbatch_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
                          trace *const *steps, int n, int full, multistep_result *res,
                          run_record *rec, ts_err *e)
 {
-    carry_state cs;
-    carry_init(&cs, steps, n, s->max_response, 0, res);
-    scenario sk = *s;
-    double t0 = 0;
-    int rc = 0;
-    for (int k = 0; k < n && !rc; k++) {
-        int P = (int)steps[k]->n_prompts, deferred = 0, stop = P;
-        for (size_t i = 0; i < cs.ng; i++)
-            deferred += cs.g[i].deferred;
-        if (deferred >= P) {
-            /* long round: the oldest P deferred prompts, run to the end */
-            int take = P;
-            for (size_t i = 0; i < cs.ng; i++) {
-                cs.g[i].active = take > 0;
-                take -= cs.g[i].active;
-            }
-            stop = 0;
-        } else {
-            for (size_t i = 0; i < cs.ng; i++)
-                cs.g[i].active = 0;
-            rc = carry_launch(&cs, k, (int)ceil(P * s->tail_overprov - 1e-9), e);
-        }
-        sk.seed = s->seed + (uint64_t)k;
-        size_t first = rec ? rec->n_tl : 0;
-        if (!rc)
-            rc = carry_step(&cs, &sk, hw, m, k, stop, 0, full, &res->step[k], rec, e);
-        if (rc) {
-            ts_err_prefix(e, "step %d: ", k);
-            break;
-        }
-        /* the short round's unfinished prompts start over in a long round */
-        for (size_t i = 0; i < cs.ng; i++)
-            if (cs.g[i].active) {
-                carry_restart(&cs, i);
-                cs.g[i].deferred = 1;
-                cs.g[i].active = 0;
-            }
-        policy_shift_record(rec, first, t0, 0);
-        res->t0[k] = t0;
-        t0 += res->step[k].step_s;
-    }
-    carry_summarize(&cs);
-    carry_finish(&cs);
-    return rc;
+    return carry_run_colocated(&tailbatch_rounds, s, hw, m, steps, n, full, res, rec, e);
 }
 
 const policy policy_tailbatch = {
     "tailbatch", "RollPacker: 1.25x short rounds keep the first finishers; long prompts batched",
-    "RollPacker tail batching (arXiv 2509.21009, NSDI'26)", tailbatch_apply, 0};
+    "RollPacker tail batching (arXiv 2509.21009, NSDI'26)", policy_apply_plain, 0};
 const policy_driver policy_tailbatch_driver = {&policy_tailbatch, tailbatch_run};

@@ -4,16 +4,8 @@
  * every replica decodes plainly until its last response ends and then waits
  * for the slowest one.  The baseline every other policy is compared with.
  */
-#include <stdio.h>
-
 #include "sim/policy.h"
-
-static void verl_apply(scenario *s)
-{
-    snprintf(s->spec_mode, sizeof s->spec_mode, "off");
-    s->spot = 0;
-}
 
 const policy policy_verl = {
     "verl", "synchronous baseline: plain decoding, idle tail",
-    "VeRL / HybridFlow (EuroSys'25), github.com/volcengine/verl", verl_apply, 1};
+    "VeRL / HybridFlow (EuroSys'25), github.com/volcengine/verl", policy_apply_plain, 1};

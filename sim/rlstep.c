@@ -112,9 +112,7 @@ static int rollout_phase(const scenario *s, const hw_desc *hw, const llm_desc *m
     size_t k = 0;
     for (size_t i = 0; i < t->n_prompts; i++)
         for (int32_t j = 0; j < t->prompts[i].n_resp; j++, k++) {
-            int32_t len = t->prompts[i].resp[j];
-            if (s->max_response > 0 && len > s->max_response)
-                len = s->max_response;
+            int32_t len = scenario_cap_response(s, t->prompts[i].resp[j]);
             if (res->ro.finish_s[k] < 0)
                 continue; /* aborted by the policy's stop */
             if (run_add_response(rec, res->ro.resp_replica[k], t->prompts[i].prompt_tokens, len,
@@ -163,9 +161,7 @@ static void train_phase(const scenario *s, const hw_desc *hw, const llm_desc *m,
         const trace_prompt *p = &t->prompts[i];
         for (int32_t j = 0; j < p->n_resp; j++, k++) {
             int gk = (int)((k * (size_t)s->gpus) / n);
-            int32_t len = p->resp[j];
-            if (s->max_response > 0 && len > s->max_response)
-                len = s->max_response;
+            int32_t len = scenario_cap_response(s, p->resp[j]);
             double seq = (double)p->prompt_tokens + len;
             if (mb_tok > 0 && (gk != g || mb_tok + seq > s->micro_batch_tokens)) {
                 per_gpu[g] += micro_batch(s, hw, m, kind, mb_tok, mb_sq);

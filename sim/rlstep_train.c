@@ -61,10 +61,7 @@ int rlstep_train_init(rlstep_train *rt, const scenario *s, const hw_desc *hw, co
     for (size_t i = 0; i < t->n_prompts; i++) {
         const trace_prompt *p = &t->prompts[i];
         for (int32_t j = 0; j < p->n_resp; j++) {
-            int64_t len = p->resp[j];
-            if (s->max_response > 0 && len > s->max_response)
-                len = s->max_response;
-            len += p->prompt_tokens;
+            int64_t len = (int64_t)scenario_cap_response(s, p->resp[j]) + p->prompt_tokens;
             if (btrace_add_1d(rt->bt, (int32_t)(len < BT_MAX_TOKENS ? len : BT_MAX_TOKENS), e))
                 goto fail;
         }

@@ -205,9 +205,7 @@ int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, 
     size_t k = 0;
     for (size_t i = 0; i < t->n_prompts; i++)
         for (int32_t j = 0; j < t->prompts[i].n_resp; j++, k++) {
-            int32_t len = t->prompts[i].resp[j];
-            if (s->max_response > 0 && len > s->max_response)
-                len = s->max_response;
+            int32_t len = scenario_cap_response(s, t->prompts[i].resp[j]);
             L[k] = (double)t->prompts[i].prompt_tokens + len;
             order[k] = (int32_t)k;
         }

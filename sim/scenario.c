@@ -239,44 +239,43 @@ static int set_key(scenario *s, const char *section, const char *key, const char
     return ts_errf(e, "unknown key '%s.%s' (try: tailsim rlstep --help-keys)", section, key);
 }
 
-typedef struct load_ctx {
-    scenario *s;
-    ts_err *e;
-    const char *path;
-    FILE *f;
-    int failed;
-    int line;  /* lines read so far: the handler runs right after its line */
-} load_ctx;
-
-/* Line reader for ini_parse_stream(): Debian's libinih does not pass line
- * numbers to handlers, so we count them here. */
-static char *scn_reader(char *str, int num, void *stream)
+char *scenario_ini_read(char *str, int num, void *stream)
 {
-    load_ctx *c = stream;
+    scenario_ini_lines *c = stream;
     if (c->failed)
         return NULL;
     char *r = fgets(str, num, c->f);
     if (!r)
         return NULL;
     c->line++;
-    /* inih reports an unclosed section only after reading on; name it here */
     const char *p = r + strspn(r, " \t");
+    c->cont = p != r;
     if (*p == '[' && !strchr(p, ']')) {
         ts_errf(c->e, "%s:%d: section name not closed with ']'", c->path, c->line);
+        c->failed = 1;
+        return NULL;
+    }
+    if (c->no_long && !strchr(r, '\n') && !feof(c->f)) {
+        ts_errf(c->e, "%s:%d: line longer than %d characters", c->path, c->line, num - 2);
         c->failed = 1;
         return NULL;
     }
     return r;
 }
 
+typedef struct load_ctx {
+    scenario *s;
+    scenario_ini_lines in;
+} load_ctx;
+
 static int scn_handler(void *user, const char *section, const char *name, const char *value)
 {
     load_ctx *c = user;
-    if (c->failed)
+    if (c->in.failed)
         return 0;
-    if (set_key(c->s, section, name, value, c->e)) {
-        ts_err_prefix(c->e, "%s:%d: ", c->path, c->line);
-        c->failed = 1;
+    if (set_key(c->s, section, name, value, c->in.e)) {
+        ts_err_prefix(c->in.e, "%s:%d: ", c->in.path, c->in.line);
+        c->in.failed = 1;
         return 0;
     }
     return 1;
@@ -297,10 +296,10 @@ int scenario_load(const char *name, scenario *s, ts_err *e)
     FILE *f = fopen(path, "r");
     if (!f)
         return ts_errf(e, "%s: cannot open", path);
-    load_ctx c = {s, e, path, f, 0, 0};
-    int rc = ini_parse_stream(scn_reader, &c, scn_handler, &c);
+    load_ctx c = {s, {.f = f, .path = path, .e = e}};
+    int rc = ini_parse_stream(scenario_ini_read, &c.in, scn_handler, &c);
     fclose(f);
-    if (c.failed)
+    if (c.in.failed)
         return -1;
     if (rc > 0)
         return ts_errf(e, "%s:%d: syntax error (expected [section] or key = value)", path, rc);

@@ -8,6 +8,7 @@
 #define TS_SCENARIO_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/err.h"
 #include "sim/specdec.h"
@@ -102,6 +103,31 @@ typedef struct scenario {
     /* [dcp] */
     scn_dcp dcp;
 } scenario;
+
+/* A trace length under the scenario's rollout.max_response cap (0: none).
+ * Cannot fail. */
+static inline int32_t scenario_cap_response(const scenario *s, int32_t len)
+{
+    return s->max_response > 0 && len > s->max_response ? s->max_response : len;
+}
+
+/* The line source of ini_parse_stream() for scenario-shaped files (the
+ * scenario, a sweep grid): Debian's libinih does not pass line numbers to
+ * handlers, so the reader counts them; it also names an unclosed section,
+ * which inih reports only after reading on. */
+typedef struct scenario_ini_lines {
+    FILE *f;
+    const char *path;  /* for messages */
+    ts_err *e;
+    int no_long;       /* 1: a line longer than inih's buffer is an error */
+    int line;          /* lines read so far: a handler runs right after its line */
+    int cont;          /* the current line starts with blanks (inih's continuation) */
+    int failed;        /* 1: e holds an error (reader or handler); reading stops */
+} scenario_ini_lines;
+
+/* ini_parse_stream() reader over a scenario_ini_lines (stream).  Returns the
+ * line, or NULL at the end or after an error (failed set, message in e). */
+char *scenario_ini_read(char *str, int num, void *stream);
 
 /* Loads a scenario by name (scenarios/<name>.ini) or path, applying defaults
  * first.  Returns 0 or -1 with file, line and key of the problem. */

@@ -1,6 +1,9 @@
 /*
- * Helpers shared by the Criterion suites that drive the tailsim CLI.
- * Header-only (each suite is one translation unit).
+ * Helpers shared by the Criterion suites: running the tailsim CLI, writing a
+ * scenario file that parallel suites may be reading, loading a scenario with
+ * its hardware and model, a per-test temporary directory, and the real traces
+ * under $TAILSIM_SHARED.  Header-only (each suite is one translation unit);
+ * every helper fails (or skips) the calling test instead of returning errors.
  */
 #ifndef TS_TEST_HELPERS_H
 #define TS_TEST_HELPERS_H
@@ -8,6 +11,10 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include "models/hw.h"
+#include "sim/scenario.h"
 
 /* Runs cmd through the shell and returns its whole stdout (free it); the
  * test fails when the command exits non-zero. */
@@ -28,6 +35,65 @@ static inline char *run_capture(const char *cmd)
     buf[n] = 0;
     cr_assert_eq(pclose(p), 0, "command failed: %s", cmd);
     return buf;
+}
+
+/* Writes text to path through a file beside it (path.<pid>) renamed over
+ * it, so that a parallel suite's setup never truncates the file under a
+ * CLI test reading it, nor does any reader see it half written. */
+static inline void write_aside(const char *path, const char *text)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    cr_assert_not_null(f, "cannot write %s", tmp);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(rename(tmp, path), 0);
+}
+
+/* The policy suites' scenario (tests/test_policy.c, test_policy_carry.c):
+ * 8 GPUs as 4 replicas of TP 2, 32 prompts x 8 with a long-tail lognormal. */
+#define POLICY_SCENARIO_INI                                                                   \
+    "[cluster]\ngpus = 8\nhw = h100\n[model]\nname = qwen2.5-7b\n[rollout]\ntp = 2\n"          \
+    "mem_util = 0.85\nmax_response = 16384\n[train]\nmicro_batch_tokens = 32768\n"            \
+    "[trace]\ndist = lognormal:1500:1.0\nprompts = 32\ngroup = 8\ncap = 16384\nseed = 3\n"
+
+/* Loads scenario `name` (a file or a bundled name) and its hardware and
+ * model; the test fails with the loader's message on error. */
+static inline void load_scenario_hw_llm(const char *name, scenario *s, hw_desc *hw, llm_desc *m)
+{
+    ts_err e = {{0}};
+    cr_assert_eq(scenario_load(name, s, &e), 0, "%s", e.msg);
+    cr_assert_eq(hw_load(s->hw, hw, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load(s->model, m, &e), 0, "%s", e.msg);
+}
+
+/* Creates a fresh directory /tmp/tailsim-test-<tag>-XXXXXX into dir (n
+ * bytes); a suite's .init. */
+static inline void tmpdir_create(char *dir, size_t n, const char *tag)
+{
+    snprintf(dir, n, "/tmp/tailsim-test-%s-XXXXXX", tag);
+    cr_assert_not_null(mkdtemp(dir), "cannot create a temporary directory");
+}
+
+/* Removes dir and everything in it (a warning when it cannot); a suite's
+ * .fini. */
+static inline void tmpdir_remove(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        cr_log_warn("could not remove %s", dir);
+}
+
+/* Writes into buf (n bytes) the path of rel under $TAILSIM_SHARED
+ * (../shared when unset), or skips the test when it cannot be read. */
+static inline void shared_path(char *buf, size_t n, const char *rel)
+{
+    const char *root = getenv("TAILSIM_SHARED");
+    snprintf(buf, n, "%s/%s", root && *root ? root : "../shared", rel);
+    if (access(buf, R_OK) != 0)
+        cr_skip_test("%s not found (set TAILSIM_SHARED)", buf);
 }
 
 #endif

@@ -24,6 +24,7 @@
 #include "common/util.h"
 #include "sim/cmd.h"
 #include "sim/dcp_setup.h"
+#include "tests/helpers.h"
 
 static char tmpdir[256];
 static hw_desc h200;
@@ -31,8 +32,7 @@ static llm_desc stdit, llama;
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tailsim-test-dcp-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir), "cannot create a temporary directory");
+    tmpdir_create(tmpdir, sizeof tmpdir, "dcp");
     ts_err e = {{0}};
     cr_assert_eq(hw_load("h200", &h200, &e), 0, "%s", e.msg);
     cr_assert_eq(llm_load("opensora-stdit3", &stdit, &e), 0, "%s", e.msg);
@@ -41,10 +41,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", tmpdir);
+    tmpdir_remove(tmpdir);
 }
 
 TestSuite(dcp, .init = setup, .fini = teardown);

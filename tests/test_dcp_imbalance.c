@@ -17,21 +17,18 @@
 
 #include "sim/cmd.h"
 #include "sim/dcp.h"
+#include "tests/helpers.h"
 
 static char tmpdir[256];
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tailsim-test-dcpimb-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir), "cannot create a temporary directory");
+    tmpdir_create(tmpdir, sizeof tmpdir, "dcpimb");
 }
 
 static void teardown(void)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", tmpdir);
+    tmpdir_remove(tmpdir);
 }
 
 TestSuite(dcp_imbalance, .init = setup, .fini = teardown);

@@ -29,22 +29,8 @@ static const char *scn_path = "build/test-policy.ini";
 static void setup(void)
 {
     gsl_set_error_handler_off();
-    /* written aside and renamed: parallel tests' setups and the CLI tests
-     * reading the file never see it half written */
-    char tmp[128];
-    snprintf(tmp, sizeof tmp, "%s.%ld", scn_path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    cr_assert_not_null(f);
-    fputs("[cluster]\ngpus = 8\nhw = h100\n[model]\nname = qwen2.5-7b\n[rollout]\ntp = 2\n"
-          "mem_util = 0.85\nmax_response = 16384\n[train]\nmicro_batch_tokens = 32768\n"
-          "[trace]\ndist = lognormal:1500:1.0\nprompts = 32\ngroup = 8\ncap = 16384\nseed = 3\n",
-          f);
-    cr_assert_eq(fclose(f), 0);
-    cr_assert_eq(rename(tmp, scn_path), 0);
-    ts_err e = {{0}};
-    cr_assert_eq(scenario_load(scn_path, &scn, &e), 0, "%s", e.msg);
-    cr_assert_eq(hw_load(scn.hw, &hw, &e), 0, "%s", e.msg);
-    cr_assert_eq(llm_load(scn.model, &m7, &e), 0, "%s", e.msg);
+    write_aside(scn_path, POLICY_SCENARIO_INI);
+    load_scenario_hw_llm(scn_path, &scn, &hw, &m7);
 }
 
 TestSuite(policy, .init = setup);

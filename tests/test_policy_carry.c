@@ -34,22 +34,8 @@ static void setup(void)
 {
     gsl_set_error_handler_off();
     const char *path = "build/test-policy-carry.ini";
-    /* written aside and renamed: parallel tests' setups and the CLI tests
-     * reading the file never see it half written */
-    char tmp[128];
-    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    cr_assert_not_null(f);
-    fputs("[cluster]\ngpus = 8\nhw = h100\n[model]\nname = qwen2.5-7b\n[rollout]\ntp = 2\n"
-          "mem_util = 0.85\nmax_response = 16384\n[train]\nmicro_batch_tokens = 32768\n"
-          "[trace]\ndist = lognormal:1500:1.0\nprompts = 32\ngroup = 8\ncap = 16384\nseed = 3\n",
-          f);
-    cr_assert_eq(fclose(f), 0);
-    cr_assert_eq(rename(tmp, path), 0);
-    ts_err e = {{0}};
-    cr_assert_eq(scenario_load(path, &scn, &e), 0, "%s", e.msg);
-    cr_assert_eq(hw_load(scn.hw, &hw, &e), 0, "%s", e.msg);
-    cr_assert_eq(llm_load(scn.model, &m7, &e), 0, "%s", e.msg);
+    write_aside(path, POLICY_SCENARIO_INI);
+    load_scenario_hw_llm(path, &scn, &hw, &m7);
 }
 
 TestSuite(policy_carry, .init = setup);
@@ -347,21 +333,13 @@ Test(policy_carry, steps_from_a_trace_directory_in_name_order)
  * steps; partial conserves tokens; async stays within its bound. */
 Test(policy_carry, polytrace_dapo_five_steps, .timeout = 120)
 {
-    const char *sh = getenv("TAILSIM_SHARED");
     char path[1024];
-    snprintf(path, sizeof path, "%s/traces/polytrace-dapo-32b/step_4.jsonl",
-             sh && *sh ? sh : "../shared");
-    FILE *f = fopen(path, "r");
-    if (!f)
-        cr_skip_test("shared traces absent (%s)", path);
-    fclose(f);
+    shared_path(path, sizeof path, "traces/polytrace-dapo-32b/step_4.jsonl");
     scenario s;
     hw_desc h;
     llm_desc m;
     ts_err e = {{0}};
-    cr_assert_eq(scenario_load("dapo-32b-polytrace", &s, &e), 0, "%s", e.msg);
-    cr_assert_eq(hw_load(s.hw, &h, &e), 0, "%s", e.msg);
-    cr_assert_eq(llm_load(s.model, &m, &e), 0, "%s", e.msg);
+    load_scenario_hw_llm("dapo-32b-polytrace", &s, &h, &m);
     trace *tr[5];
     cr_assert_eq(policy_load_steps(&s, NULL, 5, tr, &e), 0, "%s", e.msg);
     int64_t tokens = 0;

@@ -256,20 +256,13 @@ Test(sim, rlstep_phases_add_up)
 
 Test(sim, dapo_trace_replay)
 {
-    const char *sh = getenv("TAILSIM_SHARED");
     char path[1024];
-    snprintf(path, sizeof path, "%s/traces/polytrace-dapo-32b/step_0.jsonl", sh && *sh ? sh : "../shared");
-    FILE *f = fopen(path, "r");
-    if (!f)
-        cr_skip_test("shared traces absent (%s)", path);
-    fclose(f);
+    shared_path(path, sizeof path, "traces/polytrace-dapo-32b/step_0.jsonl");
     scenario s;
     hw_desc h;
     llm_desc m;
     ts_err e = {{0}};
-    cr_assert_eq(scenario_load("dapo-32b-polytrace", &s, &e), 0, "%s", e.msg);
-    cr_assert_eq(hw_load(s.hw, &h, &e), 0, "%s", e.msg);
-    cr_assert_eq(llm_load(s.model, &m, &e), 0, "%s", e.msg);
+    load_scenario_hw_llm("dapo-32b-polytrace", &s, &h, &m);
     trace *t = NULL;
     cr_assert_eq(trace_load(path, &t, &e), 0, "%s", e.msg);
     rlstep_result r;

@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "sim/cmd.h"
 #include "sim/scenario.h"
+#include "tests/helpers.h"
 #include "traces/gen.h"
 #include "traces/trace.h"
 
@@ -29,16 +30,12 @@ static char tmpdir[256];
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tailsim-test-traces-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir), "cannot create a temporary directory");
+    tmpdir_create(tmpdir, sizeof tmpdir, "traces");
 }
 
 static void teardown(void)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", tmpdir);
+    tmpdir_remove(tmpdir);
 }
 
 TestSuite(traces, .init = setup, .fini = teardown);
@@ -59,12 +56,31 @@ static void write_file(const char *path, const char *content, size_t len)
 }
 
 /* Path of a shared trace, or skips the test when it is absent. */
-static void shared_path(char *buf, size_t n, const char *rel)
+static void shared_trace(char *buf, size_t n, const char *rel)
 {
-    const char *root = getenv("TAILSIM_SHARED");
-    snprintf(buf, n, "%s/traces/%s", root && *root ? root : "../shared", rel);
-    if (access(buf, R_OK) != 0)
-        cr_skip_test("%s not found (set TAILSIM_SHARED)", buf);
+    char sub[512];
+    snprintf(sub, sizeof sub, "traces/%s", rel);
+    shared_path(buf, n, sub);
+}
+
+/* All six PolyTrace DAPO steps concatenated (free with trace_free), or
+ * skips the test when they are absent. */
+static trace *load_dapo_all(void)
+{
+    char path[1024];
+    trace *all = trace_new(), *one = NULL;
+    ts_err e = {{0}};
+    cr_assert_not_null(all);
+    for (int s = 0; s < 6; s++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "polytrace-dapo-32b/step_%d.jsonl", s);
+        shared_trace(path, sizeof path, rel);
+        cr_assert_eq(trace_load_jsonl(path, &one, &e), 0, "%s", e.msg);
+        cr_assert_eq(trace_append(all, one, &e), 0, "%s", e.msg);
+        trace_free(one);
+        one = NULL;
+    }
+    return all;
 }
 
 static void assert_same_trace(const trace *a, const trace *b)
@@ -94,7 +110,7 @@ static trace *must_gen(const gen_params *p)
 Test(traces, dapo_step0_matches_readme)
 {
     char path[1024];
-    shared_path(path, sizeof path, "polytrace-dapo-32b/step_0.jsonl");
+    shared_trace(path, sizeof path, "polytrace-dapo-32b/step_0.jsonl");
     trace *t = NULL;
     ts_err e = {{0}};
     cr_assert_eq(trace_load(path, &t, &e), 0, "%s", e.msg);
@@ -128,18 +144,8 @@ Test(traces, dapo_step0_matches_readme)
 
 Test(traces, dapo_all_steps_concatenate_and_select)
 {
-    char path[1024];
-    trace *all = trace_new(), *one = NULL;
+    trace *all = load_dapo_all();
     ts_err e = {{0}};
-    for (int s = 0; s < 6; s++) {
-        char rel[64];
-        snprintf(rel, sizeof rel, "polytrace-dapo-32b/step_%d.jsonl", s);
-        shared_path(path, sizeof path, rel);
-        cr_assert_eq(trace_load_jsonl(path, &one, &e), 0, "%s", e.msg);
-        cr_assert_eq(trace_append(all, one, &e), 0, "%s", e.msg);
-        trace_free(one);
-        one = NULL;
-    }
     trace_stats st;
     cr_assert_eq(trace_stats_compute(all, &st, &e), 0);
     cr_assert_eq(st.steps, 6);
@@ -173,7 +179,7 @@ Test(traces, vidur_files_load_with_row_counts)
     };
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         char path[1024];
-        shared_path(path, sizeof path, files[f].name);
+        shared_trace(path, sizeof path, files[f].name);
         trace *t = NULL;
         ts_err e = {{0}};
         cr_assert_eq(trace_load(path, &t, &e), 0, "%s", e.msg);
@@ -190,7 +196,7 @@ Test(traces, vidur_files_load_with_row_counts)
 Test(traces, dapo_csv_round_trip)
 {
     char path[1024], out[512];
-    shared_path(path, sizeof path, "polytrace-dapo-32b/step_1.jsonl");
+    shared_trace(path, sizeof path, "polytrace-dapo-32b/step_1.jsonl");
     tmp_path(out, sizeof out, "dapo1.csv");
     trace *t = NULL, *u = NULL;
     ts_err e = {{0}};
@@ -703,18 +709,8 @@ Test(traces, command_exit_statuses, .init = quiet)
  * sigma = ln(p99 / p50) / z_0.99, capped at 32768. */
 Test(traces, qwenlens_scenarios_match_the_dapo_fit)
 {
-    char path[1024];
-    trace *all = trace_new(), *one = NULL;
+    trace *all = load_dapo_all();
     ts_err e = {{0}};
-    for (int s = 0; s < 6; s++) {
-        char rel[64];
-        snprintf(rel, sizeof rel, "polytrace-dapo-32b/step_%d.jsonl", s);
-        shared_path(path, sizeof path, rel);
-        cr_assert_eq(trace_load_jsonl(path, &one, &e), 0, "%s", e.msg);
-        cr_assert_eq(trace_append(all, one, &e), 0, "%s", e.msg);
-        trace_free(one);
-        one = NULL;
-    }
     trace_stats st;
     cr_assert_eq(trace_stats_compute(all, &st, &e), 0);
     double sigma = log(st.p99 / st.p50) / gsl_cdf_ugaussian_Pinv(0.99);
