@@ -309,7 +309,7 @@ Test(policy_carry, steps_from_a_trace_directory_in_name_order)
     fclose(f);
     scenario s = scn;
     ts_err e = {{0}};
-    trace *tr[3];
+    trace *tr[4]; /* room for the 4-step request that must fail */
     cr_assert_eq(policy_load_steps(&s, dir, 3, tr, &e), 0, "%s", e.msg);
     cr_assert_eq(tr[0]->prompts[0].step, 1);
     cr_assert_eq(tr[1]->prompts[0].step, 2);
