@@ -9,26 +9,19 @@
  * Strategies are discovered from the run's metric keys ("<name>.steps"), in
  * the order the command stored them, so the report needs nothing but the
  * record.  Files appear atomically (.md/.dat through ts_atomic_*, the PNG
- * rendered to a temporary name and renamed); gnuplot runs through
- * posix_spawnp with an argv, its stderr in a temporary log whose last line
- * becomes the error message.  Nothing here prints or exits.
+ * rendered to a temporary name and renamed by report_gnuplot()).  Nothing
+ * here prints or exits.
  */
 #include "reports/dcp_report.h"
+#include "reports/report.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "common/util.h"
 
-extern char **environ;
 
 #define MAX_STRAT 16
 #define PATHN 4200
@@ -59,62 +52,6 @@ static double metric_of(const run_record *r, const char *name, const char *what)
     return run_get_metric(r, key, &v) == 0 ? v : NAN;
 }
 
-static int plot(const char *script, const char *dat, const char *png, const char *title,
-                const char *dir, ts_err *e)
-{
-    char tmp[PATHN + 32], log[PATHN + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", png, (long)getpid());
-    snprintf(log, sizeof log, "%s/.gnuplot-dcp.%ld.log", dir, (long)getpid());
-    char *argv[] = {"gnuplot", "-d", "-c", (char *)script, (char *)dat, tmp, (char *)title, NULL};
-    posix_spawn_file_actions_t fa;
-    pid_t pid;
-    int rc = -1, status = 0;
-    if (posix_spawn_file_actions_init(&fa))
-        return ts_errf(e, "%s: cannot start gnuplot", script);
-    int err = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    if (!err)
-        err = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, log,
-                                               O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (!err)
-        err = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (err) {
-        ts_errf(e, "%s: %s", script,
-                err == ENOENT ? "gnuplot not found on PATH" : strerror(err));
-        goto done;
-    }
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            ts_errf(e, "%s: waiting for gnuplot: %s", script, strerror(errno));
-            goto done;
-        }
-    }
-    char why[256] = "";
-    FILE *lf = fopen(log, "r");
-    if (lf) {
-        char line[256];
-        while (fgets(line, sizeof line, lf))
-            if (line[strspn(line, " \t\r\n^")])
-                snprintf(why, sizeof why, "%.*s", (int)strcspn(line, "\r\n"), line);
-        fclose(lf);
-    }
-    struct stat st;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || stat(tmp, &st) != 0 || !st.st_size) {
-        ts_errf(e, "%s: gnuplot failed%s%s", script, why[0] ? ": " : "", why);
-        goto done;
-    }
-    if (rename(tmp, png) != 0) {
-        ts_errf(e, "%s: cannot rename into place: %s", png, strerror(errno));
-        goto done;
-    }
-    rc = 0;
-done:
-    remove(log);
-    if (rc)
-        remove(tmp);
-    return rc;
-}
-
 int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
 {
     if (strcmp(r->command, "dcp"))
@@ -128,8 +65,10 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
     if (ts_atomic_open(&a, path, e))
         return -1;
     FILE *f = a.f;
-    fprintf(f, "# DCP: %.*s (run %lld)\n\n", (int)sizeof r->scenario, r->scenario,
-            (long long)r->id);
+    fprintf(f, "# DCP: %.*s", (int)sizeof r->scenario, r->scenario);
+    if (r->id > 0) /* a stored run; the paper report's runs are not stored */
+        fprintf(f, " (run %lld)", (long long)r->id);
+    fprintf(f, "\n\n");
     fprintf(f, "| strategy | steps | step (s) | total (s) | tokens/s | speedup | imbalance "
                "| imbalance (sampler's estimate) | GPU idle | peak GB | mean gas |\n"
                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -207,5 +146,5 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
     else /* an unsaved run (the paper report's) */
         snprintf(title, sizeof title, "%.*s - imbalance vs GPU count", (int)sizeof r->scenario,
                  r->scenario);
-    return plot(script, dat, png, title, dir, e);
+    return report_gnuplot(script, dat, png, title, dir, e);
 }

@@ -52,6 +52,7 @@ static const char *const shown[] = {"step_s", "rollout_s", "bubble_fraction", "t
                                     "drafter_quality", "off_policy_fraction", "mean_staleness",
                                     "trained_tokens_per_s", "off_policy_tokens"};
 #define N_SHOWN (sizeof shown / sizeof shown[0])
+enum { I_TOK_S = 10, I_OFFTOK = 11 }; /* shown[]: trained_tokens_per_s, off_policy_tokens */
 
 /* {"<metric>": {"median", "p5", "p95"}, ...} of policy i. */
 static json_t *boot_json(const boot_result *b, int i)
@@ -254,7 +255,7 @@ int cmd_compare(int argc, char **argv)
             json_object_set_new(p, "speedup", json_real(val[0][0] / val[i][0]));
             json_object_set_new(p, "rollout_speedup", json_real(val[0][1] / val[i][1]));
             json_object_set_new(p, "goodput_speedup",
-                                json_real(val[0][10] > 0 ? val[i][10] / val[0][10] : 0.0));
+                                json_real(val[0][I_TOK_S] > 0 ? val[i][I_TOK_S] / val[0][I_TOK_S] : 0.0));
             if (nboot)
                 json_object_set_new(p, "bootstrap", boot_json(&boot, i));
             json_array_append_new(arr, p);
@@ -281,7 +282,7 @@ int cmd_compare(int argc, char **argv)
                 printf("%-13s ", row_train[i]);
             printf("%9.2f %9.2f %7.3f %7.3f %6.3f %6.3f %6.3f %7.3f %6.2f %6.3f %7.3f %6.2f %7.3f %7.3f",
                    x[0], x[1], val[0][0] / x[0], val[0][1] / x[1], x[2], x[3], x[4], x[5], x[6], x[7],
-                   x[8], x[9], x[11], val[0][10] > 0 ? x[10] / val[0][10] : 0.0);
+                   x[8], x[9], x[I_OFFTOK], val[0][I_TOK_S] > 0 ? x[I_TOK_S] / val[0][I_TOK_S] : 0.0);
             printf(nt ? " %9.2f\n" : "\n", upd[i]);
         }
         if (nboot)

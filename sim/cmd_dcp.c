@@ -113,29 +113,6 @@ static int parse_opts(int argc, char **argv, dcp_opts *o)
     return -1;
 }
 
-/* Plans and simulates one strategy on a context. */
-static int add_metrics(run_record *rec, const dcp_result *r, double speedup)
-{
-    const struct {
-        const char *k;
-        double v;
-    } m[] = {
-        {"steps", (double)r->steps},      {"step_s", r->step_s},
-        {"time_s", r->time_s},            {"tokens_per_s", r->tokens_per_s},
-        {"speedup", speedup},             {"imbalance", r->imbalance},
-        {"imbalance_plan", r->imbalance_plan},
-        {"idle_fraction", r->idle_fraction}, {"peak_mem_gb", r->peak_mem_bytes / 1e9},
-        {"feasible", r->feasible},        {"mean_gas", r->mean_gas},
-    };
-    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
-        char key[48];
-        snprintf(key, sizeof key, "%.24s.%.20s", r->name, m[i].k);
-        if (run_add_metric(rec, key, m[i].v))
-            return -1;
-    }
-    return 0;
-}
-
 static void print_buckets(const dcp_ctx *c)
 {
     printf("\nper-bucket profile (planner's view: the bucket's largest member)\n");
@@ -223,7 +200,7 @@ int cmd_dcp(int argc, char **argv)
               run_add_metric(rec, "buckets", d.bt->n_buckets) ||
               run_add_metric(rec, "sync_s", c.sync_s);
     for (int i = 0; i < ns && !oom; i++)
-        oom = add_metrics(rec, &res[i], res[i].tokens_per_s / ref.tokens_per_s);
+        oom = dcp_result_add_metrics(rec, &res[i], res[i].tokens_per_s / ref.tokens_per_s);
     if (o.scale && !oom)
         oom = dcp_scale_add_metrics(rec, st, ns, imb);
     if (oom) {

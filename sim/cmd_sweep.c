@@ -105,11 +105,11 @@ int sweep_collect_init(sweep_collect *c, const grid *g, const char *prog, const 
     return 0;
 }
 
-int sweep_collect_finish(sweep_collect *c, ts_err *e)
+int sweep_collect_finish(sweep_collect *c, int complete, ts_err *e)
 {
     int rc = 0;
     if (c->st)
-        rc = store_sweep_end(c->st, c->sweep_id, c->failed == 0, e);
+        rc = store_sweep_end(c->st, c->sweep_id, complete && c->failed == 0, e);
     store_close(c->st);
     c->st = NULL;
     return rc;
@@ -291,11 +291,11 @@ int cmd_sweep(int argc, char **argv)
     }
     if (xrc) {
         ts_err e2 = {{0}};
-        sweep_collect_finish(&col, &e2);
+        sweep_collect_finish(&col, 0, &e2); /* rows are missing: failed */
         goto fail;
     }
     double wall = ts_wall_s() - w0;
-    if (sweep_collect_finish(&col, &e) || print_results(&g, &col, json, &e))
+    if (sweep_collect_finish(&col, 1, &e) || print_results(&g, &col, json, &e))
         goto fail;
     fprintf(stderr, "tailsim sweep: sweep %lld: %zu configs (%zu failed) in %.1f s, %.2f configs/s"
                     " -> %s\n", (long long)col.sweep_id, g.n_configs, col.failed, wall,

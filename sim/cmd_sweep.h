@@ -30,9 +30,9 @@ typedef struct sweep_collect {
  * h with its hooks.  Returns 0 or -1 (out of memory). */
 int sweep_collect_init(sweep_collect *c, const grid *g, const char *prog, const char *db,
                        sweep_hooks *h, ts_err *e);
-/* Marks the sweep done or failed in the store (when open) and closes it.
- * Returns 0 or -1. */
-int sweep_collect_finish(sweep_collect *c, ts_err *e);
+/* Marks the sweep done (complete and no configuration failed) or failed in
+ * the store (when open) and closes it.  Returns 0 or -1. */
+int sweep_collect_finish(sweep_collect *c, int complete, ts_err *e);
 void sweep_collect_free(sweep_collect *c);
 
 /* Parses -j / --jobs N into *jobs (1..256).  Returns 0 or prints and -1. */

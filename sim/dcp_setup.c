@@ -46,6 +46,28 @@ int dcp_setup_scale(const dcp_setup *d, const dcp_strategy *st, int ns,
     return 0;
 }
 
+int dcp_result_add_metrics(run_record *rec, const dcp_result *r, double speedup)
+{
+    const struct {
+        const char *k;
+        double v;
+    } m[] = {
+        {"steps", (double)r->steps},      {"step_s", r->step_s},
+        {"time_s", r->time_s},            {"tokens_per_s", r->tokens_per_s},
+        {"speedup", speedup},             {"imbalance", r->imbalance},
+        {"imbalance_plan", r->imbalance_plan},
+        {"idle_fraction", r->idle_fraction}, {"peak_mem_gb", r->peak_mem_bytes / 1e9},
+        {"feasible", r->feasible},        {"mean_gas", r->mean_gas},
+    };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        char key[48];
+        snprintf(key, sizeof key, "%.24s.%.20s", r->name, m[i].k);
+        if (run_add_metric(rec, key, m[i].v))
+            return -1;
+    }
+    return 0;
+}
+
 int dcp_scale_add_metrics(run_record *rec, const dcp_strategy *st, int ns,
                           double imb[DCP_SCALE_N][DCP_MAX_STRATEGIES])
 {

@@ -49,6 +49,12 @@ int dcp_setup_scale(const dcp_setup *d, const dcp_strategy *st, int ns,
                     double imb[DCP_SCALE_N][DCP_MAX_STRATEGIES],
                     double imbp[DCP_SCALE_N][DCP_MAX_STRATEGIES], ts_err *e);
 
+/* Adds one strategy's result to rec as "<strategy>.<metric>" (steps, step_s,
+ * time_s, tokens_per_s, speedup, imbalance, imbalance_plan, idle_fraction,
+ * peak_mem_gb, feasible, mean_gas).  Returns 0, or non-zero on allocation
+ * failure (like run_add_metric). */
+int dcp_result_add_metrics(run_record *rec, const dcp_result *r, double speedup);
+
 /* Adds imb (from dcp_setup_scale) to rec as "g<N>.<strategy>.imbalance",
  * GPU count outer, strategies in order, NAN entries left out.  Returns 0, or
  * non-zero on allocation failure (like run_add_metric). */

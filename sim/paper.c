@@ -288,14 +288,6 @@ int paper_run(const paper_opts *o, paper_doc *d, ts_err *e)
             goto done;
         }
     }
-    int joint = 0;
-    for (size_t i = 0; i < N_EXP; i++)
-        joint |= !strncmp(experiments[i].id, "joint", 5);
-    if (!joint && d->n_missing < 8)
-        snprintf(d->missing[d->n_missing++], sizeof d->missing[0],
-                 "The joint TLT + DCP RL step (the actor update planned by DCP): no experiment "
-                 "yet; it needs the scenario key train.strategy and is one entry of "
-                 "experiments[] in sim/paper.c.");
     if (best_dcp(c)) {
         ts_errf(e, "too many values");
         goto done;

@@ -20,13 +20,6 @@
 #include "reports/report.h"
 #include "sim/dcp_setup.h"
 
-static int add(run_record *rec, const char *strat, const char *what, double v)
-{
-    char key[48];
-    snprintf(key, sizeof key, "%.24s.%.20s", strat, what);
-    return run_add_metric(rec, key, v);
-}
-
 /* Imbalance at each GPU count into rec as "g<N>.<strategy>.imbalance". */
 static int scale(const dcp_setup *d, const dcp_strategy *st, int ns, run_record *rec, ts_err *e)
 {
@@ -104,15 +97,7 @@ int paper_exp_dcp(const paper_exp *x, paper_ctx *c, ts_err *e)
         if (d.strat[i].kind != DCP_BOUND && d.strat[i].kind != DCP_BUCKET &&
             (isnan(best) || sp > best))
             best = sp;
-        bad = bad || add(rec, d.strat[i].name, "steps", (double)r->steps) ||
-              add(rec, d.strat[i].name, "step_s", r->step_s) ||
-              add(rec, d.strat[i].name, "time_s", r->time_s) ||
-              add(rec, d.strat[i].name, "tokens_per_s", r->tokens_per_s) ||
-              add(rec, d.strat[i].name, "speedup", sp) ||
-              add(rec, d.strat[i].name, "imbalance", r->imbalance) ||
-              add(rec, d.strat[i].name, "idle_fraction", r->idle_fraction) ||
-              add(rec, d.strat[i].name, "peak_mem_gb", r->peak_mem_bytes / 1e9) ||
-              add(rec, d.strat[i].name, "mean_gas", r->mean_gas);
+        bad = bad || dcp_result_add_metrics(rec, r, sp);
         if (bad) {
             ts_errf(e, "too many values");
             goto done;

@@ -7,8 +7,9 @@
  * end of APRIL's "typically 1.5-2.0") x the step's prompt count are in flight
  * (the unfinished ones carried from earlier steps count), stops the
  * rollout as soon as the step's prompt count of groups is complete (GRPO
- * needs whole groups), trains those (ties at the stop included) and aborts
- * the rest where they stand: their tokens are kept and the next step
+ * needs whole groups), trains those (the step's prompt count at most:
+ * groups completing in the same iteration beyond it stay in flight) and
+ * aborts the rest where they stand: their tokens are kept and the next step
  * resumes them by re-prefilling prompt + tokens so far.  A resumed response
  * mixes tokens of older policies: it trains k - j versions stale for a
  * first token at step j.  Colocated: sync, rollout, training as in verl.

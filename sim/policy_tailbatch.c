@@ -2,8 +2,9 @@
  * Policy `tailbatch`: RollPacker's tail batching (Gao et al., "RollPacker:
  * Mitigating Long-Tail Rollouts for Fast, Synchronous RL Post-Training",
  * arXiv 2509.21009, NSDI'26).  A short round launches policy.tail_overprov
- * (default 1.25) x the step's prompt count of new prompts and keeps the first
- * groups to complete, up to that count; the prompts still running are
+ * (default 1.25) x the step's prompt count of new prompts, stops once the
+ * step's prompt count of groups is complete and keeps every complete group
+ * (the first finishers); the prompts still running are
  * aborted, their tokens thrown away, and deferred.  Once the deferred
  * prompts fill a batch, the step is a long round: it runs a batch of them
  * from scratch to the end, all together, so the long tail is paid once for

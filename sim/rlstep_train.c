@@ -124,7 +124,7 @@ int rlstep_train_run(const rlstep_train *rt, int update, int passes, int phase, 
             gt[gi] = tg;
         }
     double sync = update ? c->sync_s : 0;
-    double now = t0, idle = 0, maxsum = 0, busy = 0;
+    double now = t0, idle = 0, maxsum = 0;
     for (int pass = 0; pass < passes; pass++) {
         for (size_t k = 0, gi = 0; k < p->n_step; k++) {
             const dcp_step *st = &p->step[k];
@@ -134,7 +134,6 @@ int rlstep_train_run(const rlstep_train *rt, int update, int passes, int phase, 
             int used = 0;
             for (int32_t g = 0; g < st->n_g; g++, gi++) {
                 const dcp_group *grp = &p->grp[st->g0 + g];
-                busy += grp->sp * gt[gi];
                 idle += grp->sp * (cmax - gt[gi]);
                 for (int x = 0; rec && x < grp->sp; x++)
                     if (add_iv(rec, grp->gpu0 + x, phase, TL_BUSY, now, now + gt[gi]) ||
@@ -154,12 +153,10 @@ int rlstep_train_run(const rlstep_train *rt, int update, int passes, int phase, 
         for (int gpu = 0; rec && gpu < G; gpu++)
             if (add_iv(rec, gpu, phase, TL_BUSY, now, now + sync))
                 goto oom;
-        busy += G * sync;
         now += sync;
     }
     free(gt);
     out->len_s = now - t0;
-    out->busy_gpu_s = busy;
     out->imbalance = maxsum > 0 ? idle / maxsum : 0;
     return 0;
 oom:

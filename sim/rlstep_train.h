@@ -44,7 +44,6 @@ void rlstep_train_free(rlstep_train *rt);
 
 typedef struct rlstep_train_phase {
     double len_s;       /* phase length, s (all passes) */
-    double busy_gpu_s;  /* GPU-seconds of compute and sync */
     double imbalance;   /* DCP's: sum over steps of (slowest group - each GPU's compute), over
                          * gpus x sum of the slowest groups' times */
     int64_t plan_steps; /* plan steps replayed (barriers; all passes) */

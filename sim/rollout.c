@@ -546,7 +546,7 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         /* at most max_running requests decode speculatively at once */
         size_t nt = (size_t)(cfg->spec != SPEC_OFF ? (cfg->max_running < rp->wcap ? cfg->max_running : rp->wcap) : 0) + 1;
         rp->sp_tree = malloc(nt * sizeof *rp->sp_tree);
-        rp->sp_V = calloc(nt, sizeof *rp->sp_V);
+        rp->sp_key = calloc(nt, sizeof *rp->sp_key);
         if (cfg->on_iter && !(rp->it_buf = malloc(6 * (size_t)rp->wcap * sizeof *rp->it_buf))) {
             ts_errf(e, "out of memory for replica %d", r);
             goto cleanup;
@@ -556,7 +556,7 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         rp->spec_on = cfg->spec == SPEC_ALWAYS;
         rp->st->spec_on_s = rp->spec_on ? 0.0 : -1.0;
         if (!rp->wq || !rp->pre || !rp->heap || !rp->sched || !rp->sp || !rp->rng || !rp->sp_tree ||
-            !rp->sp_V) {
+            !rp->sp_key) {
             ts_errf(e, "out of memory for replica %d", r);
             goto cleanup;
         }
@@ -663,7 +663,7 @@ cleanup:
             free(s.reps[r].sched);
             free(s.reps[r].sp);
             free(s.reps[r].sp_tree);
-            free(s.reps[r].sp_V);
+            free(s.reps[r].sp_key);
             free(s.reps[r].it_buf);
             ro_spec_free(&s.reps[r]);
             if (s.reps[r].rng)

@@ -57,7 +57,7 @@ typedef struct replica {
     int patience;       /* consecutive tail decode iterations (adaptive switch) */
     int32_t *sp;        /* speculative decoding requests, admission order */
     spec_tree *sp_tree; /* their verify trees (parallel to sp; rebuilt when V changes) */
-    int32_t *sp_V;      /* budget each tree was built for (0: none yet) */
+    int32_t *sp_key;    /* the tree's V | depth << 12 | topk << 20 (0: none yet) */
     int32_t nsp;
     int32_t sp_budget;  /* verify budget V of the iteration in flight */
     double sp_ctx;      /* sum of their KV tokens */

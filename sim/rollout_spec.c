@@ -106,9 +106,9 @@ double ro_spec_plan(sim *s, replica *rp, int32_t V, const cost_batch *b)
     double e_eagle = 0, e_ngram = 0;
     for (int32_t k = 0; k < n_dec; k++) {
         req *q = &s->reqs[rp->sp[k]];
-        if (rp->sp_V[k] != key) {
+        if (rp->sp_key[k] != key) {
             spec_tree_build(&p, q->q, V, &rp->sp_tree[k]);
-            rp->sp_V[k] = key;
+            rp->sp_key[k] = key;
         }
         e_eagle += rp->sp_tree[k].expected;
         if (p.ngram)
@@ -171,7 +171,7 @@ void ro_spec_verify_done(sim *s, replica *rp, double now)
         } else {
             if (keep != k) {
                 rp->sp_tree[keep] = rp->sp_tree[k];
-                rp->sp_V[keep] = rp->sp_V[k];
+                rp->sp_key[keep] = rp->sp_key[k];
             }
             rp->sp[keep++] = r;
         }
@@ -184,7 +184,7 @@ void ro_spec_admit(sim *s, replica *rp, int32_t r)
     req *q = &s->reqs[r];
     q->kv = q->need;
     rp->sp_ctx += q->need;
-    rp->sp_V[rp->nsp] = 0;
+    rp->sp_key[rp->nsp] = 0;
     rp->sp[rp->nsp++] = r;
 }
 
@@ -196,7 +196,7 @@ void ro_spec_remove(sim *s, replica *rp, int32_t idx)
     size_t tail = (size_t)(rp->nsp - idx - 1);
     memmove(&rp->sp[idx], &rp->sp[idx + 1], tail * sizeof *rp->sp);
     memmove(&rp->sp_tree[idx], &rp->sp_tree[idx + 1], tail * sizeof *rp->sp_tree);
-    memmove(&rp->sp_V[idx], &rp->sp_V[idx + 1], tail * sizeof *rp->sp_V);
+    memmove(&rp->sp_key[idx], &rp->sp_key[idx + 1], tail * sizeof *rp->sp_key);
     rp->nsp--;
 }
 

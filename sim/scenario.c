@@ -180,7 +180,6 @@ static void scenario_defaults(scenario *s)
     s->dcp.seed = 1;
 }
 
-/* Assigns one value.  Returns 0, or -1 with "key 'x': problem" in e. */
 /* The names train.strategy takes (sim/rlstep_train.h plans with them). */
 static int train_strategy_ok(const char *v)
 {
@@ -192,6 +191,7 @@ static int train_strategy_ok(const char *v)
     return 0;
 }
 
+/* Assigns one value.  Returns 0, or -1 with "key 'x': problem" in e. */
 static int set_key(scenario *s, const char *section, const char *key, const char *val, ts_err *e)
 {
     for (size_t i = 0; i < N_KEYS; i++) {
