@@ -95,6 +95,14 @@ Test(bootstrap, summary_against_brute_force)
         double ref = n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
         cr_assert_float_eq(med, ref, 1e-12);
         cr_assert(lo >= x[0] && hi <= x[n - 1]);
+        /* the 5% and 95% points by hand: linear between the order statistics
+         * around (n - 1) f */
+        for (int q = 0; q < 2; q++) {
+            double f = q ? 0.95 : 0.05, pos = (n - 1) * f;
+            int i = (int)pos;
+            double want = i + 1 < n ? x[i] + (pos - i) * (x[i + 1] - x[i]) : x[i];
+            cr_assert_float_eq(q ? hi : lo, want, 1e-9, "n %d, %g%%", n, 100 * f);
+        }
         free(x);
     }
     gsl_rng_free(r);

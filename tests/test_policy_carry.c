@@ -277,7 +277,9 @@ Test(policy_carry, compare_prints_the_off_policy_cost, .timeout = 120)
     for (size_t i = 0; i < 5; i++) {
         json_t *p = json_array_get(ps, i);
         const char *name = json_string_value(json_object_get(p, "policy"));
-        double off = json_real_value(json_object_get(p, "off_policy_fraction"));
+        json_t *offj = json_object_get(p, "off_policy_fraction");
+        cr_assert(name && json_is_number(offj), "row %zu lacks policy or off_policy_fraction", i);
+        double off = json_number_value(offj);
         if (!strcmp(name, "partial") || !strcmp(name, "async"))
             cr_assert_gt(off, 0.0, "%s", name);
         else

@@ -78,7 +78,7 @@ Test(rlstep_dcp, none_is_the_plain_step_and_strategies_change_only_training, .ti
     rlstep_result a, b;
     run_record *ra = run_record_new(), *rb = run_record_new();
     cr_assert(ra && rb);
-    /* the default scenario (no train.strategy key) against an explicit none */
+    /* a scenario without the key defaults to none (the CLI check below compares the runs) */
     scenario plain;
     cr_assert_eq(scenario_load("qwen7b-64gpu", &plain, &e), 0, "%s", e.msg);
     cr_assert_str_eq(plain.train_strategy, "none");
