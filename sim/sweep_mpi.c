@@ -10,11 +10,23 @@
  * type: the packed bytes are the host's layout.
  */
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "sim/sweep_run.h"
 
 #define TAG_RESULT 71
+
+/* A rank that cannot go on (out of memory) stops the whole job: the others
+ * would wait for its share forever.  Says why first, since MPI_Abort ends
+ * every rank before the caller could print. */
+static void fatal(const char *what)
+{
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "tailsim sweep: rank %d: %s\n", rank, what);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
 
 /* Receives one result message (any source) and hands it to the hooks unless
  * the collector already failed (then it is only drained).  Returns 0 or -1. */
@@ -25,10 +37,8 @@ static int receive_one(const sweep_hooks *h, int failed, size_t *done, size_t to
     MPI_Probe(MPI_ANY_SOURCE, TAG_RESULT, MPI_COMM_WORLD, &st);
     MPI_Get_count(&st, MPI_BYTE, &n);
     unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (!buf) {
-        MPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, TAG_RESULT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        return ts_errf(e, "out of memory receiving a sweep result");
-    }
+    if (!buf)
+        fatal("out of memory receiving a sweep result");
     MPI_Recv(buf, n, MPI_BYTE, st.MPI_SOURCE, TAG_RESULT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     ++*done;
     if (failed) {
@@ -70,18 +80,13 @@ int sweep_mpi_exec(const grid *g, const unsigned char *mask, const sweep_hooks *
         if (mask && !mask[i])
             continue;
         sweep_result r;
-        if (sweep_config_run(g, i, &r)) {
-            /* out of memory: the rank cannot keep its share, so no one can finish */
-            ts_errf(e, "rank %d: out of memory running config %zu", rank, i);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
+        if (sweep_config_run(g, i, &r))
+            fatal("out of memory running a configuration");
         if (rank != 0) {
             unsigned char *buf = NULL;
             size_t n = 0;
-            if (sweep_result_pack(&r, &buf, &n)) {
-                ts_errf(e, "rank %d: out of memory", rank);
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            }
+            if (sweep_result_pack(&r, &buf, &n))
+                fatal("out of memory packing a result");
             MPI_Send(buf, (int)n, MPI_BYTE, 0, TAG_RESULT, MPI_COMM_WORLD);
             free(buf);
             sweep_result_clear(&r);
