@@ -179,8 +179,11 @@ int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, 
         return ts_errf(e, "%s: train.mini_batch_prompts = %d gives less than one response "
                           "per data-parallel rank (%d ranks)", s->path, s->mini_batch_prompts, dp);
     verl_ctx c = {.hw = hw};
-    if (tc_model_init(&c.tm, m, 0, 34.0, e))
-        return -1;
+    /* the [dcp] section's activation count and all-to-all efficiency, as the
+     * DCP trainer uses them (defaults 34 and 1: a GPT layer, full bandwidth) */
+    if (tc_model_init(&c.tm, m, 0, s->dcp.act_factor, e))
+        return ts_err_prefix(e, "%s: [dcp]: ", s->path);
+    c.tm.a2a_eff = s->dcp.a2a_eff;
     if (!tc_sp_ok(&c.tm, sp, 0))
         return ts_errf(e, "%s: train.sp = %d does not divide the heads of %s", s->path, sp, m->name);
     c.par = (tc_par){.sp = sp, .ring = 0, .ckpt_a = s->recompute ? c.tm.n_a : 0};

@@ -92,6 +92,23 @@ Test(rlstep_verl, smaller_mini_batches_are_never_faster)
     }
 }
 
+/* The trainer prices Ulysses all-to-alls with the scenario's dcp.a2a_eff, as
+ * the DCP trainer does: a slower all-to-all makes every phase slower. */
+Test(rlstep_verl, ulysses_all_to_all_uses_the_scenarios_efficiency)
+{
+    ts_err e = {{0}};
+    rlstep_result a = run_mini(4);
+    cr_assert_eq(scenario_set(&s, "dcp.a2a_eff=0.25", &e), 0, "%s", e.msg);
+    rlstep_result b = run_mini(4);
+    cr_assert_gt(b.phase_s[PH_OLD_LOGP], a.phase_s[PH_OLD_LOGP] * 1.01, "%g vs %g s",
+                 b.phase_s[PH_OLD_LOGP], a.phase_s[PH_OLD_LOGP]);
+    cr_assert_gt(b.phase_s[PH_UPDATE], a.phase_s[PH_UPDATE], "%g vs %g s", b.phase_s[PH_UPDATE],
+                 a.phase_s[PH_UPDATE]);
+    cr_assert_eq(scenario_set(&s, "dcp.a2a_eff=1", &e), 0, "%s", e.msg);
+    rlstep_result_free(&a);
+    rlstep_result_free(&b);
+}
+
 Test(rlstep_verl, bad_settings_are_errors)
 {
     ts_err e = {{0}};
