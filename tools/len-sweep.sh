@@ -8,7 +8,8 @@
 # replica of 256 responses is down to 32 running), verl's tail_fraction (share
 # of replica time at <= 32 running) and rollout share of the step, and the step
 # and rollout speedups of tlt-base and tlt over verl.
-# SCENARIO.ini is a path (its [trace] generator keys are read from it).
+# SCENARIO.ini is a path (its [trace] generator keys are read from it);
+# PROMPTS=N in the environment replaces its trace.prompts.
 # Needs jq; run from the repository root after make build/tailsim.
 set -e
 sc=$1; shift
@@ -20,7 +21,7 @@ sc=$1; shift
   lognormal:1860:0.758
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 get() { sed -n "s/^$1 *= *//p" "$sc" | head -1; }
-prompts=$(get prompts); group=$(get group); cap=$(get cap); corr=$(get corr)
+prompts=${PROMPTS:-$(get prompts)}; group=$(get group); cap=$(get cap); corr=$(get corr)
 pmed=$(get prompt_median); seed=$(get seed)
 printf '%-21s %6s %6s %9s %6s %6s %8s %8s %8s %8s\n' lengths mean p99 max/p87.5 tail \
   ro_shr base_stp tlt_stp base_ro tlt_ro
@@ -30,7 +31,8 @@ for d in "$@"; do
   st=$(build/tailsim trace stats "$tmp/t.csv" --json | jq -r '"\(.mean) \(.p99) \(.max)"')
   p875=$(tail -n +2 "$tmp/t.csv" | cut -d, -f4 | sort -n |
          awk '{a[NR]=$1} END {h=(NR-1)*0.875; i=int(h); print a[i+1]+(h-i)*(a[i+2]-a[i+1])}')
-  build/tailsim compare "$sc" --policies verl,tlt-base,tlt --set trace.dist="$d" --json |
+  build/tailsim compare "$sc" --policies verl,tlt-base,tlt --set trace.dist="$d" \
+    --set trace.prompts="$prompts" --json |
   jq -r '[.policies[0].tail_fraction, .policies[0].rollout_s / .policies[0].step_s,
           .policies[1].speedup, .policies[2].speedup,
           .policies[1].rollout_speedup, .policies[2].rollout_speedup] | @tsv' |
