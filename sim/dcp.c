@@ -45,6 +45,7 @@ void dcp_cfg_default(dcp_cfg *c)
     c->zero_stage = 1;
     c->max_gas = 5;
     c->overshoot = 1.2;
+    c->fill = 1;
     c->tie_tol = 0.0;
     c->seed = 1;
 }

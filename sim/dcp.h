@@ -71,6 +71,8 @@ typedef struct dcp_cfg {
     int ring;               /* 1: ring attention, 0: Ulysses */
     int max_gas;            /* dcp-inter: most micro-batches per group per step */
     double overshoot;       /* dcp-inter: penalty on finishing after the target */
+    int fill;               /* dcp-inter: 1 = a group with slack before the step's longest
+                             * takes one more, partial micro-batch that fits in it */
     double tie_tol;         /* dcp-intra/inter: configurations within this fraction of a
                              * bucket's best samples/s/GPU count as ties; the shortest wins */
     double pack_tokens;     /* packed: token budget per micro-batch (0: the longest sequence) */

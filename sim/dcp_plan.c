@@ -167,6 +167,7 @@ typedef struct pgroup {
     int32_t b, n, sp, gas;   /* bucket, sequences in its first micro-batch, SP, micro-batches */
     dcp_choice ch;           /* the micro-batch configuration */
     double t;                /* planner time of one micro-batch, s */
+    int32_t extra;           /* sequences of one more, partial micro-batch (fill), or 0 */
 } pgroup;
 
 static int cmp_pgroup_sp(const void *x, const void *y)
@@ -201,6 +202,9 @@ static int emit_step(dcp_plan *p, queues *Q, pgroup *g, int n, ts_err *e)
             if (k < g[i].gas) {
                 x = g[i].ch.bs < Q->spare[b] ? g[i].ch.bs : Q->spare[b];
                 Q->spare[b] -= x;
+            } else if (k == g[i].gas && g[i].extra > 0) {
+                x = g[i].extra < Q->spare[b] ? g[i].extra : Q->spare[b];
+                Q->spare[b] -= x;
             }
             Q->cnt[i * mg + k] = x;
         }
@@ -223,6 +227,40 @@ static int emit_step(dcp_plan *p, queues *Q, pgroup *g, int n, ts_err *e)
 
 /* -------------------------------------------------------------- inter */
 
+/* dcp.fill: the search aims at a target that one group may overshoot (the
+ * overshoot penalty is finite), and that group's end T is the step's.  Each
+ * other group first accumulates the most micro-batches that still end by T
+ * (within its cap), then, with room left, takes the most sequences of its
+ * bucket, fewer than its micro-batch size, whose planner time fits in what
+ * remains before T; groups of one bucket share what the bucket has left
+ * after their full micro-batches.  T does not move, and a partial
+ * micro-batch is smaller than the group's, so within memory. */
+static void fill_slack(const dcp_ctx *c, queues *Q, pgroup *g, const int *cap, int n, double T)
+{
+    for (int i = 0; i < n; i++) {
+        int more = (int)floor(T / g[i].t * (1 + 1e-12));
+        more = more < cap[i] ? more : cap[i];
+        if (more > g[i].gas)
+            g[i].gas = more;
+    }
+    for (int i = 0; i < n; i++)
+        Q->spare[g[i].b] = avail(Q, g[i].b) + Q->resv[g[i].b];
+    for (int i = 0; i < n; i++)
+        Q->spare[g[i].b] -= g[i].n + (int32_t)(g[i].gas - 1) * g[i].ch.bs;
+    for (int i = 0; i < n; i++) {
+        int32_t b = g[i].b, left = Q->spare[b];
+        double slack = T - g[i].gas * g[i].t;
+        if (g[i].gas >= DCP_GAS_HARD || left <= 0 || slack <= 0)
+            continue;
+        int j = sp_index(c, g[i].sp);
+        int32_t lim = g[i].ch.bs - 1 < left ? g[i].ch.bs - 1 : left, k = 0;
+        while (k < lim && dcp_prof_time(c, b, j, k + 1) <= slack)
+            k++;
+        g[i].extra = k;
+        Q->spare[b] -= k;
+    }
+}
+
 static int plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_err *e)
 {
     const dcp_choice *ch = s->pac ? c->best_pac : c->best;
@@ -244,7 +282,7 @@ static int plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
         while (remain > 0 && (b = next_bucket(c, &Q, ch, remain, 0)) >= 0) {
             int32_t a = avail(&Q, b), cnt = ch[b].bs < a ? ch[b].bs : a;
             Q.resv[b] += cnt;
-            g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], choice_time(c, b, &ch[b], cnt)};
+            g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], choice_time(c, b, &ch[b], cnt), 0};
             et[n] = g[n].t;
             remain -= ch[b].sp;
             /* what this group will likely accumulate at the last step's target,
@@ -277,6 +315,8 @@ static int plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
             g[i].gas = gas[i];
             T_est = fmax(T_est, gas[i] * et[i]);
         }
+        if (c->cfg.fill)
+            fill_slack(c, &Q, g, cap, n, T_est);
         if (emit_step(p, &Q, g, n, e))
             goto done;
     }
@@ -319,7 +359,7 @@ static int pick_near(const dcp_ctx *c, int32_t b, int32_t limit, int remain, dou
             if (v < best) {
                 best = v;
                 found = j;
-                *out = (pgroup){b, x, sp, 1, {sp, x, c->tm->n_a, c->tm->n_b, t}, t};
+                *out = (pgroup){b, x, sp, 1, {sp, x, c->tm->n_a, c->tm->n_b, t}, t, 0};
             }
         }
     }
@@ -345,7 +385,7 @@ static int plan_intra(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
         while (remain > 0 && (b = next_bucket(c, &Q, ch, remain, 0)) >= 0) {
             int32_t a = avail(&Q, b), cnt = ch[b].bs < a ? ch[b].bs : a;
             Q.resv[b] += cnt;
-            g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], choice_time(c, b, &ch[b], cnt)};
+            g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], choice_time(c, b, &ch[b], cnt), 0};
             remain -= ch[b].sp;
             n++;
         }

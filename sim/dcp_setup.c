@@ -129,6 +129,7 @@ int dcp_setup_cfg(const scenario *s, dcp_cfg *cfg, ts_err *e)
     cfg->ring = x->ring;
     cfg->max_gas = x->max_gas;
     cfg->overshoot = x->overshoot;
+    cfg->fill = x->fill;
     cfg->tie_tol = x->tie_tol;
     cfg->pack_tokens = x->pack_tokens;
     cfg->seed = x->seed;

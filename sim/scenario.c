@@ -101,6 +101,7 @@ static const key_def keys[] = {
     {"dcp", "frame_split", K_BOOL, OFF(dcp.frame_split), 0, 1, "STDiT: VideoSys' frame-split SP instead of Ulysses"},
     {"dcp", "max_gas", K_INT, OFF(dcp.max_gas), 1, 64, "dcp-inter: max accumulation steps"},
     {"dcp", "overshoot", K_DBL, OFF(dcp.overshoot), 1.0, 100.0, "dcp-inter: overshoot penalty"},
+    {"dcp", "fill", K_BOOL, OFF(dcp.fill), 0, 1, "dcp-inter: partial micro-batch in each group's slack"},
     {"dcp", "tie_tol", K_DBL, OFF(dcp.tie_tol), 0, 0.5, "throughput ties (shortest wins)"},
     {"dcp", "act_factor", K_DBL, OFF(dcp.act_factor), 2.0, 1000.0, "activation bytes/token/layer/hidden"},
     {"dcp", "a2a_eff", K_DBL, OFF(dcp.a2a_eff), 0.01, 1.0, "SP all-to-all bandwidth fraction"},
@@ -167,6 +168,7 @@ static void scenario_defaults(scenario *s)
     s->dcp.zero_stage = 1;
     s->dcp.max_gas = 5;
     s->dcp.overshoot = 1.2;
+    s->dcp.fill = 1;
     s->dcp.tie_tol = 0.0;
     s->dcp.act_factor = 34.0;
     s->dcp.a2a_eff = 1.0;

@@ -414,6 +414,8 @@ Test(dcp, every_plan_is_complete_feasible_and_above_the_bound, .timeout = 120)
                 fixture_init_cfg(&f, video, gpus[gi], seed + 10 * gi, cap,
                                  video ? (int)(seed % 4) : 1 + (int)(seed % 3),
                                  !video && seed == 3);
+                f.cfg.fill = (int)(seed % 2); /* dcp-inter with and without dcp.fill */
+                f.c.cfg.fill = f.cfg.fill;
                 double bound = -1, best = INFINITY;
                 for (int i = 0; i < ns; i++) {
                     dcp_plan p;
@@ -444,6 +446,66 @@ Test(dcp, every_plan_is_complete_feasible_and_above_the_bound, .timeout = 120)
                               bound, best, video, gpus[gi]);
                 fixture_free(&f);
             }
+}
+
+/* Planner time of the group g of plan p: its micro-batches at the profiled
+ * time of their sizes. */
+static double group_prof_time(const fixture *f, const dcp_plan *p, const dcp_group *g)
+{
+    int j = 0;
+    while (f->c.cfg.sp[j] != g->sp)
+        j++;
+    double t = 0;
+    for (int32_t m = 0; m < g->n_mb; m++) {
+        const dcp_mb *mb = &p->mb[g->mb0 + m];
+        t += dcp_prof_time(&f->c, f->bt->seq[p->seq[mb->first]].bucket, j, mb->n);
+    }
+    return t;
+}
+
+/* dcp.fill only uses the slack before a step's longest group: on the first
+ * step (the same groups and search either way) the longest group's planner
+ * time is unchanged, no group ends after it, and the step trains at least as
+ * many sequences; over the whole plan (of these traces) the simulated time
+ * does not grow. */
+Test(dcp, fill_uses_the_slack_without_lengthening_a_step, .timeout = 120)
+{
+    dcp_strategy st;
+    int ns;
+    ts_err e = {{0}};
+    cr_assert_eq(dcp_parse_strategies("dcp-inter", &st, 1, &ns, &e), 0, "%s", e.msg);
+    int gained = 0;
+    for (int video = 0; video < 2; video++)
+        for (uint64_t seed = 1; seed <= 4; seed++) {
+            fixture f;
+            fixture_init(&f, video, 16 << (seed % 2), seed, video ? 0.6 : 0.7);
+            double tmax[2] = {0}, seqs[2] = {0}, total[2] = {0};
+            for (int fill = 0; fill < 2; fill++) {
+                f.c.cfg.fill = fill;
+                dcp_plan p;
+                dcp_result r;
+                cr_assert_eq(dcp_plan_run(&f.c, &st, &p, &e), 0, "%s", e.msg);
+                check_plan(&f, &p);
+                const dcp_step *s0 = &p.step[0];
+                for (int32_t k = 0; k < s0->n_g; k++) {
+                    const dcp_group *g = &p.grp[s0->g0 + k];
+                    tmax[fill] = fmax(tmax[fill], group_prof_time(&f, &p, g));
+                    for (int32_t m = 0; m < g->n_mb; m++)
+                        seqs[fill] += p.mb[g->mb0 + m].n;
+                }
+                cr_assert_eq(dcp_simulate(&f.c, &p, 0, &r, NULL, 0, 0, &e), 0);
+                total[fill] = r.time_s;
+                dcp_plan_free(&p);
+            }
+            cr_assert_float_eq(tmax[1], tmax[0], 1e-9 * tmax[0], "video %d seed %d: %g vs %g s",
+                               video, (int)seed, tmax[1], tmax[0]);
+            cr_assert_geq(seqs[1], seqs[0]);
+            cr_assert_leq(total[1], total[0] * (1 + 1e-12), "video %d seed %d: %g s with fill, %g without",
+                          video, (int)seed, total[1], total[0]);
+            gained += seqs[1] > seqs[0];
+            fixture_free(&f);
+        }
+    cr_assert_gt(gained, 0, "fill never added a sequence to a first step");
 }
 
 /* imbalance_plan recomputed from the plan by hand: only steps whose groups
