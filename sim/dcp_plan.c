@@ -253,9 +253,17 @@ static void fill_slack(const dcp_ctx *c, queues *Q, pgroup *g, const int *cap, i
         if (g[i].gas >= DCP_GAS_HARD || left <= 0 || slack <= 0)
             continue;
         int j = sp_index(c, g[i].sp);
-        int32_t lim = g[i].ch.bs - 1 < left ? g[i].ch.bs - 1 : left, k = 0;
-        while (k < lim && dcp_prof_time(c, b, j, k + 1) <= slack)
-            k++;
+        /* the profiled time grows with the count: the largest k in [0, lim]
+         * that fits, by bisection */
+        int32_t lo = 0, hi = g[i].ch.bs - 1 < left ? g[i].ch.bs - 1 : left;
+        while (lo < hi) {
+            int32_t mid = lo + (hi - lo + 1) / 2;
+            if (dcp_prof_time(c, b, j, mid) <= slack)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        int32_t k = lo;
         g[i].extra = k;
         Q->spare[b] -= k;
     }
