@@ -68,6 +68,8 @@ L="$OUT/setup.log"
     timeout -k 5 20 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu,memory.used,memory.total --format=csv
     echo "== nvcc"; nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version
     echo "== libc"; ldd --version 2>&1 | head -n 1
+    echo "== source"; git rev-parse HEAD 2>/dev/null || echo "no git here"
+    git status --short 2>/dev/null | head -n 20
 } >"$L" 2>&1
 say "device: $(timeout -k 5 20 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
 
@@ -77,6 +79,8 @@ deps_present() { # the headers `make validate` needs
         >/dev/null 2>&1
 }
 PORTABLE=build/tailsim-validate-portable
+# a copy that lost its mode bits on the way is still the binary
+[ -f "$PORTABLE" ] && [ ! -x "$PORTABLE" ] && chmod +x "$PORTABLE"
 if [ -n "${GPU_SH_BIN:-}" ] || [ -n "$DRY_CSV" ]; then
     BIN=${GPU_SH_BIN:-build/tailsim-validate}
     say "using $BIN as it is (no build)"
@@ -103,6 +107,7 @@ else
 fi
 echo "== $BIN" >>"$L"
 ls -l "$BIN" >>"$L" 2>&1
+sha256sum "$BIN" >>"$L" 2>&1
 if ! "$BIN" --help >/dev/null 2>>"$L"; then
     # most likely the loader cannot find libcublasLt.so.13: look for it
     lib=$(timeout -k 5 60 find /usr/local /usr/lib /usr/lib64 /opt -name 'libcublasLt.so.1[0-9]*' \
