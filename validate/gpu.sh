@@ -126,6 +126,13 @@ if ! "$BIN" --help >/dev/null 2>>"$L"; then
     say "$BIN starts with LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 fi
 
+# a binary older than this script (a stale carried copy) lacks --budget
+if ! "$BIN" --help 2>/dev/null | grep -q -- '--budget'; then
+    say "FATAL: $BIN predates this gpu.sh (its calibrate has no --budget): rebuild it" \
+        "(make validate-portable) from this tree and carry it again"
+    exit 1
+fi
+
 # ---- selftest ---------------------------------------------------------------
 timeout -k 10 "$(lim 90 "$(left)")" "$BIN" selftest >"$OUT/selftest.log" 2>&1
 st=$?
