@@ -270,10 +270,15 @@ extern "C" int kt_time(kt_launch_fn fn, void *ctx, int warmup, int reps, float *
             goto cleanup;
         }
     }
-    if (cudaEventSynchronize(ev[2 * reps - 1]) != cudaSuccess) {
-        kt_seterr(__FILE__, __LINE__, "cudaEventSynchronize: %s",
-                  cudaGetErrorString(cudaGetLastError()));
-        goto cleanup;
+    {
+        /* the error of any launch above shows here: report the one returned
+         * (cudaGetLastError() may hold nothing for an asynchronous fault) */
+        cudaError_t se = cudaEventSynchronize(ev[2 * reps - 1]);
+        if (se != cudaSuccess) {
+            kt_seterr(__FILE__, __LINE__, "cudaEventSynchronize: %s (%s)",
+                      cudaGetErrorString(se), cudaGetErrorName(se));
+            goto cleanup;
+        }
     }
     for (int r = 0; r < reps; r++) {
         float ms = 0.0f;

@@ -30,6 +30,15 @@
  *
  * --quick (7 repeats, fewer shapes) is sized to finish in well under three
  * minutes on one H200; the full sweep takes several times longer.
+ *
+ * Never run on a GPU yet, so every step is built to keep what it measured:
+ * DIR is created before the first measurement, DIR/calib.csv is rewritten
+ * (atomically) after every row, a group that fails is reported and the next
+ * group runs (unless the CUDA context is broken), and --budget S stops
+ * measuring S seconds after the start.  --db FILE puts the database elsewhere
+ * than DIR/calib.db (it is written once, at the end).  Exit status: 0 all
+ * rows measured, 3 the budget ran out (the rows so far are written), 2 an
+ * error (the rows so far are written too), 77 no GPU.
  */
 #include "validate/validate.h"
 
@@ -103,6 +112,11 @@ calib_row calib_row_init(const char *op)
 /* Times fn, fills the statistics and clocks of r, prints it, stores it. */
 int calib_measure(calib *c, kt_launch_fn fn, void *arg, calib_row *r)
 {
+    if (c->deadline > 0 && ts_wall_s() > c->deadline) {
+        c->out_of_time = 1;
+        return ts_errf(&c->err, "out of time (--budget) before %s m=%.0f n=%.0f k=%.0f b=%.0f",
+                       r->op, r->m, r->n, r->k, r->batch);
+    }
     if (kt_time(fn, arg, c->warmup, c->reps, c->us))
         return ts_errf(&c->err, "timing %s (m=%.0f n=%.0f k=%.0f b=%.0f): %s", r->op, r->m,
                        r->n, r->k, r->batch, kt_error());
@@ -115,7 +129,9 @@ int calib_measure(calib *c, kt_launch_fn fn, void *arg, calib_row *r)
            c->copy_bw > 0 ? 100.0 * bw / c->copy_bw : 0.0, fl * 1e-12,
            c->peak_flops > 0 ? 100.0 * fl / c->peak_flops : 0.0, r->sm_mhz);
     fflush(stdout);
-    return calib_add(&c->set, r, &c->err);
+    if (calib_add(&c->set, r, &c->err))
+        return -1;
+    return c->csv[0] ? calib_write_csv(&c->set, c->csv, &c->err) : 0;
 }
 
 /* Allocates n bf16 on the device filled with U(-1, 1); NULL on failure. */
@@ -561,27 +577,24 @@ cleanup:
 
 /* ---- driver -------------------------------------------------------------- */
 
-static int write_outputs(calib *c, const char *dir)
+/* Writes the CSV (c->csv) and the database (db) with every row measured. */
+static int write_outputs(calib *c, const char *db)
 {
-    char path[4096];
-    if (mkdir(dir, 0777) && errno != EEXIST)
-        return ts_errf(&c->err, "%s: cannot create: %s", dir, strerror(errno));
-    snprintf(path, sizeof path, "%s/calib.csv", dir);
-    if (calib_write_csv(&c->set, path, &c->err))
+    if (calib_write_csv(&c->set, c->csv, &c->err))
         return -1;
-    printf("calibrate: %zu rows -> %s\n", c->set.n, path);
-    snprintf(path, sizeof path, "%s/calib.db", dir);
-    if (calib_write_db(&c->set, path, &c->err))
+    printf("calibrate: %zu rows -> %s\n", c->set.n, c->csv);
+    if (calib_write_db(&c->set, db, &c->err))
         return -1;
-    printf("calibrate: %zu rows -> %s\n", c->set.n, path);
+    printf("calibrate: %zu rows -> %s\n", c->set.n, db);
     return 0;
 }
 
 int val_calibrate(int argc, char **argv)
 {
     static calib c; /* large: keep it off the stack */
-    const char *dir = NULL, *only = NULL;
+    const char *dir = NULL, *only = NULL, *db = NULL;
     int64_t reps = 0;
+    double budget = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             c.quick = 1;
@@ -594,10 +607,18 @@ int val_calibrate(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             only = argv[++i];
+        } else if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
+            if (ts_parse_double(argv[++i], 1.0, 1e6, &budget)) {
+                fprintf(stderr, "calibrate: --budget: '%s' is not a number of seconds >= 1\n",
+                        argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--db") && i + 1 < argc) {
+            db = argv[++i];
         } else {
             fprintf(stderr, "calibrate: unknown option '%s' (--quick, --reps N, --only "
                             "copy|gemm|decode_attn|chunk_attn|rows|verify|layer|drafter|train, "
-                            "-o DIR)\n", argv[i]);
+                            "--budget S, --db FILE, -o DIR)\n", argv[i]);
             return 2;
         }
     }
@@ -605,6 +626,17 @@ int val_calibrate(int argc, char **argv)
         fprintf(stderr, "calibrate: -o DIR is required\n");
         return 2;
     }
+    /* the output directory first: a run must not measure for minutes and
+     * then find it cannot write */
+    if (mkdir(dir, 0777) && errno != EEXIST) {
+        fprintf(stderr, "calibrate: %s: cannot create: %s\n", dir, strerror(errno));
+        return 2;
+    }
+    char dbpath[4096];
+    snprintf(c.csv, sizeof c.csv, "%s/calib.csv", dir);
+    snprintf(dbpath, sizeof dbpath, "%s/calib.db", dir);
+    if (!db)
+        db = dbpath;
     kt_device dev;
     int rc = val_open_device(&dev);
     if (rc <= 0)
@@ -637,23 +669,45 @@ int val_calibrate(int argc, char **argv)
         return 2;
     }
     double t0 = ts_wall_s();
+    c.deadline = budget > 0 ? t0 + budget : 0;
+    /* A group that fails is reported and the next one runs (one bad kernel
+     * must not cost the other ops' rows), unless the CUDA context is broken
+     * or the budget is spent. */
+    int failed = 0;
     for (size_t g = 0; rc == 0 && g < NELEM(groups); g++) {
         if (only && strcmp(only, groups[g].name) && g != 0)
             continue; /* the copy ceiling always runs: the fractions need it */
         double tg = ts_wall_s();
         printf("== %s\n", groups[g].name);
-        if (groups[g].fn)
-            rc = groups[g].fn(&c);
-        else
-            rc = sweep_attn(&c, !strcmp(groups[g].name, "chunk_attn"));
+        fflush(stdout);
+        int grc = groups[g].fn ? groups[g].fn(&c)
+                               : sweep_attn(&c, !strcmp(groups[g].name, "chunk_attn"));
         printf("== %s: %.1f s\n", groups[g].name, ts_wall_s() - tg);
+        if (grc == 0)
+            continue;
+        if (c.out_of_time) {
+            rc = -1;
+            break;
+        }
+        failed++;
+        printf("== %s FAILED: %s\n", groups[g].name, c.err.msg);
+        fprintf(stderr, "calibrate: group %s failed: %s\n", groups[g].name, c.err.msg);
+        if (kt_sync()) {
+            fprintf(stderr, "calibrate: the CUDA context is unusable (%s); stopping\n",
+                    kt_error());
+            rc = -1;
+        }
     }
     int status = 0;
-    if (rc) {
-        fprintf(stderr, "calibrate: %s\n", c.err.msg);
+    if (c.out_of_time) {
+        fprintf(stderr, "calibrate: %s; %zu rows kept (partial: exit 3)\n", c.err.msg, c.set.n);
+        status = 3;
+    } else if (rc || failed) {
+        if (rc)
+            fprintf(stderr, "calibrate: %s\n", c.err.msg);
         status = 2;
     }
-    if (c.set.n > 0 && write_outputs(&c, dir)) { /* partial results are kept too */
+    if (c.set.n > 0 && write_outputs(&c, db)) { /* partial results are kept too */
         fprintf(stderr, "calibrate: %s\n", c.err.msg);
         status = 2;
     }

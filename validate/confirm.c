@@ -29,7 +29,12 @@
  * Reported: predicted and measured makespan of both runs, both speedups,
  * their errors against the issue's targets (makespan within 10%, goal 5%;
  * speedup within 5%), and per-kind iteration error.  Without a GPU the
- * predictions are printed and the command exits 77.
+ * predictions are printed and the command exits 77.  The replay prints its
+ * progress every 10 s; --budget S stops it S seconds after the GPU set-up
+ * began, reports the iterations replayed so far (predicted against measured
+ * over the same iterations) and exits 3.  -o DIR writes DIR/confirm.json
+ * with the totals and every replayed iteration's predicted and measured
+ * time.
  */
 #include "validate/confirm.h"
 
@@ -130,12 +135,14 @@ typedef struct conf_opts {
     const char *trace, *out, *hw;
     int quick, json, layers, responses, max_len;
     uint64_t seed;
+    double budget;      /* s of replay at most; 0 none */
 } conf_opts;
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tailsim-validate confirm [--quick] [--trace FILE] [--responses N] [--max-len L]\n"
-               "                                [--layers L] [--hw h200] [--seed S] [-o DIR] [--json]\n");
+               "                                [--layers L] [--hw h200] [--seed S] [--budget S] [-o DIR]\n"
+               "                                [--json]\n");
 }
 
 /* A one-step trace of opt->responses responses, lengths capped at max_len,
@@ -307,36 +314,84 @@ done:
 }
 
 typedef struct replay_stats {
-    double measured;         /* s */
+    double measured;         /* s, over the iterations replayed */
+    double predicted;        /* s, the same iterations' predicted times */
     double err_abs[3];       /* sum |meas - pred| / pred by kind: decode, mixed, spec */
     int n[3];
+    size_t done;             /* iterations replayed (all of them unless out of time) */
+    double *iter_s;          /* measured time of each replayed iteration, s */
 } replay_stats;
 
-static int replay(gpu *g, const run_pred *p, replay_stats *st, ts_err *e)
+/* Replays the recorded iterations in order, printing progress every 10 s,
+ * until all are done or ts_wall_s() passes deadline (0: none).  0, or -1
+ * with e set on a CUDA error; st->done < p->log.n means out of time. */
+static int replay(gpu *g, const char *name, const run_pred *p, double deadline,
+                  replay_stats *st, ts_err *e)
 {
     memset(st, 0, sizeof *st);
     int *seqs = malloc(4096 * sizeof *seqs), *qlen = malloc(4096 * sizeof *qlen);
-    if (!seqs || !qlen) {
+    st->iter_s = malloc((p->log.n ? p->log.n : 1) * sizeof *st->iter_s);
+    if (!seqs || !qlen || !st->iter_s) {
         free(seqs);
         free(qlen);
         return ts_errf(e, "out of memory");
     }
+    double next_report = ts_wall_s() + 10.0;
     for (size_t i = 0; i < p->log.n; i++) {
+        double now = ts_wall_s();
+        if (deadline > 0 && now > deadline)
+            break;
+        if (now > next_report) {
+            printf("  %s: %zu/%zu iterations, measured %.3f s, predicted %.3f s (%+.1f%%)\n",
+                   name, st->done, p->log.n, st->measured, st->predicted,
+                   st->predicted > 0 ? 100.0 * (st->measured - st->predicted) / st->predicted : 0.0);
+            fflush(stdout);
+            next_report = now + 10.0;
+        }
         const it_rec *r = &p->log.it[i];
         double t = replay_iter(g, &p->log, r, seqs, qlen);
         if (t < 0) {
+            printf("  %s: stopped by an error at iteration %zu of %zu: measured %.3f s, "
+                   "predicted %.3f s over the %zu before\n", name, i, p->log.n, st->measured,
+                   st->predicted, st->done);
             free(seqs);
             free(qlen);
-            return ts_errf(e, "iteration %zu: %s", i, kt_error());
+            return ts_errf(e, "%s iteration %zu: %s", name, i, kt_error());
         }
         int kind = r->V > 0 ? 2 : r->n_chunks > 0 ? 1 : 0;
+        st->iter_s[st->done++] = t;
         st->measured += t;
+        st->predicted += r->dt;
         st->err_abs[kind] += fabs(t - r->dt) / r->dt;
         st->n[kind]++;
     }
     free(seqs);
     free(qlen);
     return 0;
+}
+
+/* A JSON array of the first n values of x (NULL on allocation failure). */
+static json_t *json_reals(const double *x, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_real(x[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* The predicted times of the first n recorded iterations, as a JSON array. */
+static json_t *json_pred(const it_log *l, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_real(l->it[i].dt))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
 }
 
 static void gpu_free(gpu *g)
@@ -401,8 +456,9 @@ static int parse(int argc, char **argv, conf_opts *o)
         {"responses", required_argument, 0, 'n'}, {"max-len", required_argument, 0, 'L'},
         {"layers", required_argument, 0, 'l'}, {"hw", required_argument, 0, 'H'},
         {"seed", required_argument, 0, 's'},   {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    *o = (conf_opts){NULL, NULL, "h200", 0, 0, 28, 256, 16384, 1};
+        {"budget", required_argument, 0, 'B'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    *o = (conf_opts){NULL, NULL, "h200", 0, 0, 28, 256, 16384, 1, 0};
     int c, quick_n = 0, quick_l = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
@@ -414,6 +470,13 @@ static int parse(int argc, char **argv, conf_opts *o)
         case 'H': o->hw = optarg; break;
         case 'j': o->json = 1; break;
         case 'h': usage(stdout); return 0;
+        case 'B':
+            if (ts_parse_double(optarg, 1.0, 1e6, &o->budget)) {
+                fprintf(stderr, "tailsim-validate confirm: --budget: '%s' is not a number of "
+                                "seconds >= 1\n", optarg);
+                return 2;
+            }
+            break;
         case 'n': case 'L': case 'l': case 's':
             if (ts_parse_i64(optarg, c == 's' ? 0 : 1, c == 'n' ? 4096 : c == 'l' ? 128 : INT32_MAX, &v)) {
                 fprintf(stderr, "tailsim-validate confirm: bad value '%s'\n", optarg);
@@ -454,6 +517,7 @@ int val_confirm(int argc, char **argv)
     llm_desc m;
     trace *t = NULL;
     run_pred base = {0}, spec = {0};
+    replay_stats rb = {0}, rs = {0};
     gpu g = {0};
     int rc = 2, have_gpu = 0;
     if (hw_load(o.hw, &hw, &e) || llm_load("qwen2.5-7b", &m, &e))
@@ -481,20 +545,28 @@ int val_confirm(int argc, char **argv)
         goto done;
     }
     have_gpu = 1;
+    double t0 = ts_wall_s(), deadline = o.budget > 0 ? t0 + o.budget : 0;
     if (gpu_setup(&g, &m, o.layers, t, o.seed, &e))
         goto fail;
-    replay_stats rb, rs;
-    if (replay(&g, &base, &rb, &e) || replay(&g, &spec, &rs, &e))
+    printf("GPU set-up: %.1f s\n", ts_wall_s() - t0);
+    fflush(stdout);
+    if (replay(&g, "baseline", &base, deadline, &rb, &e) ||
+        (rb.done == base.log.n && replay(&g, "speculative", &spec, deadline, &rs, &e)))
         goto fail;
-    double sp_pred = base.makespan / spec.makespan, sp_meas = rb.measured / rs.measured;
-    double eb = pct(rb.measured, base.makespan), es = pct(rs.measured, spec.makespan);
-    double esp = pct(sp_meas, sp_pred);
-    int ok = fabs(eb) <= 10 && fabs(es) <= 10 && fabs(esp) <= 5;
+    int complete = rb.done == base.log.n && rs.done == spec.log.n;
+    double sp_pred = base.makespan / spec.makespan;
+    double sp_meas = complete ? rb.measured / rs.measured : 0;
+    double eb = pct(rb.measured, rb.predicted), es = rs.done ? pct(rs.measured, rs.predicted) : 0;
+    double esp = complete ? pct(sp_meas, sp_pred) : 0;
+    int ok = complete && fabs(eb) <= 10 && fabs(es) <= 10 && fabs(esp) <= 5;
     const char *kinds[3] = {"decode", "mixed", "speculative"};
     printf("\n%-22s %12s %12s %8s\n", "", "predicted", "measured", "error");
-    printf("%-22s %10.3f s %10.3f s %+7.1f%%\n", "baseline makespan", base.makespan, rb.measured, eb);
-    printf("%-22s %10.3f s %10.3f s %+7.1f%%\n", "speculative makespan", spec.makespan, rs.measured, es);
-    printf("%-22s %11.3fx %11.3fx %+7.1f%%\n", "speedup", sp_pred, sp_meas, esp);
+    printf("%-22s %10.3f s %10.3f s %+7.1f%%  (%zu/%zu iterations)\n", "baseline makespan",
+           rb.predicted, rb.measured, eb, rb.done, base.log.n);
+    printf("%-22s %10.3f s %10.3f s %+7.1f%%  (%zu/%zu iterations)\n", "speculative makespan",
+           rs.predicted, rs.measured, es, rs.done, spec.log.n);
+    if (complete)
+        printf("%-22s %11.3fx %11.3fx %+7.1f%%\n", "speedup", sp_pred, sp_meas, esp);
     printf("\nper-iteration mean |error| by kind (both runs):\n");
     for (int k = 0; k < 3; k++) {
         int n = rb.n[k] + rs.n[k];
@@ -502,7 +574,13 @@ int val_confirm(int argc, char **argv)
             printf("  %-12s %7d iterations  %6.1f%%\n", kinds[k], n,
                    100.0 * (rb.err_abs[k] + rs.err_abs[k]) / n);
     }
-    printf("\ntargets: makespan within 10%% (goal 5%%), speedup within 5%%: %s\n", ok ? "met" : "NOT met");
+    if (complete)
+        printf("\ntargets: makespan within 10%% (goal 5%%), speedup within 5%%: %s\n",
+               ok ? "met" : "NOT met");
+    else
+        printf("\ntargets: not evaluated: out of time (--budget %.0f s) after %zu of %zu "
+               "iterations; the rows above compare the iterations replayed\n",
+               o.budget, rb.done + rs.done, base.log.n + spec.log.n);
     if (o.out) {
         mkdir(o.out, 0777);
         json_t *j = json_object();
@@ -510,6 +588,8 @@ int val_confirm(int argc, char **argv)
         json_object_set_new(j, "calibration", json_string(hw.calibration));
         json_object_set_new(j, "responses", json_integer(ts.responses));
         json_object_set_new(j, "layers", json_integer(o.layers));
+        json_object_set_new(j, "seed", json_integer((json_int_t)o.seed));
+        json_object_set_new(j, "complete", json_boolean(complete));
         json_object_set_new(j, "predicted_baseline_s", json_real(base.makespan));
         json_object_set_new(j, "measured_baseline_s", json_real(rb.measured));
         json_object_set_new(j, "predicted_spec_s", json_real(spec.makespan));
@@ -517,11 +597,21 @@ int val_confirm(int argc, char **argv)
         json_object_set_new(j, "predicted_speedup", json_real(sp_pred));
         json_object_set_new(j, "measured_speedup", json_real(sp_meas));
         json_object_set_new(j, "targets_met", json_boolean(ok));
+        /* every iteration replayed, so that a later calibration can be
+         * checked against these measurements without a GPU */
+        json_object_set_new(j, "baseline_iter_predicted_s", json_pred(&base.log, rb.done));
+        json_object_set_new(j, "baseline_iter_measured_s", json_reals(rb.iter_s, rb.done));
+        json_object_set_new(j, "spec_iter_predicted_s", json_pred(&spec.log, rs.done));
+        json_object_set_new(j, "spec_iter_measured_s", json_reals(rs.iter_s, rs.done));
         char path[1024];
         snprintf(path, sizeof path, "%s/confirm.json", o.out);
-        if (json_dump_file(j, path, JSON_INDENT(2) | JSON_REAL_PRECISION(8)))
+        if (json_dump_file(j, path, JSON_INDENT(1) | JSON_REAL_PRECISION(8)))
             fprintf(stderr, "tailsim-validate confirm: cannot write %s\n", path);
         json_decref(j);
+    }
+    if (!complete) {
+        rc = 3;
+        goto done;
     }
     rc = ok ? 0 : 1;
     goto done;
@@ -533,6 +623,8 @@ done:
         gpu_free(&g);
     log_free(&base.log);
     log_free(&spec.log);
+    free(rb.iter_s);
+    free(rs.iter_s);
     trace_free(t);
     return rc;
 }

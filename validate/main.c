@@ -3,7 +3,7 @@
  * model prices, so that the model can be fitted and checked against them.
  *
  *   tailsim-validate selftest [--seed N]      every kernel vs its C reference
- *   tailsim-validate calibrate [--quick] -o DIR   timings -> DIR/calib.csv, calib.db
+ *   tailsim-validate calibrate [--quick] [--budget S] -o DIR   timings -> DIR/calib.csv, calib.db
  *   tailsim-validate check CSV [--json] [-o FILE.ini]   fit and hold-out error
  *   tailsim-validate confirm [--quick] [--trace FILE] [-o DIR]   mini rollout on the GPU
  *
@@ -11,7 +11,8 @@
  * command is `tailsim calib check`).
  * Without a CUDA device, selftest and calibrate print "no CUDA device" and
  * exit 77 (the conventional "skipped" status); 0 means success, 1 a failed
- * check, 2 a usage or runtime error.
+ * check, 2 a usage or runtime error, 3 (calibrate, confirm) out of time with
+ * the partial results written.
  */
 #include <stdio.h>
 #include <string.h>
@@ -26,9 +27,10 @@ static void usage(FILE *f)
             "usage: tailsim-validate COMMAND [options]\n"
             "  selftest [--seed N]          run every kernel on random data and compare\n"
             "                               with the C reference (exit 0 when all pass)\n"
-            "  calibrate [--quick] [--reps N] -o DIR\n"
+            "  calibrate [--quick] [--reps N] [--only GROUP] [--budget S] [--db FILE] -o DIR\n"
             "                               time every op over the model shapes; writes\n"
-            "                               DIR/calib.csv and DIR/calib.db\n"
+            "                               DIR/calib.csv (after every row) and DIR/calib.db;\n"
+            "                               exit 3 when --budget S ran out (rows kept)\n"
             "  check CSV [--json] [--hw NAME] [-o FILE.ini]\n"
             "                               fit the cost model on half of the CSV's shapes\n"
             "                               and report the other half (no GPU needed)\n"

@@ -106,13 +106,19 @@ typedef struct calib {
     int ncfg;
     calib_set set;
     float us[MAX_REPS];
+    char csv[4096];      /* rewritten after every row; "" for none */
+    double deadline;     /* ts_wall_s() after which no row starts; 0 none */
+    int out_of_time;     /* set when a row was refused for the deadline */
     ts_err err;
 } calib;
 
 /* A zeroed row named op. */
 calib_row calib_row_init(const char *op);
 /* Times fn (kt_time), fills r's statistics and clocks, prints the row with
- * its napkin math, appends it to c->set.  0, or -1 with c->err set. */
+ * its napkin math, appends it to c->set and rewrites c->csv (when set) with
+ * every row so far, so that a run killed midway keeps what it measured.
+ * Past c->deadline it measures nothing: sets c->out_of_time and returns -1.
+ * 0, or -1 with c->err set. */
 int calib_measure(calib *c, kt_launch_fn fn, void *arg, calib_row *r);
 /* n bf16 on the device, U(-1, 1); NULL (c->err set) on failure. */
 kt_bf16 *calib_dev_random(calib *c, size_t n, uint64_t seed);
