@@ -46,6 +46,8 @@ void dcp_cfg_default(dcp_cfg *c)
     c->max_gas = 5;
     c->overshoot = 1.2;
     c->fill = 1;
+    c->ahead = 1.0;
+    c->coarse = 0.25;
     c->tie_tol = 0.0;
     c->seed = 1;
 }

@@ -73,6 +73,10 @@ typedef struct dcp_cfg {
     double overshoot;       /* dcp-inter: penalty on finishing after the target */
     int fill;               /* dcp-inter: 1 = a group with slack before the step's longest
                              * takes one more, partial micro-batch that fits in it */
+    double ahead;           /* dcp-inter: coarse buckets are drawn to finish this many steps
+                             * before the epoch ends (0: in proportion, as the others) */
+    double coarse;          /* dcp-inter: a bucket is coarse when one micro-batch takes more
+                             * than this fraction of the previous step's target */
     double tie_tol;         /* dcp-intra/inter: configurations within this fraction of a
                              * bucket's best samples/s/GPU count as ties; the shortest wins */
     double pack_tokens;     /* packed: token budget per micro-batch (0: the longest sequence) */

@@ -124,7 +124,7 @@ static int take_mb(dcp_plan *p, queues *Q, int32_t b, int32_t n, int ca, int cb,
  * trace, so the last steps do not pile up the rare, long buckets.  -1 when
  * none fits. */
 static int32_t next_bucket(const dcp_ctx *c, const queues *Q, const dcp_choice *ch, int remain,
-                           int any_sp)
+                           int any_sp, const double *boost)
 {
     int32_t best = -1, best_pos = INT32_MAX;
     double best_share = -1;
@@ -142,6 +142,8 @@ static int32_t next_bucket(const dcp_ctx *c, const queues *Q, const dcp_choice *
         if (!fits)
             continue;
         double share = (double)(a - Q->vres[b]) / (Q->off[b + 1] - Q->off[b]);
+        if (boost)
+            share *= boost[b];
         int32_t pos = Q->q[Q->head[b] + Q->resv[b]];
         if (share > best_share || (share == best_share && pos < best_pos)) {
             best_share = share;
@@ -227,6 +229,32 @@ static int emit_step(dcp_plan *p, queues *Q, pgroup *g, int n, ts_err *e)
 
 /* -------------------------------------------------------------- inter */
 
+/* dcp.ahead: drawing buckets in proportion to what is left makes every
+ * bucket run out together at the end of the epoch, when the coarse ones (one
+ * micro-batch over dcp.coarse of the step: long videos, one per GPU) cannot
+ * be balanced by anything, so the last steps wait on them.  With S steps of
+ * work left at the last target T (each bucket's sequences at its chosen
+ * configuration, in GPU-seconds, over G x T), a coarse bucket's share left is
+ * weighed S / (S - ahead), so that it finishes `ahead` steps early and the
+ * fine-grained buckets, which the accumulation counts and the slack fill can
+ * balance, make the last steps.  All weights are 1 before the first step and
+ * once fewer than `ahead` steps are left. */
+static void coarse_boost(const dcp_ctx *c, const queues *Q, const dcp_choice *ch, double T,
+                         double *boost)
+{
+    double W = 0;
+    for (int32_t b = 0; b < c->nb; b++) {
+        int32_t a = avail(Q, b);
+        if (a > 0 && ch[b].bs > 0)
+            W += a * ch[b].time_s / ch[b].bs * ch[b].sp;
+    }
+    double ahead = c->cfg.ahead, S = T > 0 ? W / (c->cfg.gpus * T) : 0;
+    for (int32_t b = 0; b < c->nb; b++)
+        boost[b] = T > 0 && ahead > 0 && S > ahead && ch[b].time_s > c->cfg.coarse * T
+                       ? S / (S - ahead)
+                       : 1.0;
+}
+
 /* dcp.fill: the search aims at a target that one group may overshoot (the
  * overshoot penalty is finite), and that group's end T is the step's.  Each
  * other group first accumulates the most micro-batches that still end by T
@@ -279,7 +307,8 @@ static int plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
     pgroup *g = malloc((size_t)G * sizeof *g);
     double *et = malloc((size_t)G * sizeof *et);
     int *gas = malloc((size_t)G * sizeof *gas), *cap = malloc((size_t)G * sizeof *cap);
-    if (!g || !et || !gas || !cap) {
+    double *boost = malloc((size_t)c->nb * sizeof *boost);
+    if (!g || !et || !gas || !cap || !boost) {
         ts_errf(e, "out of memory");
         goto done;
     }
@@ -287,7 +316,8 @@ static int plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
     while (Q.left > 0) {
         int n = 0, remain = G;
         int32_t b;
-        while (remain > 0 && (b = next_bucket(c, &Q, ch, remain, 0)) >= 0) {
+        coarse_boost(c, &Q, ch, T_est, boost);
+        while (remain > 0 && (b = next_bucket(c, &Q, ch, remain, 0, boost)) >= 0) {
             int32_t a = avail(&Q, b), cnt = ch[b].bs < a ? ch[b].bs : a;
             Q.resv[b] += cnt;
             g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], choice_time(c, b, &ch[b], cnt), 0};
@@ -296,7 +326,7 @@ static int plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
             /* what this group will likely accumulate at the last step's target,
              * so that buckets are drawn in proportion to what steps consume */
             if (T_est > g[n].t) {
-                double more = floor(T_est / g[n].t - 0.5) * ch[b].bs;
+                double more = (c->cfg.fill ? floor(T_est / g[n].t) - 1 : floor(T_est / g[n].t - 0.5)) * ch[b].bs;
                 int32_t room = avail(&Q, b) - Q.vres[b];
                 Q.vres[b] += (int32_t)fmin(more, room > 0 ? room : 0);
             }
@@ -334,6 +364,7 @@ done:
     free(et);
     free(gas);
     free(cap);
+    free(boost);
     queues_free(&Q);
     return rc;
 }
@@ -390,7 +421,7 @@ static int plan_intra(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
         int n = 0, remain = G;
         int32_t b;
         /* 1. fill in data order at each bucket's best configuration */
-        while (remain > 0 && (b = next_bucket(c, &Q, ch, remain, 0)) >= 0) {
+        while (remain > 0 && (b = next_bucket(c, &Q, ch, remain, 0, NULL)) >= 0) {
             int32_t a = avail(&Q, b), cnt = ch[b].bs < a ? ch[b].bs : a;
             Q.resv[b] += cnt;
             g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], choice_time(c, b, &ch[b], cnt), 0};
@@ -427,7 +458,7 @@ static int plan_intra(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
             Q.resv[g[n].b] -= g[n].n;
             used -= g[n].sp;
         }
-        while (used < G && (b = next_bucket(c, &Q, ch, G - used, 1)) >= 0) {
+        while (used < G && (b = next_bucket(c, &Q, ch, G - used, 1, NULL)) >= 0) {
             pgroup ng;
             if (pick_near(c, b, avail(&Q, b), G - used, T, &ng))
                 break;

@@ -130,6 +130,8 @@ int dcp_setup_cfg(const scenario *s, dcp_cfg *cfg, ts_err *e)
     cfg->max_gas = x->max_gas;
     cfg->overshoot = x->overshoot;
     cfg->fill = x->fill;
+    cfg->ahead = x->ahead;
+    cfg->coarse = x->coarse;
     cfg->tie_tol = x->tie_tol;
     cfg->pack_tokens = x->pack_tokens;
     cfg->seed = x->seed;

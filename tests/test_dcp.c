@@ -718,6 +718,36 @@ Test(dcp, shipped_scenarios_load_and_plan, .timeout = 120)
     }
 }
 
+/* dcp.ahead: on the STDiT3 mix the long-video buckets (one micro-batch a
+ * large part of a step) drawn to finish a step early leave the fine-grained
+ * buckets for the epoch's last steps, which the accumulation counts and the
+ * fill then balance: the epoch is shorter and less imbalanced than with every
+ * bucket drawn in proportion (dcp.ahead = 0). */
+Test(dcp, coarse_buckets_ahead_balance_the_last_steps, .timeout = 120)
+{
+    scenario s;
+    dcp_setup d;
+    dcp_ctx c;
+    ts_err e = {{0}};
+    cr_assert_eq(scenario_load("dcp-stdit3-32xh200-mix1", &s, &e), 0, "%s", e.msg);
+    cr_assert_eq(dcp_setup_load(&s, NULL, &d, &e), 0, "%s", e.msg);
+    cr_assert_eq(d.cfg.ahead, 1.0, "the default");
+    dcp_result r[2];
+    for (int on = 0; on < 2; on++) {
+        d.cfg.ahead = on ? 1.0 : 0.0;
+        cr_assert_eq(dcp_ctx_init(&c, &d.hw, &d.tm, d.bt, &d.cfg, &e), 0, "%s", e.msg);
+        dcp_strategy st = {DCP_INTER, 1, "dcp-inter+pac"};
+        cr_assert_eq(dcp_run(&c, &st, 0, &r[on], NULL, 0, 0, NULL, 0, &e), 0, "%s", e.msg);
+        cr_assert_eq(r[on].seqs, (int64_t)d.bt->n);
+        cr_assert(r[on].feasible);
+        dcp_ctx_free(&c);
+    }
+    cr_assert_lt(r[1].time_s, r[0].time_s, "%g s ahead vs %g s in proportion", r[1].time_s,
+                 r[0].time_s);
+    cr_assert_lt(r[1].imbalance, r[0].imbalance, "%g vs %g", r[1].imbalance, r[0].imbalance);
+    dcp_setup_free(&d);
+}
+
 Test(dcp, scenario_errors_name_file_line_and_key)
 {
     static const bad_case cases[] = {
