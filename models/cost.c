@@ -151,6 +151,16 @@ double cost_attn_chunk(const hw_desc *hw, double heads, double kv_heads, double 
                      kv_sum * kv_tok + q_tokens * 2.0 * heads * head_dim * 2.0);
 }
 
+double cost_lm_head(const hw_desc *hw, const llm_desc *m, int tp, double rows)
+{
+    return cost_gemm(hw, rows, (double)m->vocab / tp, m->hidden);
+}
+
+double cost_draft_fc(const hw_desc *hw, const llm_desc *m, int tp, double tokens)
+{
+    return cost_gemm(hw, tokens, (double)m->hidden / tp, 2.0 * m->hidden);
+}
+
 /* ---- cost_iter() ------------------------------------------------------------
  * Its terms come in three groups: those that depend only on the token count
  * T (iter_tok_terms: the layer's GEMMs, elementwise kernels and all-reduces,
@@ -213,7 +223,7 @@ static void iter_row_terms(const hw_desc *hw, const llm_desc *m, int tp, double 
 {
     double h = m->hidden;
     e->norm = kernel_time(hw, K_NORM, 2.0 * rows * h * 2.0);
-    e->head = cost_gemm(hw, rows, (double)m->vocab / tp, h);
+    e->head = cost_lm_head(hw, m, tp, rows);
     e->gather = tp > 1 ? comm_allgather(hw, rows * m->vocab * 2.0, tp) : 0.0; /* logits */
 }
 
@@ -297,7 +307,7 @@ static size_t cache_slot(double x)
 static void cache_fill_tok(const cost_cache *c, double T, cost_cache_tok *e)
 {
     iter_tok_terms(&c->hw, &c->m, c->tp, T, e);
-    e->fc = cost_gemm(&c->hw, T, (double)c->m.hidden / c->tp, 2.0 * c->m.hidden);
+    e->fc = cost_draft_fc(&c->hw, &c->m, c->tp, T);
     e->T = T;
 }
 
