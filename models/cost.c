@@ -151,6 +151,111 @@ double cost_attn_chunk(const hw_desc *hw, double heads, double kv_heads, double 
                      kv_sum * kv_tok + q_tokens * 2.0 * heads * head_dim * 2.0);
 }
 
+double cost_lm_head(const hw_desc *hw, const llm_desc *m, int tp, double rows)
+{
+    return cost_gemm(hw, rows, (double)m->vocab / tp, m->hidden);
+}
+
+double cost_draft_fc(const hw_desc *hw, const llm_desc *m, int tp, double tokens)
+{
+    return cost_gemm(hw, tokens, (double)m->hidden / tp, 2.0 * m->hidden);
+}
+
+/* ---- cost_iter() ------------------------------------------------------------
+ * Its terms come in three groups: those that depend only on the token count
+ * T (iter_tok_terms: the layer's GEMMs, elementwise kernels and all-reduces,
+ * the embedding), those that depend only on the LM head's row count
+ * (iter_row_terms: final norm, LM head, logits all-gather), and attention,
+ * which depends on the batch's sums.  iter_sum() adds them in one fixed
+ * order.  cost_iter() computes the first two groups on the spot; the cache
+ * below keeps them per count, so both add the same terms, produced by the
+ * same formulas, in the same order. */
+
+/* TP-local query heads and KV heads (KV heads are replicated when tp >
+ * kv_heads), as every attention term has them. */
+static void iter_heads(const llm_desc *m, int tp, double *heads, double *kvh)
+{
+    *heads = (double)m->heads / tp;
+    *kvh = (double)m->kv_heads / tp;
+    if (*kvh < 1)
+        *kvh = 1;
+}
+
+/* The token-count terms of one layer and the embedding for T >= 1 tokens on
+ * a TP group of tp >= 1 GPUs, into e (all fields but the key T and fc).
+ * Floating-point addition is not associative, so only the leading terms
+ * (input norm, QKV, RoPE: the sum starts there) are stored summed; every
+ * later term is stored alone and added one at a time.  An absent all-reduce
+ * (tp == 1) is stored as 0.0: adding +0.0 to a positive sum leaves it bit for
+ * bit unchanged. */
+static void iter_tok_terms(const hw_desc *hw, const llm_desc *m, int tp, double T,
+                           cost_cache_tok *e)
+{
+    double h = m->hidden, hd = m->head_dim;
+    double heads, kvh;
+    iter_heads(m, tp, &heads, &kvh);
+    double ffn = (double)m->ffn / tp;
+    double act = T * h * 2.0; /* bytes of one [T, hidden] bf16 activation */
+
+    double t = 0.0;
+    t += kernel_time(hw, K_NORM, 2.0 * act);                          /* input norm */
+    t += cost_gemm(hw, T, (heads + 2.0 * kvh) * hd, h);               /* QKV */
+    t += kernel_time(hw, K_ROPE, 2.0 * T * (heads + kvh) * hd * 2.0); /* RoPE q, k */
+    e->pre = t;
+    /* attention goes here (iter_sum) */
+    e->post[0] = cost_gemm(hw, T, h, heads * hd);                     /* O proj */
+    e->post[1] = kernel_time(hw, K_ADD, 2.0 * act);                   /* residual */
+    e->post[2] = kernel_time(hw, K_NORM, 2.0 * act);                  /* post-attn norm */
+    e->post[3] = cost_gemm(hw, T, m->gated ? 2.0 * ffn : ffn, h);     /* MLP up */
+    e->post[4] = kernel_time(hw, K_ACT, (m->gated ? 3.0 : 2.0) * T * ffn * 2.0);
+    e->post[5] = cost_gemm(hw, T, h, ffn);                            /* MLP down */
+    e->post[6] = kernel_time(hw, K_ADD, 2.0 * act);                   /* residual */
+    e->post[7] = tp > 1 ? 2.0 * comm_allreduce(hw, act, tp) : 0.0;
+    /* embedding (vocab-parallel: gather + all-reduce) */
+    e->emb = kernel_time(hw, K_GATHER, 2.0 * act);
+    e->emb_ar = tp > 1 ? comm_allreduce(hw, act, tp) : 0.0;
+}
+
+/* The row-count terms for rows >= 1 LM head rows on tp >= 1 GPUs, into e
+ * (all fields but the key rows). */
+static void iter_row_terms(const hw_desc *hw, const llm_desc *m, int tp, double rows,
+                           cost_cache_row *e)
+{
+    double h = m->hidden;
+    e->norm = kernel_time(hw, K_NORM, 2.0 * rows * h * 2.0);
+    e->head = cost_lm_head(hw, m, tp, rows);
+    e->gather = tp > 1 ? comm_allgather(hw, rows * m->vocab * 2.0, tp) : 0.0; /* logits */
+}
+
+/* Adds up one forward iteration of b (T >= 1 tokens) over `layers` layers:
+ * e holds the token-count terms for T, r the row-count terms for b's LM head
+ * rows (NULL when there are none), heads and kvh the TP-local head counts. */
+static double iter_sum(const hw_desc *hw, const llm_desc *m, double heads, double kvh,
+                       int layers, const cost_cache_tok *e, const cost_cache_row *r,
+                       const cost_batch *b)
+{
+    double t = e->pre;
+    if (b->n_decode > 0)
+        t += cost_attn_decode(hw, heads, kvh, m->head_dim, b->n_decode, b->decode_ctx_sum);
+    if (b->prefill_tokens > 0)
+        t += cost_attn_chunk(hw, heads, kvh, m->head_dim, b->prefill_tokens, b->prefill_attn,
+                             b->prefill_kv_sum);
+    for (int i = 0; i < 8; i++)
+        t += e->post[i];
+    t *= layers;
+
+    if (m->vocab <= 0)
+        return t; /* no token embedding or LM head (e.g. a diffusion transformer) */
+    t += e->emb;
+    t += e->emb_ar;
+    if (r) {
+        t += r->norm;
+        t += r->head;
+        t += r->gather;
+    }
+    return t;
+}
+
 double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b)
 {
     double T = (double)b->n_decode + (double)b->prefill_tokens;
@@ -158,58 +263,23 @@ double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch 
         return 0.0;
     if (tp < 1)
         tp = 1;
-    double h = m->hidden, hd = m->head_dim;
-    double heads = (double)m->heads / tp;
-    double kvh = (double)m->kv_heads / tp;
-    if (kvh < 1)
-        kvh = 1; /* KV heads are replicated when tp > kv_heads */
-    double ffn = (double)m->ffn / tp;
-    double act = T * h * 2.0; /* bytes of one [T, hidden] bf16 activation */
-
-    /* one layer */
-    double t = 0.0;
-    t += kernel_time(hw, K_NORM, 2.0 * act);                           /* input norm */
-    t += cost_gemm(hw, T, (heads + 2.0 * kvh) * hd, h);                /* QKV */
-    t += kernel_time(hw, K_ROPE, 2.0 * T * (heads + kvh) * hd * 2.0);  /* RoPE q, k */
-    if (b->n_decode > 0)
-        t += cost_attn_decode(hw, heads, kvh, hd, b->n_decode, b->decode_ctx_sum);
-    if (b->prefill_tokens > 0)
-        t += cost_attn_chunk(hw, heads, kvh, hd, b->prefill_tokens, b->prefill_attn,
-                             b->prefill_kv_sum);
-    t += cost_gemm(hw, T, h, heads * hd);                              /* O proj */
-    t += kernel_time(hw, K_ADD, 2.0 * act);                            /* residual */
-    t += kernel_time(hw, K_NORM, 2.0 * act);                           /* post-attn norm */
-    t += cost_gemm(hw, T, m->gated ? 2.0 * ffn : ffn, h);              /* MLP up */
-    t += kernel_time(hw, K_ACT, (m->gated ? 3.0 : 2.0) * T * ffn * 2.0);
-    t += cost_gemm(hw, T, h, ffn);                                     /* MLP down */
-    t += kernel_time(hw, K_ADD, 2.0 * act);                            /* residual */
-    if (tp > 1)
-        t += 2.0 * comm_allreduce(hw, act, tp);
-    t *= m->layers;
-
-    if (m->vocab <= 0)
-        return t; /* no token embedding or LM head (e.g. a diffusion transformer) */
-    /* embedding (vocab-parallel: gather + all-reduce), final norm, LM head */
-    t += kernel_time(hw, K_GATHER, 2.0 * act);
-    if (tp > 1)
-        t += comm_allreduce(hw, act, tp);
+    double heads, kvh;
+    iter_heads(m, tp, &heads, &kvh);
+    cost_cache_tok e;
+    iter_tok_terms(hw, m, tp, T, &e);
+    cost_cache_row r, *rp = NULL;
     double rows = (double)b->n_decode + (double)b->n_prefill_seqs;
-    if (rows > 0) {
-        t += kernel_time(hw, K_NORM, 2.0 * rows * h * 2.0);
-        t += cost_gemm(hw, rows, (double)m->vocab / tp, h);
-        if (tp > 1)
-            t += comm_allgather(hw, rows * m->vocab * 2.0, tp); /* logits */
+    if (rows > 0 && m->vocab > 0) {
+        iter_row_terms(hw, m, tp, rows, &r);
+        rp = &r;
     }
-    return t;
+    return iter_sum(hw, m, heads, kvh, m->layers, &e, rp, b);
 }
 
 /* ---- memo of cost_iter() ------------------------------------------------
- * The entries hold cost_iter()'s terms computed by the same expressions;
- * cost_iter_cached() adds them in cost_iter()'s order.  Floating-point
- * addition is not associative, so only the leading terms (input norm, QKV,
- * RoPE: the sum starts there) are stored summed; every later term is added
- * one at a time, as cost_iter() does.  An absent all-reduce is stored as
- * 0.0: adding +0.0 to a positive sum leaves it bit for bit unchanged. */
+ * The entries hold the terms iter_tok_terms() and iter_row_terms() compute
+ * for cost_iter(), and cost_iter_cached_n() adds them with the same
+ * iter_sum(), so it returns cost_iter()'s value bit for bit. */
 
 cost_cache *cost_cache_new(const hw_desc *hw, const llm_desc *m, int tp)
 {
@@ -219,10 +289,7 @@ cost_cache *cost_cache_new(const hw_desc *hw, const llm_desc *m, int tp)
     c->hw = *hw;
     c->m = *m;
     c->tp = tp < 1 ? 1 : tp;
-    c->heads = (double)m->heads / c->tp;
-    c->kvh = (double)m->kv_heads / c->tp;
-    if (c->kvh < 1)
-        c->kvh = 1;
+    iter_heads(m, c->tp, &c->heads, &c->kvh);
     return c;
 }
 
@@ -239,44 +306,14 @@ static size_t cache_slot(double x)
 
 static void cache_fill_tok(const cost_cache *c, double T, cost_cache_tok *e)
 {
-    const hw_desc *hw = &c->hw;
-    const llm_desc *m = &c->m;
-    int tp = c->tp;
-    double h = m->hidden, hd = m->head_dim;
-    double heads = (double)m->heads / tp;
-    double kvh = (double)m->kv_heads / tp;
-    if (kvh < 1)
-        kvh = 1;
-    double ffn = (double)m->ffn / tp;
-    double act = T * h * 2.0;
-    double t = 0.0;
-    t += kernel_time(hw, K_NORM, 2.0 * act);
-    t += cost_gemm(hw, T, (heads + 2.0 * kvh) * hd, h);
-    t += kernel_time(hw, K_ROPE, 2.0 * T * (heads + kvh) * hd * 2.0);
-    e->pre = t;
-    e->post[0] = cost_gemm(hw, T, h, heads * hd);
-    e->post[1] = kernel_time(hw, K_ADD, 2.0 * act);
-    e->post[2] = kernel_time(hw, K_NORM, 2.0 * act);
-    e->post[3] = cost_gemm(hw, T, m->gated ? 2.0 * ffn : ffn, h);
-    e->post[4] = kernel_time(hw, K_ACT, (m->gated ? 3.0 : 2.0) * T * ffn * 2.0);
-    e->post[5] = cost_gemm(hw, T, h, ffn);
-    e->post[6] = kernel_time(hw, K_ADD, 2.0 * act);
-    e->post[7] = tp > 1 ? 2.0 * comm_allreduce(hw, act, tp) : 0.0;
-    e->emb = kernel_time(hw, K_GATHER, 2.0 * act);
-    e->emb_ar = tp > 1 ? comm_allreduce(hw, act, tp) : 0.0;
-    e->fc = cost_gemm(hw, T, (double)m->hidden / tp, 2.0 * m->hidden);
+    iter_tok_terms(&c->hw, &c->m, c->tp, T, e);
+    e->fc = cost_draft_fc(&c->hw, &c->m, c->tp, T);
     e->T = T;
 }
 
 static void cache_fill_row(const cost_cache *c, double rows, cost_cache_row *e)
 {
-    const hw_desc *hw = &c->hw;
-    const llm_desc *m = &c->m;
-    int tp = c->tp;
-    double h = m->hidden;
-    e->norm = kernel_time(hw, K_NORM, 2.0 * rows * h * 2.0);
-    e->head = cost_gemm(hw, rows, (double)m->vocab / tp, h);
-    e->gather = tp > 1 ? comm_allgather(hw, rows * m->vocab * 2.0, tp) : 0.0;
+    iter_row_terms(&c->hw, &c->m, c->tp, rows, e);
     e->rows = rows;
 }
 
@@ -303,31 +340,9 @@ double cost_iter_cached_n(cost_cache *c, int layers, const cost_batch *b)
     double T = (double)b->n_decode + (double)b->prefill_tokens;
     if (T <= 0)
         return 0.0;
-    const hw_desc *hw = &c->hw;
-    const llm_desc *m = &c->m;
-    const cost_cache_tok *e = cache_tok(c, T);
-    double t = e->pre;
-    if (b->n_decode > 0)
-        t += cost_attn_decode(hw, c->heads, c->kvh, m->head_dim, b->n_decode, b->decode_ctx_sum);
-    if (b->prefill_tokens > 0)
-        t += cost_attn_chunk(hw, c->heads, c->kvh, m->head_dim, b->prefill_tokens,
-                             b->prefill_attn, b->prefill_kv_sum);
-    for (int i = 0; i < 8; i++)
-        t += e->post[i];
-    t *= layers;
-
-    if (m->vocab <= 0)
-        return t;
-    t += e->emb;
-    t += e->emb_ar;
     double rows = (double)b->n_decode + (double)b->n_prefill_seqs;
-    if (rows > 0) {
-        const cost_cache_row *r = cache_row(c, rows);
-        t += r->norm;
-        t += r->head;
-        t += r->gather;
-    }
-    return t;
+    const cost_cache_row *r = rows > 0 && c->m.vocab > 0 ? cache_row(c, rows) : NULL;
+    return iter_sum(&c->hw, &c->m, c->heads, c->kvh, layers, cache_tok(c, T), r, b);
 }
 
 double cost_iter_cached(cost_cache *c, const cost_batch *b)

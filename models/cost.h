@@ -64,6 +64,15 @@ typedef struct cost_batch {
     double prefill_kv_sum;  /* sum over chunks of (ctx_before + q): KV read, tokens */
 } cost_batch;
 
+/* The LM head GEMM over `rows` logits rows on a TP group of tp >= 1 GPUs
+ * (vocabulary-parallel: vocab / tp columns each), s; 0 for rows <= 0.
+ * Cannot fail. */
+double cost_lm_head(const hw_desc *hw, const llm_desc *m, int tp, double rows);
+
+/* The EAGLE drafter's fc layer (2 * hidden -> hidden, output split over
+ * tp >= 1 GPUs) over `tokens` tokens, s; 0 for tokens <= 0.  Cannot fail. */
+double cost_draft_fc(const hw_desc *hw, const llm_desc *m, int tp, double tokens);
+
 /* Time of one forward iteration (all layers, LM head, TP all-reduces) of the
  * batch on a TP group of `tp` GPUs, s.  An empty batch costs 0. */
 double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b);
@@ -129,13 +138,12 @@ double cost_iter_cached(cost_cache *c, const cost_batch *b);
  * Cannot fail. */
 double cost_iter_cached_n(cost_cache *c, int layers, const cost_batch *b);
 
-/* Exactly cost_gemm(hw, rows, (double)m->vocab / tp, m->hidden), the LM
- * head over `rows` rows (a whole number; 0 for rows <= 0).  Cannot fail. */
+/* Exactly cost_lm_head(&c->hw, &c->m, c->tp, rows) (rows a whole number).
+ * Cannot fail. */
 double cost_cache_head(cost_cache *c, double rows);
 
-/* Exactly cost_gemm(hw, tokens, (double)m->hidden / tp, 2.0 * m->hidden),
- * the EAGLE drafter's fc over `tokens` tokens (a whole number; 0 for tokens
- * <= 0).  Cannot fail. */
+/* Exactly cost_draft_fc(&c->hw, &c->m, c->tp, tokens) (tokens a whole
+ * number).  Cannot fail. */
 double cost_cache_fc(cost_cache *c, double tokens);
 
 /* Convenience wrappers around cost_iter(). */

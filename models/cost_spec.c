@@ -47,107 +47,126 @@ double cost_sample(const hw_desc *hw, const llm_desc *m, double rows)
     return cost_stream(hw, rows * (double)m->vocab * COST_SAMPLE_BYTES);
 }
 
-double cost_draft(const hw_desc *hw, const llm_desc *m, int tp, int batch, int depth,
-                  int topk, double ctx_sum)
+/* ---- draft, verify, draft extend -----------------------------------------
+ * Each is written once, over a source of cost_iter()'s values and the LM
+ * head and fc GEMMs: the pure functions on (hw, m, tp), or a cost_cache,
+ * whose values are the same bit for bit (tests/test_models.c checks).  The
+ * public functions below only pick the source. */
+
+typedef struct spec_src {
+    const hw_desc *hw;
+    const llm_desc *m;
+    int tp;                 /* GPUs of the TP group */
+    cost_cache *c;          /* the cache of (hw, m, tp), or NULL: the pure functions */
+} spec_src;
+
+/* cost_iter() of b on the model with `layers` layers. */
+static double src_iter(const spec_src *s, int layers, const cost_batch *b)
+{
+    if (s->c)
+        return cost_iter_cached_n(s->c, layers, b);
+    if (layers == s->m->layers)
+        return cost_iter(s->hw, s->m, s->tp, b);
+    llm_desc one = *s->m;
+    one.layers = layers;
+    return cost_iter(s->hw, &one, s->tp, b);
+}
+
+static double src_head(const spec_src *s, double rows)
+{
+    return s->c ? cost_cache_head(s->c, rows) : cost_lm_head(s->hw, s->m, s->tp, rows);
+}
+
+static double src_fc(const spec_src *s, double tokens)
+{
+    return s->c ? cost_cache_fc(s->c, tokens) : cost_draft_fc(s->hw, s->m, s->tp, tokens);
+}
+
+static double draft(const spec_src *s, int batch, int depth, int topk, double ctx_sum)
 {
     if (batch <= 0 || depth <= 1)
         return 0.0;
-    llm_desc one = *m;
-    one.layers = 1;
     double tokens = (double)batch * topk;
-    double t = cost_gemm(hw, tokens, (double)m->hidden / tp, 2.0 * m->hidden);
-    t += cost_iter(hw, &one, tp, &(cost_batch){.n_decode = (int)tokens,
-                                               .decode_ctx_sum = topk * ctx_sum});
-    t += cost_sample(hw, m, tokens);
+    double t = src_fc(s, tokens);
+    t += src_iter(s, 1, &(cost_batch){.n_decode = (int)tokens, .decode_ctx_sum = topk * ctx_sum});
+    t += cost_sample(s->hw, s->m, tokens);
     return (depth - 1) * t;
+}
+
+static double verify(const spec_src *s, int batch, int budget, double ctx_sum,
+                     const cost_batch *extra)
+{
+    const llm_desc *m = s->m;
+    cost_batch b = extra ? *extra : (cost_batch){0};
+    double v = budget;
+    b.n_prefill_seqs += batch;
+    b.prefill_tokens += batch * budget;
+    b.prefill_attn += v * ctx_sum + batch * v * (v + 1) / 2;
+    b.prefill_kv_sum += ctx_sum + batch * v;
+    double t = src_iter(s, m->layers, &b);
+    /* cost_iter priced one logits row per sequence; verify needs one per token */
+    if (m->vocab > 0 && budget > 1) {
+        t += src_head(s, (double)batch * budget) - src_head(s, batch);
+        if (s->tp > 1)
+            t += comm_allgather(s->hw, (double)batch * (budget - 1) * m->vocab * 2.0, s->tp);
+    }
+    return t + cost_sample(s->hw, m, (double)batch * budget);
+}
+
+static double draft_extend(const spec_src *s, int batch, int depth, double ctx_sum)
+{
+    if (batch <= 0 || depth <= 0)
+        return 0.0;
+    double per = depth + 1.0, tokens = batch * per;
+    double t = src_fc(s, tokens);
+    t += src_iter(s, 1, &(cost_batch){.n_prefill_seqs = batch,
+                                      .prefill_tokens = (int)tokens,
+                                      .prefill_attn = per * ctx_sum + tokens * (per + 1) / 2,
+                                      .prefill_kv_sum = ctx_sum + tokens});
+    return t + cost_sample(s->hw, s->m, batch);
+}
+
+/* The source of cache c. */
+static spec_src src_cached(cost_cache *c)
+{
+    return (spec_src){.hw = &c->hw, .m = &c->m, .tp = c->tp, .c = c};
+}
+
+double cost_draft(const hw_desc *hw, const llm_desc *m, int tp, int batch, int depth,
+                  int topk, double ctx_sum)
+{
+    return draft(&(spec_src){hw, m, tp, NULL}, batch, depth, topk, ctx_sum);
 }
 
 double cost_verify(const hw_desc *hw, const llm_desc *m, int tp, int batch, int budget,
                    double ctx_sum, const cost_batch *extra)
 {
-    cost_batch b = extra ? *extra : (cost_batch){0};
-    double v = budget;
-    b.n_prefill_seqs += batch;
-    b.prefill_tokens += batch * budget;
-    b.prefill_attn += v * ctx_sum + batch * v * (v + 1) / 2;
-    b.prefill_kv_sum += ctx_sum + batch * v;
-    double t = cost_iter(hw, m, tp, &b);
-    /* cost_iter priced one logits row per sequence; verify needs one per token */
-    if (m->vocab > 0 && budget > 1) {
-        double vt = (double)m->vocab / tp;
-        t += cost_gemm(hw, (double)batch * budget, vt, m->hidden) - cost_gemm(hw, batch, vt, m->hidden);
-        if (tp > 1)
-            t += comm_allgather(hw, (double)batch * (budget - 1) * m->vocab * 2.0, tp);
-    }
-    return t + cost_sample(hw, m, (double)batch * budget);
+    return verify(&(spec_src){hw, m, tp, NULL}, batch, budget, ctx_sum, extra);
 }
 
 double cost_draft_extend(const hw_desc *hw, const llm_desc *m, int tp, int batch, int depth,
                          double ctx_sum)
 {
-    if (batch <= 0 || depth <= 0)
-        return 0.0;
-    llm_desc one = *m;
-    one.layers = 1;
-    double per = depth + 1.0, tokens = batch * per;
-    double t = cost_gemm(hw, tokens, (double)m->hidden / tp, 2.0 * m->hidden);
-    t += cost_iter(hw, &one, tp, &(cost_batch){.n_prefill_seqs = batch,
-                                               .prefill_tokens = (int)tokens,
-                                               .prefill_attn = per * ctx_sum + tokens * (per + 1) / 2,
-                                               .prefill_kv_sum = ctx_sum + tokens});
-    return t + cost_sample(hw, m, batch);
+    return draft_extend(&(spec_src){hw, m, tp, NULL}, batch, depth, ctx_sum);
 }
-
-/* ---- the same on a cost_cache --------------------------------------------
- * Each is its uncached twin above with every cost_iter() and cost_gemm()
- * replaced by the cache's exact value for it (cost_iter_cached_n,
- * cost_cache_fc, cost_cache_head) and the same additions in the same order,
- * so the results are bit for bit the same (tests/test_models.c checks). */
 
 double cost_draft_cached(cost_cache *c, int batch, int depth, int topk, double ctx_sum)
 {
-    if (batch <= 0 || depth <= 1)
-        return 0.0;
-    double tokens = (double)batch * topk;
-    double t = cost_cache_fc(c, tokens);
-    t += cost_iter_cached_n(c, 1, &(cost_batch){.n_decode = (int)tokens,
-                                                .decode_ctx_sum = topk * ctx_sum});
-    t += cost_sample(&c->hw, &c->m, tokens);
-    return (depth - 1) * t;
+    spec_src s = src_cached(c);
+    return draft(&s, batch, depth, topk, ctx_sum);
 }
 
 double cost_verify_cached(cost_cache *c, int batch, int budget, double ctx_sum,
                           const cost_batch *extra)
 {
-    const hw_desc *hw = &c->hw;
-    const llm_desc *m = &c->m;
-    int tp = c->tp;
-    cost_batch b = extra ? *extra : (cost_batch){0};
-    double v = budget;
-    b.n_prefill_seqs += batch;
-    b.prefill_tokens += batch * budget;
-    b.prefill_attn += v * ctx_sum + batch * v * (v + 1) / 2;
-    b.prefill_kv_sum += ctx_sum + batch * v;
-    double t = cost_iter_cached(c, &b);
-    if (m->vocab > 0 && budget > 1) {
-        t += cost_cache_head(c, (double)batch * budget) - cost_cache_head(c, batch);
-        if (tp > 1)
-            t += comm_allgather(hw, (double)batch * (budget - 1) * m->vocab * 2.0, tp);
-    }
-    return t + cost_sample(hw, m, (double)batch * budget);
+    spec_src s = src_cached(c);
+    return verify(&s, batch, budget, ctx_sum, extra);
 }
 
 double cost_draft_extend_cached(cost_cache *c, int batch, int depth, double ctx_sum)
 {
-    if (batch <= 0 || depth <= 0)
-        return 0.0;
-    double per = depth + 1.0, tokens = batch * per;
-    double t = cost_cache_fc(c, tokens);
-    t += cost_iter_cached_n(c, 1, &(cost_batch){.n_prefill_seqs = batch,
-                                                .prefill_tokens = (int)tokens,
-                                                .prefill_attn = per * ctx_sum + tokens * (per + 1) / 2,
-                                                .prefill_kv_sum = ctx_sum + tokens});
-    return t + cost_sample(&c->hw, &c->m, batch);
+    spec_src s = src_cached(c);
+    return draft_extend(&s, batch, depth, ctx_sum);
 }
 
 double cost_draft_train_step(const hw_desc *hw, const llm_desc *m, int seqs, int window)

@@ -27,6 +27,14 @@ int cmd_paper(int argc, char **argv);   /* paper [-o DIR]            (sim/cmd_pa
 struct json_t;
 int cmd_print_json(const struct json_t *o, int precision, ts_err *e);
 
+/* Adds a run's identity to o in the order of the --json headers: command,
+ * scenario, model, hw, calibration, version and seed (all but model and hw
+ * from rec).  A key jansson cannot add is left out, as everywhere in the
+ * JSON output.  Cannot fail. */
+struct run_record;
+void cmd_json_identity(struct json_t *o, const struct run_record *rec, const char *model,
+                       const char *hw);
+
 /* The calibration check shared by `tailsim calib check` and
  * `tailsim-validate check` (argv[0] is "check"; prog names the command in
  * messages).  strict 0: exit 0 when the report was printed, 1 on bad input,

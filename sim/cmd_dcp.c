@@ -186,14 +186,7 @@ int cmd_dcp(int argc, char **argv)
         goto fail;
     double wall = ts_wall_s() - w0;
 
-    snprintf(rec->command, sizeof rec->command, "dcp");
-    snprintf(rec->scenario, sizeof rec->scenario, "%s", s.name);
-    snprintf(rec->calibration, sizeof rec->calibration, "%s", d.hw.calibration);
-    snprintf(rec->version, sizeof rec->version, "%s", TS_VERSION);
-    rec->seed = s.dcp.seed;
-    rec->gpus = d.cfg.gpus;
-    rec->tp = 1;
-    rec->replicas = d.cfg.gpus;
+    run_set_identity(rec, "dcp", s.name, d.hw.calibration, s.dcp.seed, d.cfg.gpus, d.cfg.gpus, 1);
     int oom = run_add_metric(rec, "gpus", d.cfg.gpus) ||
               run_add_metric(rec, "sequences", (double)d.bt->n) ||
               run_add_metric(rec, "tokens", (double)btrace_tokens(d.bt)) ||
@@ -219,13 +212,7 @@ int cmd_dcp(int argc, char **argv)
 
     if (o.json) {
         root = json_object();
-        json_object_set_new(root, "command", json_string("dcp"));
-        json_object_set_new(root, "scenario", json_string(s.name));
-        json_object_set_new(root, "model", json_string(d.m.name));
-        json_object_set_new(root, "hw", json_string(d.hw.name));
-        json_object_set_new(root, "calibration", json_string(d.hw.calibration));
-        json_object_set_new(root, "version", json_string(TS_VERSION));
-        json_object_set_new(root, "seed", json_integer((json_int_t)s.dcp.seed));
+        cmd_json_identity(root, rec, d.m.name, d.hw.name);
         json_object_set_new(root, "gpus", json_integer(d.cfg.gpus));
         json_object_set_new(root, "gpus_per_node", json_integer(d.hw.gpus_per_node));
         json_object_set_new(root, "trace", json_string(d.trace_desc));

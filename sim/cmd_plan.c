@@ -264,17 +264,12 @@ int cmd_plan(int argc, char **argv)
         (train && grid_add_dim(&g, "train", "strategy", train, 0, "--train", &e)))
         goto fail;
     for (int i = 0; i < n_sets; i++) {
-        const char *dot = strchr(sets[i], '.'), *eq = strchr(sets[i], '=');
-        char sec[32], key[48];
-        if (!dot || !eq || dot > eq || dot == sets[i] || dot - sets[i] >= (int)sizeof sec ||
-            eq - dot - 1 >= (int)sizeof key) {
-            ts_errf(&e, "--set '%s': expected section.key=value", sets[i]);
+        char sec[sizeof g.dim[0].section], key[sizeof g.dim[0].key];
+        const char *val;
+        if (scenario_parse_set(sets[i], sec, sizeof sec, key, sizeof key, 1, &val, &e))
             goto fail;
-        }
-        snprintf(sec, sizeof sec, "%.*s", (int)(dot - sets[i]), sets[i]);
-        snprintf(key, sizeof key, "%.*s", (int)(eq - dot - 1), dot + 1);
         char one[GRID_SET_MAX];
-        snprintf(one, sizeof one, "\"%s\"", eq + 1); /* one value, verbatim */
+        snprintf(one, sizeof one, "\"%s\"", val); /* one value, verbatim */
         if (grid_add_dim(&g, sec, key, one, 0, "--set", &e))
             goto fail;
     }

@@ -46,6 +46,17 @@ int cmd_print_json(const json_t *o, int precision, ts_err *e)
     return 0;
 }
 
+void cmd_json_identity(json_t *o, const run_record *rec, const char *model, const char *hw)
+{
+    json_object_set_new(o, "command", json_string(rec->command));
+    json_object_set_new(o, "scenario", json_string(rec->scenario));
+    json_object_set_new(o, "model", json_string(model));
+    json_object_set_new(o, "hw", json_string(hw));
+    json_object_set_new(o, "calibration", json_string(rec->calibration));
+    json_object_set_new(o, "version", json_string(rec->version));
+    json_object_set_new(o, "seed", json_integer((json_int_t)rec->seed));
+}
+
 static void run_usage(FILE *f, const char *cmd)
 {
     fprintf(f,
@@ -251,13 +262,7 @@ static int print_json(const run_record *rec, const char *model, const char *hw, 
                       int steps, json_t *per_step)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "command", json_string(rec->command));
-    json_object_set_new(o, "scenario", json_string(rec->scenario));
-    json_object_set_new(o, "model", json_string(model));
-    json_object_set_new(o, "hw", json_string(hw));
-    json_object_set_new(o, "calibration", json_string(rec->calibration));
-    json_object_set_new(o, "version", json_string(rec->version));
-    json_object_set_new(o, "seed", json_integer((json_int_t)rec->seed));
+    cmd_json_identity(o, rec, model, hw);
     json_object_set_new(o, "policy", json_string(pol));
     json_object_set_new(o, "steps", json_integer(steps));
     for (size_t i = 0; i < rec->n_metrics; i++) {
@@ -353,14 +358,8 @@ static int run_common(int argc, char **argv, int full)
     double wall = ts_wall_s() - w0;
     if (src)
         goto fail;
-    snprintf(rec->command, sizeof rec->command, "%s", full ? "rlstep" : "rollout");
-    snprintf(rec->scenario, sizeof rec->scenario, "%s", s.name);
-    snprintf(rec->calibration, sizeof rec->calibration, "%s", hw.calibration);
-    snprintf(rec->version, sizeof rec->version, "%s", TS_VERSION);
-    rec->seed = s.seed;
-    rec->gpus = res.step[0].gpus;
-    rec->replicas = res.step[0].replicas;
-    rec->tp = res.step[0].tp;
+    run_set_identity(rec, full ? "rlstep" : "rollout", s.name, hw.calibration, s.seed,
+                     res.step[0].gpus, res.step[0].replicas, res.step[0].tp);
     int oom = run_multistep_metrics(rec, &res, steps, full, o.json && o.steps > 1 ? &per_step : NULL);
     if (!o.no_wall && !oom) {
         double ev = 0;

@@ -56,13 +56,7 @@ int paper_exp_dcp(const paper_exp *x, paper_ctx *c, ts_err *e)
     for (int i = 0; i < d.n_strat; i++)
         if (dcp_run(&ctx, &d.strat[i], s.dcp.steps, &res[i], NULL, 0, 0, NULL, 0, e))
             goto done;
-    snprintf(rec->command, sizeof rec->command, "dcp");
-    snprintf(rec->scenario, sizeof rec->scenario, "%s", s.name);
-    snprintf(rec->calibration, sizeof rec->calibration, "%s", d.hw.calibration);
-    snprintf(rec->version, sizeof rec->version, "%s", TS_VERSION);
-    rec->seed = s.dcp.seed;
-    rec->gpus = rec->replicas = d.cfg.gpus;
-    rec->tp = 1;
+    run_set_identity(rec, "dcp", s.name, d.hw.calibration, s.dcp.seed, d.cfg.gpus, d.cfg.gpus, 1);
     char title[400];
     snprintf(title, sizeof title, "%s (%s, %s on %d GPUs; %.150s)", x->title, s.name, d.m.name,
              d.cfg.gpus, d.trace_desc);

@@ -206,14 +206,8 @@ static int run_policy(const paper_exp *x, paper_ctx *c, const scenario *s, const
             ts_errf(e, "no metric %s", keys[k]);
             goto done;
         }
-    snprintf(rec->command, sizeof rec->command, "%s", p->name);
-    snprintf(rec->scenario, sizeof rec->scenario, "%s", s->name);
-    snprintf(rec->calibration, sizeof rec->calibration, "%s", hw->calibration);
-    snprintf(rec->version, sizeof rec->version, "%s", TS_VERSION);
-    rec->seed = s->seed;
-    rec->gpus = r.step[0].gpus;
-    rec->replicas = r.step[0].replicas;
-    rec->tp = r.step[0].tp;
+    run_set_identity(rec, p->name, s->name, hw->calibration, s->seed, r.step[0].gpus,
+                     r.step[0].replicas, r.step[0].tp);
     snprintf(sub, sizeof sub, "%s-%s", x->id, p->name);
     snprintf(dir, sizeof dir, "%s/%s", c->o->dir, sub);
     if (report_write(rec, dir, e))

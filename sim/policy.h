@@ -38,20 +38,6 @@ typedef struct multistep_result {
     int64_t wasted_tokens;    /* tokens generated, then thrown away (restarted) */
 } multistep_result;
 
-typedef struct policy {
-    const char *name;     /* --policy NAME */
-    const char *summary;  /* one line */
-    const char *source;   /* the paper / code it follows */
-    /* Sets the scenario keys the policy decides (spec mode, spot trainer) on
-     * a copy of the user's scenario.  Cannot fail. */
-    void (*apply)(scenario *s);
-    int lossless;         /* 1: trains exactly the samples of the synchronous step */
-} policy;
-
-/* The apply() of every policy that decodes plainly: speculation off, no
- * spot trainer.  Cannot fail. */
-void policy_apply_plain(scenario *s);
-
 /* A policy whose steps are not independent synchronous steps (they reorder
  * the rollout, carry responses across steps or overlap rollout and
  * training) brings its own multi-step driver.  policy_run calls it with
@@ -60,10 +46,21 @@ void policy_apply_plain(scenario *s);
 typedef int (*policy_run_fn)(const scenario *s, const hw_desc *hw, const llm_desc *m,
                              trace *const *steps, int n, int full, multistep_result *res,
                              run_record *rec, ts_err *e);
-typedef struct policy_driver {
-    const policy *p;
-    policy_run_fn run;
-} policy_driver;
+
+typedef struct policy {
+    const char *name;     /* --policy NAME */
+    const char *summary;  /* one line */
+    const char *source;   /* the paper / code it follows */
+    /* Sets the scenario keys the policy decides (spec mode, spot trainer) on
+     * a copy of the user's scenario.  Cannot fail. */
+    void (*apply)(scenario *s);
+    int lossless;         /* 1: trains exactly the samples of the synchronous step */
+    policy_run_fn run;    /* its multi-step driver, or NULL: policy_run's synchronous loop */
+} policy;
+
+/* The apply() of every policy that decodes plainly: speculation off, no
+ * spot trainer.  Cannot fail. */
+void policy_apply_plain(scenario *s);
 
 /* The policy called name, or NULL. */
 const policy *policy_find(const char *name);

@@ -155,5 +155,4 @@ static int async_run(const scenario *s, const hw_desc *hw, const llm_desc *m, tr
 
 const policy policy_async = {
     "async", "AReaL: disjoint rollout/trainer pools, interruptible rollout, bounded staleness",
-    "AReaL (arXiv 2505.24298), github.com/inclusionAI/AReaL", policy_apply_plain, 0};
-const policy_driver policy_async_driver = {&policy_async, async_run};
+    "AReaL (arXiv 2505.24298), github.com/inclusionAI/AReaL", policy_apply_plain, 0, async_run};

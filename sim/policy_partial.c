@@ -39,5 +39,4 @@ static int partial_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
 
 const policy policy_partial = {
     "partial", "APRIL: over-provision, stop when the batch is full, resume the rest next step",
-    "APRIL (arXiv 2509.18521), github.com/RLsys-Foundation/APRIL, THUDM/slime --partial-rollout", policy_apply_plain, 0};
-const policy_driver policy_partial_driver = {&policy_partial, partial_run};
+    "APRIL (arXiv 2509.18521), github.com/RLsys-Foundation/APRIL, THUDM/slime --partial-rollout", policy_apply_plain, 0, partial_run};

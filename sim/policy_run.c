@@ -10,7 +10,7 @@
  * results exactly when N grows.  The synchronous policies train exactly the
  * samples they generate: off-policy fraction and staleness are 0.
  *
- * A policy with a driver (policy_driver: sorted, partial, tailbatch, async)
+ * A policy with a driver (policy.run: sorted, partial, tailbatch, async)
  * runs its N steps itself; those that carry prompts (sim/policy_carry.c)
  * carry the partial-rollout buffer or the async queue across steps, so
  * their steps are not independent.  Each step is still seeded from
@@ -33,20 +33,6 @@ static const policy *const registry[] = {&policy_verl,    &policy_tlt_base, &pol
                                          &policy_sorted,  &policy_partial,  &policy_tailbatch,
                                          &policy_async};
 #define N_POLICIES (sizeof registry / sizeof registry[0])
-
-extern const policy_driver policy_sorted_driver, policy_partial_driver,
-    policy_tailbatch_driver, policy_async_driver;
-static const policy_driver *const drivers[] = {&policy_sorted_driver, &policy_partial_driver,
-                                               &policy_tailbatch_driver, &policy_async_driver};
-
-/* The multi-step driver of p, or NULL: the synchronous loop. */
-static policy_run_fn driver_of(const policy *p)
-{
-    for (size_t i = 0; p && i < sizeof drivers / sizeof drivers[0]; i++)
-        if (drivers[i]->p == p)
-            return drivers[i]->run;
-    return NULL;
-}
 
 const policy *policy_find(const char *name)
 {
@@ -256,9 +242,8 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
         p->apply(&s);
     if (policy_result_alloc(res, n, e))
         return -1;
-    policy_run_fn drive = driver_of(p);
-    if (drive) {
-        if (drive(&s, hw, m, steps, n, full, res, rec, e)) {
+    if (p && p->run) {
+        if (p->run(&s, hw, m, steps, n, full, res, rec, e)) {
             multistep_result_free(res);
             return -1;
         }

@@ -122,5 +122,4 @@ static int sorted_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
 
 const policy policy_sorted = {
     "sorted", "length-aware: longest predicted first, LPT placement (default predictor: oracle)",
-    "SortedRL (arXiv 2603.23414), its length-aware scheduling only; LPT", policy_apply_plain, 1};
-const policy_driver policy_sorted_driver = {&policy_sorted, sorted_run};
+    "SortedRL (arXiv 2603.23414), its length-aware scheduling only; LPT", policy_apply_plain, 1, sorted_run};

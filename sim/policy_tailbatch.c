@@ -64,5 +64,4 @@ static int tailbatch_run(const scenario *s, const hw_desc *hw, const llm_desc *m
 
 const policy policy_tailbatch = {
     "tailbatch", "RollPacker: 1.25x short rounds keep the first finishers; long prompts batched",
-    "RollPacker tail batching (arXiv 2509.21009, NSDI'26)", policy_apply_plain, 0};
-const policy_driver policy_tailbatch_driver = {&policy_tailbatch, tailbatch_run};
+    "RollPacker tail batching (arXiv 2509.21009, NSDI'26)", policy_apply_plain, 0, tailbatch_run};

@@ -28,4 +28,4 @@ static void tlt_apply(scenario *s)
 
 const policy policy_tlt = {
     "tlt", "adaptive speculation in the tail + spot-trained drafter",
-    "TLT (ASPLOS'26, arXiv 2511.16665), github.com/mit-han-lab/fastrl", tlt_apply, 1};
+    "TLT (ASPLOS'26, arXiv 2511.16665), github.com/mit-han-lab/fastrl", tlt_apply, 1, NULL};

@@ -13,8 +13,11 @@
  */
 #include "sim/result.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/util.h"
 
 const char *const tl_state_name[3] = {"busy", "idle", "train"};
 const char *const tl_phase_name[PH_COUNT] = {
@@ -33,6 +36,20 @@ void run_record_free(run_record *r)
     free(r->tl);
     free(r->resp);
     free(r);
+}
+
+void run_set_identity(run_record *r, const char *command, const char *scenario,
+                      const char *calibration, uint64_t seed, int32_t gpus, int32_t replicas,
+                      int32_t tp)
+{
+    snprintf(r->command, sizeof r->command, "%s", command);
+    snprintf(r->scenario, sizeof r->scenario, "%s", scenario);
+    snprintf(r->calibration, sizeof r->calibration, "%s", calibration);
+    snprintf(r->version, sizeof r->version, "%s", TS_VERSION);
+    r->seed = seed;
+    r->gpus = gpus;
+    r->replicas = replicas;
+    r->tp = tp;
 }
 
 /* Makes room for one more element of size `elem` in *arr (n used, *cap

@@ -56,6 +56,12 @@ typedef struct run_record {
 /* Returns a zeroed record, or NULL on allocation failure. */
 run_record *run_record_new(void);
 void run_record_free(run_record *r);
+/* Sets r's identity: command, scenario and calibration (cut to their fields'
+ * sizes), the version (TS_VERSION), seed and the GPUs, replicas and TP of
+ * the run.  Cannot fail. */
+void run_set_identity(run_record *r, const char *command, const char *scenario,
+                      const char *calibration, uint64_t seed, int32_t gpus, int32_t replicas,
+                      int32_t tp);
 /* Appenders: return 0, or -1 on allocation failure. */
 int run_add_metric(run_record *r, const char *key, double value);
 int run_add_interval(run_record *r, int32_t gpu, int32_t phase, int32_t state,

@@ -318,16 +318,27 @@ int scenario_load(const char *name, scenario *s, ts_err *e)
     return 0;
 }
 
-int scenario_set(scenario *s, const char *assignment, ts_err *e)
+int scenario_parse_set(const char *assignment, char *sec, size_t sn, char *key, size_t kn,
+                       int strict, const char **val, ts_err *e)
 {
     const char *dot = strchr(assignment, '.');
     const char *eq = strchr(assignment, '=');
-    if (!dot || !eq || dot > eq || dot == assignment)
+    if (!dot || !eq || dot > eq || dot == assignment ||
+        (strict && ((size_t)(dot - assignment) >= sn || (size_t)(eq - dot - 1) >= kn)))
         return ts_errf(e, "--set '%s': expected section.key=value", assignment);
+    snprintf(sec, sn, "%.*s", (int)(dot - assignment), assignment);
+    snprintf(key, kn, "%.*s", (int)(eq - dot - 1), dot + 1);
+    *val = eq + 1;
+    return 0;
+}
+
+int scenario_set(scenario *s, const char *assignment, ts_err *e)
+{
     char section[64], key[64];
-    snprintf(section, sizeof section, "%.*s", (int)(dot - assignment), assignment);
-    snprintf(key, sizeof key, "%.*s", (int)(eq - dot - 1), dot + 1);
-    if (set_key(s, section, key, eq + 1, e))
+    const char *val;
+    if (scenario_parse_set(assignment, section, sizeof section, key, sizeof key, 0, &val, e))
+        return -1;
+    if (set_key(s, section, key, val, e))
         return ts_err_prefix(e, "--set: ");
     return 0;
 }

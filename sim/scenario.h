@@ -139,6 +139,14 @@ int scenario_load(const char *name, scenario *s, ts_err *e);
 /* Applies one "section.key=value" override.  Returns 0 or -1. */
 int scenario_set(scenario *s, const char *assignment, ts_err *e);
 
+/* Splits a "section.key=value" override (as --set gives it) without
+ * applying it: the section into sec (sn bytes), the key into key (kn bytes),
+ * *val to the value (a pointer into assignment).  A name longer than its
+ * buffer is an error when strict is 1, else cut short (the key table then
+ * rejects it).  Returns 0, or -1 with "--set 'A': expected section.key=value". */
+int scenario_parse_set(const char *assignment, char *sec, size_t sn, char *key, size_t kn,
+                       int strict, const char **val, ts_err *e);
+
 /* Assigns one key through the key table (as the INI reader and --set do).
  * Returns 0, or -1 with "key 'section.key': problem" (or "unknown key") in e;
  * the caller adds the file and line. */

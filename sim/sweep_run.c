@@ -108,14 +108,8 @@ int sweep_config_run(const grid *g, size_t config, sweep_result *out)
         policy_load_steps(s, NULL, g->steps, steps, &e) ||
         policy_run(s, pol, &hw, &m, steps, g->steps, full, &res, NULL, &e))
         goto failed;
-    snprintf(rec->command, sizeof rec->command, "%s", g->command);
-    snprintf(rec->scenario, sizeof rec->scenario, "%s", s->name);
-    snprintf(rec->calibration, sizeof rec->calibration, "%s", hw.calibration);
-    snprintf(rec->version, sizeof rec->version, "%s", TS_VERSION);
-    rec->seed = s->seed;
-    rec->gpus = res.step[0].gpus;
-    rec->replicas = res.step[0].replicas;
-    rec->tp = res.step[0].tp;
+    run_set_identity(rec, g->command, s->name, hw.calibration, s->seed, res.step[0].gpus,
+                     res.step[0].replicas, res.step[0].tp);
     if (run_multistep_metrics(rec, &res, steps, full, NULL)) {
         rc = -1;
         goto cleanup;
