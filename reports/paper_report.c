@@ -2,7 +2,9 @@
  * Writer of the paper-reproduction report.  From a paper_doc (filled by
  * sim/paper.c) it writes, into an existing directory:
  *   bars.dat / bars.png      every published speedup next to tailsim's
- *                            (reports/paper_bars.gp);
+ *                            (reports/paper_bars.gp; none without rows);
+ *   speedup.dat / .png       a comparison's step and rollout speedup per
+ *                            policy (the same script);
  *   <plot>.dat / <plot>.png  the line figures (reports/paper_xy.gp);
  *   index.md, index.html     the comparison table (published value with its
  *                            citation, tailsim's value and bootstrap range,
@@ -108,33 +110,69 @@ static void fmt_sim(char *buf, size_t n, const paper_row *r)
     snprintf(buf, n, "%s (%s-%s)", v, a, b);
 }
 
+/* Writes DIR/<stem>.dat with one line per bar pair and draws <stem>.png with
+ * reports/paper_bars.gp; spec is its "title|first legend|second legend". */
+static int draw_bars(const paper_bar *b, int n, const char *dir, const char *stem,
+                     const char *spec, ts_err *e)
+{
+    char dat[PATHN], png[PATHN], gp[PATHN], name[64];
+    ts_atomic a;
+    snprintf(name, sizeof name, "%s.dat", stem);
+    if (path_in(dat, dir, name, e))
+        return -1;
+    snprintf(name, sizeof name, "%s.png", stem);
+    if (path_in(png, dir, name, e) || ts_atomic_open(&a, dat, e))
+        return -1;
+    fprintf(a.f, "# label a a_lo a_hi b b_lo b_hi (%s)\n", spec);
+    for (int i = 0; i < n; i++)
+        fprintf(a.f, "\"%s\" %.6g %.6g %.6g %.6g %.6g %.6g\n", b[i].label, b[i].a, b[i].a_lo,
+                b[i].a_hi, b[i].b, b[i].b_lo, b[i].b_hi);
+    if (ts_atomic_commit(&a, e))
+        return -1;
+    return ts_find_data("reports", "paper_bars", ".gp", gp, sizeof gp, e) ||
+                   report_gnuplot(gp, dat, png, spec, dir, e)
+               ? -1
+               : 0;
+}
+
+/* bars.png: every published speedup that ran next to tailsim's. */
 static int write_bars(const paper_doc *d, const char *dir, int *drawn, ts_err *e)
 {
-    char dat[PATHN], png[PATHN], gp[PATHN];
-    ts_atomic a;
     *drawn = 0;
-    if (path_in(dat, dir, "bars.dat", e) || path_in(png, dir, "bars.png", e) ||
-        ts_atomic_open(&a, dat, e))
-        return -1;
-    fprintf(a.f, "# label paper paper_lo paper_hi tailsim tailsim_lo tailsim_hi\n");
+    if (!d->n_rows)
+        return 0;
+    paper_bar *b = calloc(d->n_rows, sizeof *b);
+    if (!b)
+        return ts_errf(e, "out of memory");
     for (size_t i = 0; i < d->n_rows; i++) {
         const paper_row *r = &d->rows[i];
         if (!r->bar || !r->ran)
             continue;
-        double mid = r->lo > 0 ? (r->lo + r->hi) / 2 : r->hi, lo = r->lo > 0 ? r->lo : r->hi;
-        double slo = isnan(r->sim_lo) ? r->sim : r->sim_lo, shi = isnan(r->sim_hi) ? r->sim : r->sim_hi;
-        fprintf(a.f, "\"%s\" %.6g %.6g %.6g %.6g %.6g %.6g\n", r->bar, mid, lo, r->hi, r->sim,
-                slo, shi);
-        (*drawn)++;
+        paper_bar *x = &b[(*drawn)++];
+        snprintf(x->label, sizeof x->label, "%s", r->bar);
+        x->a = r->lo > 0 ? (r->lo + r->hi) / 2 : r->hi;
+        x->a_lo = r->lo > 0 ? r->lo : r->hi;
+        x->a_hi = r->hi;
+        x->b = r->sim;
+        x->b_lo = isnan(r->sim_lo) ? r->sim : r->sim_lo;
+        x->b_hi = isnan(r->sim_hi) ? r->sim : r->sim_hi;
     }
-    if (ts_atomic_commit(&a, e))
-        return -1;
-    if (!*drawn)
-        return 0;
-    return ts_find_data("reports", "paper_bars", ".gp", gp, sizeof gp, e) ||
-                   report_gnuplot(gp, dat, png, "Speedups: published vs tailsim", dir, e)
-               ? -1
-               : 0;
+    int rc = *drawn ? draw_bars(b, *drawn, dir, "bars",
+                                "Speedups: published vs tailsim|paper (range or bound as error bar)"
+                                "|tailsim (bootstrap 5-95% as error bar)",
+                                e)
+                    : 0;
+    free(b);
+    return rc;
+}
+
+/* speedup.png: each policy's step and rollout speedup over the first. */
+static int write_speedups(const paper_doc *d, const char *dir, ts_err *e)
+{
+    char spec[256];
+    snprintf(spec, sizeof spec, "Speedup over %s%s|RL step|rollout", d->speedup_ref,
+             d->bootstrap ? " (error bars: bootstrap 5-95%)" : "");
+    return d->n_speedups ? draw_bars(d->speedups, d->n_speedups, dir, "speedup", spec, e) : 0;
 }
 
 static int write_plot(const paper_plot *p, const char *dir, ts_err *e)
@@ -194,22 +232,35 @@ static void mark(char *buf, size_t n, const paper_row *r)
         snprintf(buf, n, "%s", paper_row_within(r) ? "yes" : "no");
 }
 
+static const char *doc_title(const paper_doc *d)
+{
+    return d->title[0] ? d->title : "tailsim: the TLT and DCP papers reproduced";
+}
+
 static void md_header(FILE *f, const paper_doc *d)
 {
     int ran, w = count_within(d, &ran);
-    fprintf(f, "# tailsim: the TLT and DCP papers reproduced\n\n");
-    fprintf(f, "tailsim %s; calibration: %s; seed: each scenario's own (%s); ", d->version,
-            d->calibration, d->quick ? "quick run" : "full run");
-    if (d->bootstrap)
-        fprintf(f, "bootstrap: %d resamples of the prompts for the TLT and DAPO speedups.\n\n",
-                d->bootstrap);
-    else
-        fprintf(f, "no bootstrap.\n\n");
+    fprintf(f, "# %s\n\n", doc_title(d));
+    if (d->meta[0]) {
+        fprintf(f, "%s\n\n", d->meta);
+    } else {
+        fprintf(f, "tailsim %s; calibration: %s; seed: each scenario's own (%s); ", d->version,
+                d->calibration, d->quick ? "quick run" : "full run");
+        if (d->bootstrap)
+            fprintf(f, "bootstrap: %d resamples of the prompts for the TLT and DAPO speedups.\n\n",
+                    d->bootstrap);
+        else
+            fprintf(f, "no bootstrap.\n\n");
+    }
     if (d->setup[0])
         fprintf(f, "**Setup:** %s\n\n", d->setup);
-    fprintf(f, "%d of %d published numbers reproduced within tolerance (%d of %zu run); the "
-               "experiments took %.1f s.\n\n",
-            w, (int)d->n_rows, ran, d->n_rows, d->wall_s);
+    if (d->terminal)
+        fprintf(f, "## Terminal output\n\n```\n%s%s```\n", d->terminal,
+                d->terminal[0] && d->terminal[strlen(d->terminal) - 1] != '\n' ? "\n" : "");
+    if (d->n_rows)
+        fprintf(f, "%d of %d published numbers reproduced within tolerance (%d of %zu run); the "
+                   "experiments took %.1f s.\n\n",
+                w, (int)d->n_rows, ran, d->n_rows, d->wall_s);
 }
 
 static int write_md(const paper_doc *d, const char *path, int bars, ts_err *e)
@@ -219,12 +270,13 @@ static int write_md(const paper_doc *d, const char *path, int bars, ts_err *e)
         return -1;
     FILE *f = a.f;
     md_header(f, d);
-    fprintf(f, "## Published numbers\n\n"
-               "Difference: tailsim against the published value, 0 inside a published range "
-               "or under an \"up to\" bound.  tailsim's range in parentheses is the bootstrap "
-               "5-95%%.\n\n");
-    fprintf(f, "| section | quantity | source | paper | tailsim | diff | tol | within |\n"
-               "|---|---|---|---:|---:|---:|---:|:---:|\n");
+    if (d->n_rows)
+        fprintf(f, "## Published numbers\n\n"
+                   "Difference: tailsim against the published value, 0 inside a published range "
+                   "or under an \"up to\" bound.  tailsim's range in parentheses is the bootstrap "
+                   "5-95%%.\n\n"
+                   "| section | quantity | source | paper | tailsim | diff | tol | within |\n"
+                   "|---|---|---|---:|---:|---:|---:|:---:|\n");
     for (size_t i = 0; i < d->n_rows; i++) {
         const paper_row *r = &d->rows[i];
         char sim[96], mk[8], diff[200];
@@ -258,6 +310,8 @@ static int write_md(const paper_doc *d, const char *path, int bars, ts_err *e)
             }
         }
     }
+    if (d->n_speedups)
+        fprintf(f, "\n![Step and rollout speedup over %s](speedup.png)\n", d->speedup_ref);
     fprintf(f, "\n## Figures\n\n");
     for (int p = 0; p < d->n_plots; p++)
         fprintf(f, "![%s](%s)\n\n", d->plots[p].title, d->plots[p].file);
@@ -331,32 +385,10 @@ static void html_table(FILE *f, const paper_table *tb)
     fprintf(f, "</table>\n");
 }
 
-static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
+/* The published-numbers section: summary, then one table row per number. */
+static void html_published(FILE *f, const paper_doc *d)
 {
-    ts_atomic a;
-    if (ts_atomic_open(&a, path, e))
-        return -1;
-    FILE *f = a.f;
     int ran, w = count_within(d, &ran);
-    fprintf(f, "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>\n"
-               "<title>tailsim: TLT and DCP reproduced</title>\n<style>%s</style></head><body>\n",
-            css);
-    fprintf(f, "<h1>tailsim: the TLT and DCP papers reproduced</h1>\n<p class=meta>tailsim ");
-    html(f, d->version);
-    fprintf(f, " &middot; calibration: ");
-    html(f, d->calibration);
-    fprintf(f, " &middot; seed: each scenario's own &middot; %s &middot; ",
-            d->quick ? "quick run" : "full run");
-    if (d->bootstrap)
-        fprintf(f, "bootstrap: %d resamples of the prompts", d->bootstrap);
-    else
-        fprintf(f, "no bootstrap");
-    fprintf(f, " &middot; experiments took %.1f s</p>\n", d->wall_s);
-    if (d->setup[0]) {
-        fprintf(f, "<p class=meta><b>Setup:</b> ");
-        html(f, d->setup);
-        fprintf(f, "</p>\n");
-    }
     fprintf(f, "<p class=summary><b>%d of %d</b> published numbers reproduced within tolerance "
                "(%d of %zu run).</p>\n",
             w, (int)d->n_rows, ran, d->n_rows);
@@ -402,6 +434,47 @@ static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
         }
     }
     fprintf(f, "</table>\n");
+}
+
+static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
+{
+    ts_atomic a;
+    if (ts_atomic_open(&a, path, e))
+        return -1;
+    FILE *f = a.f;
+    fprintf(f, "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>\n<title>");
+    html(f, doc_title(d));
+    fprintf(f, "</title>\n<style>%s</style></head><body>\n<h1>", css);
+    html(f, doc_title(d));
+    fprintf(f, "</h1>\n<p class=meta>");
+    if (d->meta[0]) {
+        html(f, d->meta);
+    } else {
+        fprintf(f, "tailsim ");
+        html(f, d->version);
+        fprintf(f, " &middot; calibration: ");
+        html(f, d->calibration);
+        fprintf(f, " &middot; seed: each scenario's own &middot; %s &middot; ",
+                d->quick ? "quick run" : "full run");
+        if (d->bootstrap)
+            fprintf(f, "bootstrap: %d resamples of the prompts", d->bootstrap);
+        else
+            fprintf(f, "no bootstrap");
+        fprintf(f, " &middot; experiments took %.1f s", d->wall_s);
+    }
+    fprintf(f, "</p>\n");
+    if (d->setup[0]) {
+        fprintf(f, "<p class=meta><b>Setup:</b> ");
+        html(f, d->setup);
+        fprintf(f, "</p>\n");
+    }
+    if (d->terminal) {
+        fprintf(f, "<h2>Terminal output</h2>\n<pre>");
+        html(f, d->terminal);
+        fprintf(f, "</pre>\n");
+    }
+    if (d->n_rows)
+        html_published(f, d);
     if (bars)
         fprintf(f, "<figure><img src=\"bars.png\" alt=\"speedup bars\"><figcaption>Every "
                    "published speedup (grey; its range or bound as the error bar) next to "
@@ -410,6 +483,13 @@ static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
     fprintf(f, "<h2>Results</h2>\n");
     for (int t = 0; t < d->n_tables; t++)
         html_table(f, &d->tables[t]);
+    if (d->n_speedups) {
+        fprintf(f, "<figure><img src=\"speedup.png\" alt=\"speedup bars\"><figcaption>RL-step "
+                   "(blue) and rollout (green) speedup of each policy over ");
+        html(f, d->speedup_ref);
+        fprintf(f, "%s.</figcaption></figure>\n",
+                d->bootstrap ? "; error bars: the bootstrap 5&ndash;95% range" : "");
+    }
     fprintf(f, "<h2>Figures</h2>\n<div class=grid>\n");
     for (int p = 0; p < d->n_plots; p++) {
         fprintf(f, "<figure><img src=\"%s\" alt=\"", d->plots[p].file);
@@ -417,18 +497,19 @@ static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
         fprintf(f, "\"></figure>\n");
     }
     fprintf(f, "</div>\n");
-    const char *last = "";
+    /* each section's figures side by side, two to a row */
     for (int i = 0; i < d->n_figs; i++) {
-        if (strcmp(last, d->figs[i].section)) {
-            fprintf(f, "<h3>");
+        if (!i || strcmp(d->figs[i - 1].section, d->figs[i].section)) {
+            fprintf(f, "%s<h3>", i ? "</div>\n" : "");
             html(f, d->figs[i].section);
-            fprintf(f, "</h3>\n");
-            last = d->figs[i].section;
+            fprintf(f, "</h3>\n<div class=grid>\n");
         }
         fprintf(f, "<figure><img src=\"%s\" alt=\"\"><figcaption>", d->figs[i].path);
         html(f, d->figs[i].caption);
         fprintf(f, "</figcaption></figure>\n");
     }
+    if (d->n_figs)
+        fprintf(f, "</div>\n");
     if (d->n_missing) {
         fprintf(f, "<h2>Not reproduced here</h2>\n<ul>\n");
         for (int i = 0; i < d->n_missing; i++) {
@@ -460,6 +541,8 @@ int paper_report_write(const paper_doc *d, const char *dir, ts_err *e)
     for (int p = 0; p < d->n_plots; p++)
         if (write_plot(&d->plots[p], dir, e))
             return -1;
+    if (write_speedups(d, dir, e))
+        return -1;
     if (path_in(path, dir, "index.md", e) || write_md(d, path, bars, e))
         return -1;
     if (path_in(path, dir, "index.html", e) || write_html(d, path, bars, e))

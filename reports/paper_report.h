@@ -1,11 +1,11 @@
 /*
- * The paper-reproduction report (`tailsim paper`): what the experiments
- * produced, as plain data, and the writer that turns it into
- * DIR/index.md, DIR/index.html (self-contained: inline CSS, relative PNG
- * links), the speedup-bar figure and the line figures (.dat files drawn by
- * the static scripts reports/paper_bars.gp and reports/paper_xy.gp).  The
- * experiments themselves run in sim/paper.c; this module knows nothing of the
- * simulator.
+ * The paper-reproduction report (`tailsim paper`) and the report of one
+ * comparison (`tailsim compare -o`): what the experiments produced, as plain
+ * data, and the writer that turns it into DIR/index.md, DIR/index.html
+ * (self-contained: inline CSS, relative PNG links), the speedup-bar figures
+ * and the line figures (.dat files drawn by the static scripts
+ * reports/paper_bars.gp and reports/paper_xy.gp).  The experiments
+ * themselves run in sim/paper.c; this module knows nothing of the simulator.
  */
 #ifndef TS_PAPER_REPORT_H
 #define TS_PAPER_REPORT_H
@@ -72,10 +72,24 @@ typedef struct paper_fig {
     char caption[200];
 } paper_fig;
 
+/* A pair of bars under one label (reports/paper_bars.gp): published vs
+ * tailsim in the paper report, step vs rollout speedup per policy in a
+ * comparison's. */
+typedef struct paper_bar {
+    char label[48];
+    double a, a_lo, a_hi;  /* first bar and its error bar (a_lo = a_hi = a: none) */
+    double b, b_lo, b_hi;  /* second bar, the same */
+} paper_bar;
+
 #define PAPER_MAX_FIGS 48
 #define PAPER_MAX_TABLES 16
 #define PAPER_MAX_PLOTS 8
+#define PAPER_MAX_SPEEDUPS 16
 typedef struct paper_doc {
+    char title[160];        /* page title; "" -> the paper report's */
+    char meta[400];         /* line under the title; "" -> the paper report's (version,
+                             * calibration, seeds, bootstrap) */
+    const char *terminal;   /* text shown verbatim under "Terminal output" (not owned), or NULL */
     char version[32];
     char calibration[256];  /* every hardware description's calibration, "; "-joined */
     unsigned long long seed;/* the scenarios' own seeds unless overridden; stated per table */
@@ -90,6 +104,10 @@ typedef struct paper_doc {
     int n_plots;
     paper_fig figs[PAPER_MAX_FIGS];
     int n_figs;
+    paper_bar speedups[PAPER_MAX_SPEEDUPS]; /* per policy: step (a) and rollout (b) speedup
+                             * over speedup_ref, drawn as speedup.png; a comparison only */
+    int n_speedups;
+    char speedup_ref[48];   /* the policy the speedups are over */
     const char *refs[4];    /* the papers the rows cite, static strings */
     int n_refs;
     char missing[8][200];   /* experiments not run, with why */
@@ -106,9 +124,11 @@ int paper_doc_fig(paper_doc *d, const char *section, const char *path, const cha
 void paper_doc_free(paper_doc *d);
 
 /* Writes DIR/bars.dat + bars.png (published vs tailsim for every row with a
- * bar label that ran), every plot's .dat + .png, then DIR/index.md and
- * DIR/index.html.  DIR must exist.  Returns 0, or -1 naming the file or
- * script that failed. */
+ * bar label that ran; nothing when there are no rows), DIR/speedup.dat +
+ * speedup.png (when d->n_speedups), every plot's .dat + .png, then
+ * DIR/index.md and DIR/index.html (with no rows: no published-numbers
+ * section).  DIR must exist.  Returns 0, or -1 naming the file or script
+ * that failed. */
 int paper_report_write(const paper_doc *d, const char *dir, ts_err *e);
 
 #endif

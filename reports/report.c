@@ -155,6 +155,27 @@ static void last_line(const char *path, char *buf, size_t cap)
     fclose(f);
 }
 
+int report_can_draw(const char *dir, ts_err *e)
+{
+    const char *path = getenv("PATH");
+    char buf[PATH_CAP], exe[PATH_CAP + 16];
+    int found = 0;
+    snprintf(buf, sizeof buf, "%s", path ? path : "");
+    for (char *p = buf, *end; !found && p; p = end ? end + 1 : NULL) {
+        if ((end = strchr(p, ':')))
+            *end = 0;
+        snprintf(exe, sizeof exe, "%s/gnuplot", *p ? p : ".");
+        found = access(exe, X_OK) == 0;
+    }
+    if (!found)
+        return ts_errf(e, "gnuplot not found on PATH (install gnuplot to draw reports)");
+    if (report_mkdir_p(dir, e))
+        return -1;
+    if (access(dir, W_OK | X_OK) != 0)
+        return ts_errf(e, "%s: cannot write there: %s", dir, strerror(errno));
+    return 0;
+}
+
 /* Runs `gnuplot -d -c script dat <png.tmp> title`, then renames the image
  * into place.  Returns 0, or -1 naming the script (gnuplot missing, failing,
  * killed, or writing no image). */

@@ -18,6 +18,11 @@ int report_write(const run_record *r, const char *dir, ts_err *e);
  * naming the part that could not be created. */
 int report_mkdir_p(const char *dir, ts_err *e);
 
+/* Checks, before any work, that an executable gnuplot is on PATH and that
+ * dir (created like mkdir -p) is a writable directory.  Returns 0, or -1
+ * saying which is wrong. */
+int report_can_draw(const char *dir, ts_err *e);
+
 /* Runs `gnuplot -d -c script dat <png.tmp> title` (no shell; gnuplot's
  * stderr to a log in dir) and renames the image to png.  Returns 0, or -1
  * naming the script (gnuplot missing, failing, killed, writing no image). */

@@ -12,7 +12,10 @@
  * mean over the steps.  Output is deterministic for a seed.  --train LIST runs
  * every policy under each train.strategy (sim/rlstep_train.h) too, so TLT in
  * the rollout and DCP in the update show up as policy x strategy rows with a
- * `train` column; speedups stay over the first row.
+ * `train` column; speedups stay over the first row.  -o DIR also writes the
+ * comparison's report (sim/paper.c's paper_run_compare: one RL step under
+ * one train strategy, so --steps > 1 and --train are refused with it) with
+ * the terminal table verbatim; stdout is the same with or without it.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -25,7 +28,9 @@
 #include "common/util.h"
 #include "sim/bootstrap.h"
 #include "sim/cmd.h"
+#include "reports/report.h"
 #include "sim/cmd_run.h"
+#include "sim/paper.h"
 
 #define MAX_POL 16
 #define MAX_TRAIN 8
@@ -36,13 +41,16 @@ static void usage(FILE *f)
     const policy *const *all = policy_all(&n);
     fprintf(f, "usage: tailsim compare SCENARIO [--policies P1,P2,...] [--steps N] [--seed S]\n"
                "                       [--trace FILE] [--set SEC.KEY=VAL] [--train S1,S2,...]\n"
-               "                       [--bootstrap N] [--json]\n\n"
+               "                       [--bootstrap N] [--json] [-o DIR]\n\n"
                "Runs the same RL steps under each policy and compares them; speedups are over\n"
                "the first policy listed (default: all policies, verl first).  --train runs each\n"
                "policy under each train.strategy (none, bucket, packed, dcp-intra, dcp-inter,\n"
                "dcp-inter+pac).  --bootstrap N reruns on N resamples of the prompts (with\n"
                "replacement, whole groups) and adds the median and 5-95%% range of each metric\n"
-               "(with one train strategy at most).  Policies:\n");
+               "(with one train strategy at most).  -o DIR also writes DIR/index.md and\n"
+               "DIR/index.html: the table, a Gantt chart and length CDF per policy, the\n"
+               "speedup bars and, for a speculative policy, accepted length vs draft depth\n"
+               "(one RL step, one train strategy; needs gnuplot).  Policies:\n");
     for (size_t i = 0; i < n; i++)
         fprintf(f, "  %-10s %s  [%s]\n", all[i]->name, all[i]->summary, all[i]->source);
 }
@@ -69,26 +77,112 @@ static json_t *boot_json(const boot_result *b, int i)
     return o;
 }
 
-static void boot_print(const boot_result *b, const policy *const *plist, int np, uint64_t seed)
+static void boot_print(FILE *f, const boot_result *b, const policy *const *plist, int np,
+                       uint64_t seed)
 {
     static const char *const cols[] = {"speedup", "rollout_speedup", "step_s", "rollout_s",
                                        "bubble_fraction"};
-    printf("\nbootstrap: %d resamples of the prompts (seed %llu): median [5%%, 95%%]\n%-10s",
-           b->n, (unsigned long long)seed, "policy");
+    fprintf(f, "\nbootstrap: %d resamples of the prompts (seed %llu): median [5%%, 95%%]\n%-10s",
+            b->n, (unsigned long long)seed, "policy");
     const size_t nc = sizeof cols / sizeof cols[0];
     for (size_t k = 0; k < nc; k++)
-        printf(k + 1 < nc ? " %-27s" : " %s", cols[k]);
-    printf("\n");
+        fprintf(f, k + 1 < nc ? " %-27s" : " %s", cols[k]);
+    fprintf(f, "\n");
     for (int i = 0; i < np; i++) {
-        printf("%-10s", plist[i]->name);
+        fprintf(f, "%-10s", plist[i]->name);
         for (size_t k = 0; k < nc; k++) {
             const boot_stat *st = boot_get(b, i, cols[k]);
             char cell[80];
             snprintf(cell, sizeof cell, "%.3f [%.3f, %.3f]", st->median, st->p5, st->p95);
-            printf(k + 1 < nc ? " %-27s" : " %s", cell);
+            fprintf(f, k + 1 < nc ? " %-27s" : " %s", cell);
         }
-        printf("\n");
+        fprintf(f, "\n");
     }
+}
+
+/* What the runs produced, for the table and the report. */
+typedef struct cmp_table {
+    const scenario *s;
+    const llm_desc *m;
+    const hw_desc *hw;
+    int steps, np, nt, nrow;      /* nt: --train strategies (0: none); nrow = np x max(nt, 1) */
+    const policy *const *plist;
+    const char (*row_train)[32];  /* train strategy per row */
+    const double (*val)[N_SHOWN]; /* shown[] per row */
+    const double *upd;            /* update_s per row */
+    const boot_result *boot;      /* NULL: no bootstrap */
+} cmp_table;
+
+/* The comparison table (and the bootstrap's) as the terminal shows it. */
+static void table_print(FILE *f, const cmp_table *t)
+{
+    const scenario *s = t->s;
+    const int nt = t->nt, np = t->np;
+    const double(*val)[N_SHOWN] = t->val;
+    fprintf(f, "compare  scenario %s  model %s  hw %s  seed %llu  steps %d (means over steps)\n\n",
+            s->name, t->m->name, t->hw->name, (unsigned long long)s->seed, t->steps);
+    fprintf(f, "%-10s ", "policy");
+    if (nt)
+        fprintf(f, "%-13s ", "strategy");
+    fprintf(f, "%9s %9s %7s %7s %6s %6s %6s %7s %6s %6s %7s %6s %7s %7s", "step_s", "rollout_s",
+            "speedup", "ro_spd", "bubble", "train", "tail", "util", "accept", "q", "offpol",
+            "stale", "offtok", "goodput");
+    fprintf(f, nt ? " %9s\n" : "\n", "update_s");
+    for (int i = 0; i < t->nrow; i++) {
+        const double *x = val[i];
+        fprintf(f, "%-10s ", t->plist[i % np]->name);
+        if (nt)
+            fprintf(f, "%-13s ", t->row_train[i]);
+        fprintf(f, "%9.2f %9.2f %7.3f %7.3f %6.3f %6.3f %6.3f %7.3f %6.2f %6.3f %7.3f %6.2f %7.3f %7.3f",
+                x[0], x[1], val[0][0] / x[0], val[0][1] / x[1], x[2], x[3], x[4], x[5], x[6], x[7],
+                x[8], x[9], x[I_OFFTOK], val[0][I_TOK_S] > 0 ? x[I_TOK_S] / val[0][I_TOK_S] : 0.0);
+        fprintf(f, nt ? " %9.2f\n" : "\n", t->upd[i]);
+    }
+    if (t->boot)
+        boot_print(f, t->boot, t->plist, np, s->seed);
+}
+
+/* The command line without -o DIR, for the report's page; call after
+ * getopt, which moved SCENARIO to argv[optind]. */
+static void command_line(int argc, char **argv, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "tailsim compare %s", argv[optind]);
+    for (int i = 1; i < optind && i < argc && k < n; i++) {
+        if (!strcmp(argv[i], "-o")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(argv[i], "-o", 2) || !strcmp(argv[i], "--"))
+            continue;
+        k += (size_t)snprintf(buf + k, n - k, " %s", argv[i]);
+    }
+}
+
+/* Reruns the comparison as a report (sim/paper.c) and writes o->dir/index.md
+ * and index.html with the table t as the terminal shows it.  Returns 0, or
+ * -1 with the problem. */
+static int write_report(const paper_compare_opts *o, const cmp_table *t, ts_err *e)
+{
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    if (!f)
+        return ts_errf(e, "out of memory");
+    table_print(f, t);
+    if (fclose(f)) {
+        free(text);
+        return ts_errf(e, "out of memory");
+    }
+    paper_doc d;
+    int rc = -1;
+    if (paper_run_compare(o, &d, e))
+        goto done;
+    d.terminal = text;
+    rc = paper_report_write(&d, o->dir, e);
+    paper_free(&d);
+done:
+    free(text);
+    return rc;
 }
 
 int cmd_compare(int argc, char **argv)
@@ -99,15 +193,16 @@ int cmd_compare(int argc, char **argv)
         {"set", required_argument, 0, 'S'},      {"json", no_argument, 0, 'j'},
         {"train", required_argument, 0, 'T'},   {"bootstrap", required_argument, 0, 'B'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
-    const char *pols = NULL, *trains = NULL, *trace_file = NULL, *sets[64];
+    const char *pols = NULL, *trains = NULL, *trace_file = NULL, *out_dir = NULL, *sets[64];
     int n_sets = 0, steps = 1, json = 0, have_seed = 0, nboot = 0;
     uint64_t seed = 0;
     int64_t v;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ho:", lo, NULL)) != -1) {
         switch (c) {
         case 'P': pols = optarg; break;
+        case 'o': out_dir = optarg; break;
         case 'T': trains = optarg; break;
         case 't': trace_file = optarg; break;
         case 'j': json = 1; break;
@@ -148,6 +243,17 @@ int cmd_compare(int argc, char **argv)
         fprintf(stderr, "tailsim compare: expected exactly one SCENARIO (try --help)\n");
         return 2;
     }
+    /* the report draws one synchronous RL step per policy, as `tailsim paper` does */
+    if (out_dir && steps > 1) {
+        fprintf(stderr, "tailsim compare: --steps %d cannot be drawn with -o: the report draws one "
+                        "RL step per policy (drop --steps, or drop -o)\n", steps);
+        return 2;
+    }
+    if (out_dir && trains) {
+        fprintf(stderr, "tailsim compare: --train cannot be drawn with -o: the report draws one "
+                        "train strategy (use --set train.strategy=S instead)\n");
+        return 2;
+    }
     /* the policy list */
     const policy *plist[MAX_POL];
     int np = 0;
@@ -185,6 +291,10 @@ int cmd_compare(int argc, char **argv)
     }
     gsl_set_error_handler_off();
     ts_err e = {{0}};
+    if (out_dir && report_can_draw(out_dir, &e)) {
+        fprintf(stderr, "tailsim compare: -o %s: %s\n", out_dir, e.msg);
+        return 1;
+    }
     scenario s;
     hw_desc hw;
     llm_desc m;
@@ -235,6 +345,9 @@ int cmd_compare(int argc, char **argv)
     }
     if (nboot && boot_compare(&s, plist, np, &hw, &m, tr, steps, nboot, shown, (int)N_SHOWN, &boot, &e))
         goto fail;
+    const cmp_table tab = {&s, &m, &hw, steps, np, nt, nrow, plist,
+                           (const char(*)[32])row_train, (const double(*)[N_SHOWN])val, upd,
+                           nboot ? &boot : NULL};
     if (json) {
         json_object_set_new(out, "command", json_string("compare"));
         json_object_set_new(out, "scenario", json_string(s.name));
@@ -266,27 +379,17 @@ int cmd_compare(int argc, char **argv)
         if (cmd_print_json(out, 10, &e))
             goto fail;
     } else {
-        printf("compare  scenario %s  model %s  hw %s  seed %llu  steps %d (means over steps)\n\n",
-               s.name, m.name, hw.name, (unsigned long long)s.seed, steps);
-        printf("%-10s ", "policy");
-        if (nt)
-            printf("%-13s ", "strategy");
-        printf("%9s %9s %7s %7s %6s %6s %6s %7s %6s %6s %7s %6s %7s %7s", "step_s", "rollout_s",
-               "speedup", "ro_spd", "bubble", "train", "tail", "util", "accept", "q", "offpol",
-               "stale", "offtok", "goodput");
-        printf(nt ? " %9s\n" : "\n", "update_s");
-        for (int i = 0; i < nrow; i++) {
-            const double *x = val[i];
-            printf("%-10s ", plist[i % np]->name);
-            if (nt)
-                printf("%-13s ", row_train[i]);
-            printf("%9.2f %9.2f %7.3f %7.3f %6.3f %6.3f %6.3f %7.3f %6.2f %6.3f %7.3f %6.2f %7.3f %7.3f",
-                   x[0], x[1], val[0][0] / x[0], val[0][1] / x[1], x[2], x[3], x[4], x[5], x[6], x[7],
-                   x[8], x[9], x[I_OFFTOK], val[0][I_TOK_S] > 0 ? x[I_TOK_S] / val[0][I_TOK_S] : 0.0);
-            printf(nt ? " %9.2f\n" : "\n", upd[i]);
-        }
-        if (nboot)
-            boot_print(&boot, plist, np, s.seed);
+        table_print(stdout, &tab);
+    }
+    if (out_dir) {
+        char cmdline[2048];
+        command_line(argc, argv, cmdline, sizeof cmdline);
+        const paper_compare_opts po = {out_dir, argv[optind], pols, sets, n_sets, have_seed,
+                                       seed, trace_file, nboot, cmdline};
+        fflush(stdout);
+        if (write_report(&po, &tab, &e))
+            goto fail;
+        fprintf(stderr, "tailsim compare: report: %s/index.html (and index.md)\n", out_dir);
     }
     rc = 0;
     goto done;

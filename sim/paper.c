@@ -252,24 +252,47 @@ static void fill_rows(paper_ctx *c)
     }
 }
 
-int paper_run(const paper_opts *o, paper_doc *d, ts_err *e)
+/* A new context for a run into d (cleared; n_rows rows allocated).  Returns
+ * it (free it), or NULL on allocation failure. */
+static paper_ctx *ctx_new(const paper_opts *o, paper_doc *d, size_t n_rows, ts_err *e)
 {
     memset(d, 0, sizeof *d);
     paper_ctx *c = calloc(1, sizeof *c);
-    if (!c || !(d->rows = calloc(N_PUB, sizeof *d->rows))) {
+    if (!c || (n_rows && !(d->rows = calloc(n_rows, sizeof *d->rows)))) {
         free(c);
-        return ts_errf(e, "out of memory");
+        ts_errf(e, "out of memory");
+        return NULL;
     }
-    d->n_rows = N_PUB;
+    d->n_rows = n_rows;
     c->o = o;
     c->doc = d;
     c->t0 = ts_wall_s();
     c->boot = o->bootstrap >= 0 ? o->bootstrap : o->quick ? 0 : PAPER_BOOTSTRAP_DEFAULT;
     snprintf(d->version, sizeof d->version, "%s", TS_VERSION);
     d->quick = o->quick;
+    d->bootstrap = c->boot;
+    return c;
+}
+
+/* Ends a run: frees c; on success (rc 0) states the wall time, else frees
+ * what d holds.  Returns rc. */
+static int ctx_end(paper_ctx *c, paper_doc *d, int rc)
+{
+    if (!rc)
+        d->wall_s = ts_wall_s() - c->t0;
+    free(c);
+    if (rc)
+        paper_free(d);
+    return rc;
+}
+
+int paper_run(const paper_opts *o, paper_doc *d, ts_err *e)
+{
+    paper_ctx *c = ctx_new(o, d, N_PUB, e);
+    if (!c)
+        return -1;
     for (size_t i = 0; i < sizeof references / sizeof references[0] && i < 4; i++)
         d->refs[d->n_refs++] = references[i];
-    d->bootstrap = c->boot;
     if (o->quick)
         snprintf(d->setup, sizeof d->setup,
                  "--quick: the Qwen2.5-32B TLT experiments and the joint step replay fewer "
@@ -293,13 +316,45 @@ int paper_run(const paper_opts *o, paper_doc *d, ts_err *e)
         goto done;
     }
     fill_rows(c);
-    d->wall_s = ts_wall_s() - c->t0;
     rc = 0;
 done:
-    free(c);
-    if (rc)
-        paper_free(d);
-    return rc;
+    return ctx_end(c, d, rc);
+}
+
+int paper_run_compare(const paper_compare_opts *a, paper_doc *d, ts_err *e)
+{
+    if (a->n_sets > PAPER_MAX_USER_SETS)
+        return ts_errf(e, "at most %d --set overrides", PAPER_MAX_USER_SETS);
+    paper_opts o = {a->dir, 0, a->bootstrap, NULL, NULL};
+    paper_ctx *c = ctx_new(&o, d, 0, e);
+    if (!c)
+        return -1;
+    c->adhoc = 1;
+    c->user_sets = a->sets;
+    c->n_user_sets = a->n_sets;
+    c->have_seed = a->have_seed;
+    c->seed = a->seed;
+    c->trace = a->trace;
+    snprintf(d->title, sizeof d->title, "tailsim compare: %s", a->scenario);
+    snprintf(d->setup, sizeof d->setup, "%s", a->setup ? a->setup : "");
+    const paper_exp x = {"compare", "Policy comparison", a->scenario, paper_exp_compare,
+                         a->policies, NULL, {NULL}, {NULL}, NULL};
+    int rc = -1;
+    if (report_mkdir_p(a->dir, e) || x.run(&x, c, e))
+        goto done;
+    if (c->n_skip) {
+        ts_errf(e, "%s", c->skip_why[0]);
+        goto done;
+    }
+    char boot[96] = "no bootstrap";
+    if (c->boot)
+        snprintf(boot, sizeof boot, "bootstrap: %d resamples of the prompts", c->boot);
+    snprintf(d->meta, sizeof d->meta, "tailsim %s; calibration: %s; seed %llu; %s; one RL step "
+             "per policy; no published numbers are set against it.",
+             d->version, d->calibration, d->seed, boot);
+    rc = 0;
+done:
+    return ctx_end(c, d, rc);
 }
 
 void paper_free(paper_doc *d)

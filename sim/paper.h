@@ -10,6 +10,8 @@
 #ifndef TS_PAPER_H
 #define TS_PAPER_H
 
+#include <stdint.h>
+
 #include "reports/paper_report.h"
 
 typedef struct paper_opts {
@@ -34,6 +36,30 @@ typedef struct paper_opts {
 int paper_run(const paper_opts *o, paper_doc *d, ts_err *e);
 /* Frees what paper_run allocated (rows and tables); a second call is a no-op. */
 void paper_free(paper_doc *d);
+
+/* One comparison drawn as a report (`tailsim compare SCENARIO ... -o DIR`). */
+typedef struct paper_compare_opts {
+    const char *dir;               /* output directory (created) */
+    const char *scenario;          /* name or path */
+    const char *policies;          /* comma-separated; NULL: every registered policy */
+    const char *const *sets;       /* "sec.key=val" overrides, n_sets of them (at most
+                                    * PAPER_MAX_USER_SETS) */
+    int n_sets;
+    int have_seed;                 /* 1: seed replaces the scenario's */
+    uint64_t seed;
+    const char *trace;             /* trace file in place of the scenario's, or NULL */
+    int bootstrap;                 /* resamples of the prompts (0: none) */
+    const char *setup;             /* how it was run (the command line), stated on the page */
+} paper_compare_opts;
+
+/* Runs one RL step of the scenario under each policy as `tailsim paper`'s
+ * policy comparisons do (sim/paper_exp.c), into d: the result table (with
+ * the bootstrap range when o->bootstrap), a Gantt chart and length CDF per
+ * policy (drawn under o->dir), each policy's step and rollout speedup over
+ * the first, and, when a policy speculates, accepted length vs draft depth.
+ * No published rows (d->n_rows is 0).  An absent trace is an error here.
+ * Returns 0 (free d with paper_free), or -1 with the problem. */
+int paper_run_compare(const paper_compare_opts *o, paper_doc *d, ts_err *e);
 
 /* The published numbers (templates: sim and ran unset), n entries. */
 const paper_row *paper_published(size_t *n);

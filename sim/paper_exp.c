@@ -32,7 +32,11 @@ static int put(paper_ctx *c, const paper_exp *x, const char *name, double v, dou
     return paper_put(c, key, v, lo, hi) ? ts_errf(e, "too many values") : 0;
 }
 
-/* The overrides of x (and its quick ones under --quick) into sets; returns the count. */
+/* Room for collect_sets(). */
+#define MAX_ALL_SETS (2 * PAPER_MAX_SETS + PAPER_MAX_USER_SETS)
+
+/* The overrides of x (and its quick ones under --quick), then the ad-hoc
+ * run's, into sets (MAX_ALL_SETS); returns the count. */
 static int collect_sets(const paper_exp *x, const paper_ctx *c, const char **sets)
 {
     int n = 0;
@@ -40,6 +44,8 @@ static int collect_sets(const paper_exp *x, const paper_ctx *c, const char **set
         sets[n++] = x->sets[i];
     for (int i = 0; c->o->quick && i < PAPER_MAX_SETS && x->quick_sets[i]; i++)
         sets[n++] = x->quick_sets[i];
+    for (int i = 0; i < c->n_user_sets && i < PAPER_MAX_USER_SETS; i++)
+        sets[n++] = c->user_sets[i];
     return n;
 }
 
@@ -78,11 +84,41 @@ static void point(paper_series *s, double x, double y)
     }
 }
 
+/* A published value v at x on plot p, named by fmt (one %.2f of v). */
+static void published_point(paper_plot *p, const char *fmt, double x, double v)
+{
+    char name[48];
+    snprintf(name, sizeof name, fmt, v);
+    paper_series *s = series(p, name);
+    s->kind = 1;
+    point(s, x, v);
+}
+
+/* The plot of accepted length vs draft depth (depth 1-12, batch 1, verify
+ * budget 48) of drafter sp, with the published point at depth 8 unless pub
+ * is NAN.  Returns 0, or -1 when the document is full. */
+static int depth_plot(paper_ctx *c, const spec_params *sp, uint64_t seed, double pub, ts_err *e)
+{
+    paper_plot *pd = new_plot(c, "specdec_depth.png", "Accepted length vs draft depth (batch 1, V 48)",
+                              "draft depth", "accepted tokens per verify", 0, e);
+    if (!pd)
+        return -1;
+    paper_series *sd = series(pd, "tailsim");
+    spec_params p = *sp;
+    for (int depth = 1; depth <= 12; depth++) {
+        p.depth = depth;
+        point(sd, depth, spec_mean_accept(&p, 48, seed));
+    }
+    if (!isnan(pub))
+        published_point(pd, "TLT: %.2f at depth 8", 8, pub);
+    return 0;
+}
+
 int paper_exp_specdec(const paper_exp *x, paper_ctx *c, ts_err *e)
 {
     static const int batches[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
     const int nb = (int)(sizeof batches / sizeof batches[0]), ctx = 8192;
-    const char *sets[2 * PAPER_MAX_SETS];
+    const char *sets[MAX_ALL_SETS];
     int ns = collect_sets(x, c, sets);
     scenario s;
     hw_desc hw;
@@ -107,9 +143,7 @@ int paper_exp_specdec(const paper_exp *x, paper_ctx *c, ts_err *e)
     paper_plot *pq = new_plot(c, "specdec_throughput.png",
                               "Decode throughput of one replica vs batch (8k context)", "batch size",
                               "tokens/s", 1, e);
-    paper_plot *pd = new_plot(c, "specdec_depth.png", "Accepted length vs draft depth (batch 1, V 48)",
-                              "draft depth", "accepted tokens per verify", 0, e);
-    if (!t || !pa || !pt || !pq || !pd)
+    if (!t || !pa || !pt || !pq)
         return -1;
     snprintf(t->note, sizeof t->note,
              "One plain decode iteration against one speculative iteration (EAGLE drafter, depth "
@@ -147,23 +181,11 @@ int paper_exp_specdec(const paper_exp *x, paper_ctx *c, ts_err *e)
     one->kind = 2;
     point(one, 1, 1);
     point(one, 256, 1);
-    paper_series *sd = series(pd, "tailsim");
-    spec_params p = s.sp;
-    for (int depth = 1; depth <= 12; depth++) {
-        p.depth = depth;
-        point(sd, depth, spec_mean_accept(&p, 48, s.seed));
-    }
     /* the paper's one published point, so the curves are read against it */
     double acc_pub = paper_published_value("specdec/accept.b1");
-    char name[40];
-    snprintf(name, sizeof name, "TLT: %.2f at depth 8", acc_pub);
-    paper_series *pp = series(pd, name);
-    pp->kind = 1;
-    point(pp, 8, acc_pub);
-    snprintf(name, sizeof name, "TLT: average %.2f (V 48)", acc_pub);
-    paper_series *pb = series(pa, name);
-    pb->kind = 1;
-    point(pb, 1, acc_pub);
+    if (depth_plot(c, &s.sp, s.seed, acc_pub, e))
+        return -1;
+    published_point(pa, "TLT: average %.2f (V 48)", 1, acc_pub);
     return 0;
 }
 
@@ -215,9 +237,9 @@ static int run_policy(const paper_exp *x, paper_ctx *c, const scenario *s, const
     snprintf(path, sizeof path, "%s/gantt.png", sub);
     snprintf(cap, sizeof cap, "%s, policy %s: per-GPU timeline of one RL step (busy, idle, drafter training)",
              s->name, p->name);
-    if (paper_doc_fig(c->doc, x->title, path, cap, e))
+    if (paper_doc_fig(c->doc, c->adhoc ? "Per-GPU timelines" : x->title, path, cap, e))
         goto done;
-    if (first) {
+    if (first && !c->adhoc) {
         snprintf(path, sizeof path, "%s/cdf.png", sub);
         snprintf(cap, sizeof cap, "%s: response-length CDF of the step", s->name);
         if (paper_doc_fig(c->doc, x->title, path, cap, e))
@@ -228,6 +250,33 @@ done:
     multistep_result_free(&r);
     run_record_free(rec);
     return rc;
+}
+
+/* The ad-hoc comparison's figures after the runs: the length CDF of every
+ * policy (after the Gantt charts, so each kind sits side by side) and, when
+ * one of the policies speculates, its drafter's accepted length vs draft
+ * depth.  Returns 0, or -1 when the document is full. */
+static int adhoc_figures(const paper_exp *x, paper_ctx *c, const scenario *s,
+                         const policy *const *plist, int np, ts_err *e)
+{
+    char path[128], cap[400];
+    scenario sa; /* the first speculative policy's scenario */
+    int spec = 0;
+    for (int i = 0; i < np; i++) {
+        snprintf(path, sizeof path, "%s-%s/cdf.png", x->id, plist[i]->name);
+        snprintf(cap, sizeof cap, "%s, policy %s: response-length CDF of the step", s->name,
+                 plist[i]->name);
+        if (paper_doc_fig(c->doc, "Length CDFs", path, cap, e))
+            return -1;
+        scenario a = *s;
+        if (plist[i]->apply)
+            plist[i]->apply(&a);
+        if (!spec && strcmp(a.spec_mode, "off")) {
+            sa = a;
+            spec = 1;
+        }
+    }
+    return spec ? depth_plot(c, &sa.sp, sa.seed, NAN, e) : 0;
 }
 
 /* 1 when name is one of the comma-separated list. */
@@ -246,7 +295,7 @@ static int policy_in(const char *list, const char *name)
 
 int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
 {
-    const char *sets[2 * PAPER_MAX_SETS];
+    const char *sets[MAX_ALL_SETS];
     int nsets = collect_sets(x, c, sets), np = 0, rc = -1;
     const policy *plist[MAX_POL];
     if (!x->arg) {
@@ -265,9 +314,9 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
     hw_desc hw;
     llm_desc m;
     char why[160];
-    if (run_setup(x->scenario, sets, nsets, 0, 0, &s, &hw, &m, e))
+    if (run_setup(x->scenario, sets, nsets, c->have_seed, c->seed, &s, &hw, &m, e))
         return -1;
-    if (trace_absent(&s, why, sizeof why)) {
+    if (!c->trace && trace_absent(&s, why, sizeof why)) {
         paper_skip(c, x, why);
         return 0;
     }
@@ -277,11 +326,13 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
     boot_result b = {0};
     if (!v)
         return ts_errf(e, "out of memory");
-    if (policy_load_steps(&s, NULL, 1, &tr, e))
+    if (policy_load_steps(&s, c->trace, 1, &tr, e))
         goto done;
     for (int i = 0; i < np; i++)
         if (run_policy(x, c, &s, plist[i], &hw, &m, tr, i == 0, v[i], e))
             goto done;
+    if (c->adhoc && adhoc_figures(x, c, &s, plist, np, e))
+        goto done;
     /* the bootstrap reruns x->boot's policies (all when NULL); bi[i] is
      * policy i's index among them, -1 when it is not rerun */
     const policy *blist[MAX_POL];
@@ -350,6 +401,16 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
         snprintf(name, sizeof name, "%s.rollout_speedup", plist[i]->name);
         if (put(c, x, name, rs, rlo, rhi, e))
             goto done;
+        if (c->adhoc && i < PAPER_MAX_SPEEDUPS) {
+            paper_bar *sb = &c->doc->speedups[c->doc->n_speedups++];
+            snprintf(sb->label, sizeof sb->label, "%s", plist[i]->name);
+            sb->a = sp, sb->a_lo = ranged ? lo : sp, sb->a_hi = ranged ? hi : sp;
+            sb->b = rs, sb->b_lo = ranged ? rlo : rs, sb->b_hi = ranged ? rhi : rs;
+        }
+    }
+    if (c->adhoc) {
+        snprintf(c->doc->speedup_ref, sizeof c->doc->speedup_ref, "%s", plist[0]->name);
+        c->doc->seed = (unsigned long long)s.seed;
     }
     rc = 0;
 done:

@@ -11,6 +11,7 @@
 
 #define PAPER_MAX_VALS 256
 #define PAPER_MAX_SETS 4
+#define PAPER_MAX_USER_SETS 64 /* ad-hoc --set overrides (as `tailsim compare` takes) */
 
 typedef struct paper_val {
     char key[96];     /* "<experiment id>/<name>", e.g. "tlt-7b/tlt.speedup" */
@@ -27,6 +28,15 @@ typedef struct paper_ctx {
     int n_vals;
     char skip_id[8][32], skip_why[8][160];
     int n_skip;
+    /* One ad-hoc comparison (paper_run_compare, `tailsim compare -o`); all
+     * zero for `tailsim paper`. */
+    int adhoc;                     /* 1: a CDF per policy, the speedup bars, the accepted-length
+                                    * vs depth plot when a policy speculates */
+    const char *const *user_sets;  /* overrides applied after the experiment's own */
+    int n_user_sets;
+    int have_seed;                 /* 1: seed replaces the scenario's */
+    uint64_t seed;
+    const char *trace;             /* trace file in place of the scenario's, or NULL */
 } paper_ctx;
 
 struct paper_exp;

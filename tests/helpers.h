@@ -1,8 +1,8 @@
 /*
  * Helpers shared by the Criterion suites: running the tailsim CLI, writing a
  * scenario file that parallel suites may be reading, loading a scenario with
- * its hardware and model, a per-test temporary directory, and the real traces
- * under $TAILSIM_SHARED.  Header-only (each suite is one translation unit);
+ * its hardware and model, a per-test temporary directory, the real traces
+ * under $TAILSIM_SHARED, and whether gnuplot is there to draw.  Header-only (each suite is one translation unit);
  * every helper fails (or skips) the calling test instead of returning errors.
  */
 #ifndef TS_TEST_HELPERS_H
@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "models/hw.h"
@@ -94,6 +95,22 @@ static inline void shared_path(char *buf, size_t n, const char *rel)
     snprintf(buf, n, "%s/%s", root && *root ? root : "../shared", rel);
     if (access(buf, R_OK) != 0)
         cr_skip_test("%s not found (set TAILSIM_SHARED)", buf);
+}
+
+/* 1 when an executable gnuplot is on PATH (tests that draw skip without). */
+static inline int have_gnuplot(void)
+{
+    const char *path = getenv("PATH");
+    if (!path)
+        return 0;
+    char buf[4096], p[4200];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *dir = strtok(buf, ":"); dir; dir = strtok(NULL, ":")) {
+        snprintf(p, sizeof p, "%s/gnuplot", *dir ? dir : ".");
+        if (access(p, X_OK) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 #endif

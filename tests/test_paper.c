@@ -4,6 +4,9 @@
  * index.html with a row for every published number (by its quantity text),
  * and every image either file links exists and is not empty; two runs with
  * one seed write the same report (but for the wall time); bad usage exits 2.
+ * `tailsim compare -o` writes the report of one comparison (table, Gantt
+ * chart and CDF per policy, speedup bars, accepted length vs depth) and
+ * prints what it prints without -o.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -67,21 +70,26 @@ static char *slurp(const char *path)
     return s;
 }
 
-/* Every "pre<name>.png" link in text names a non-empty file under out/. */
-static int check_images(const char *text, const char *pre)
+/* Every "pre<name>.png" link in text names a non-empty file under dir/. */
+static int check_images_in(const char *dir, const char *text, const char *pre)
 {
     int n = 0;
     for (const char *p = strstr(text, pre); p; p = strstr(p + 1, pre)) {
         const char *s = p + strlen(pre), *end = strstr(s, ".png");
         cr_assert_not_null(end);
         char path[512];
-        snprintf(path, sizeof path, "%s/%.*s.png", out, (int)(end - s), s);
+        snprintf(path, sizeof path, "%s/%.*s.png", dir, (int)(end - s), s);
         struct stat st;
         cr_assert_eq(stat(path, &st), 0, "linked image %s missing", path);
         cr_assert_gt(st.st_size, 1000, "image %s is empty", path);
         n++;
     }
     return n;
+}
+
+static int check_images(const char *text, const char *pre)
+{
+    return check_images_in(out, text, pre);
 }
 
 Test(paper, quick_report_has_every_row_and_figure, .timeout = 300)
@@ -157,4 +165,45 @@ Test(paper, bad_usage_exits_2)
 {
     cr_assert_eq(system("build/tailsim paper --bootstrap x >/dev/null 2>&1") >> 8, 2);
     cr_assert_eq(system("build/tailsim paper extra >/dev/null 2>&1") >> 8, 2);
+}
+
+Test(paper, compare_report, .timeout = 60)
+{
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot not on PATH");
+    const char *dir = "build/test-compare-report";
+    const char *args = "qwen7b-64gpu --policies verl,tlt --set trace.prompts=8";
+    char cmd[512], path[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && build/tailsim compare %s -o %s 2>/dev/null", dir, args,
+             dir);
+    char *with = run_capture(cmd);
+    snprintf(cmd, sizeof cmd, "build/tailsim compare %s", args);
+    char *without = run_capture(cmd);
+    cr_assert_str_eq(with, without, "-o changed the terminal output");
+    snprintf(path, sizeof path, "%s/index.md", dir);
+    char *md = slurp(path);
+    snprintf(path, sizeof path, "%s/index.html", dir);
+    char *html = slurp(path);
+    /* the table as the terminal prints it, and the report's own table */
+    cr_assert(strstr(md, without), "index.md lacks the terminal table");
+    cr_assert(strstr(md, "| verl | ") && strstr(md, "| tlt | "), "no row per policy");
+    cr_assert(!strstr(md, "Published numbers") && !strstr(html, "Published numbers"),
+              "published numbers in a comparison's report");
+    const char *figs[] = {"compare-verl/gantt.png", "compare-tlt/gantt.png",
+                          "compare-verl/cdf.png",   "compare-tlt/cdf.png",
+                          "speedup.png",            "specdec_depth.png"};
+    for (size_t i = 0; i < sizeof figs / sizeof figs[0]; i++)
+        cr_assert(strstr(md, figs[i]) && strstr(html, figs[i]), "report lacks %s", figs[i]);
+    int nm = check_images_in(dir, md, "](");
+    int nh = check_images_in(dir, html, "src=\"");
+    cr_assert_eq(nm, 6, "index.md links %d images", nm);
+    cr_assert_eq(nh, 6, "index.html links %d images", nh);
+    snprintf(path, sizeof path, "%s/speedup.dat", dir);
+    char *dat = slurp(path);
+    cr_assert(strstr(dat, "\"verl\" 1 ") && strstr(dat, "\"tlt\" "), "%s", dat);
+    free(with);
+    free(without);
+    free(md);
+    free(html);
+    free(dat);
 }

@@ -20,6 +20,7 @@
 
 #include "reports/report.h"
 #include "sim/result.h"
+#include "tests/helpers.h"
 
 static char tmpdir[256];
 
@@ -75,21 +76,6 @@ static void teardown(void)
 }
 
 TestSuite(report, .init = setup, .fini = teardown);
-
-static int have_gnuplot(void)
-{
-    const char *path = getenv("PATH");
-    if (!path)
-        return 0;
-    char buf[4096], p[4200];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *dir = strtok(buf, ":"); dir; dir = strtok(NULL, ":")) {
-        snprintf(p, sizeof p, "%s/gnuplot", *dir ? dir : ".");
-        if (access(p, X_OK) == 0)
-            return 1;
-    }
-    return 0;
-}
 
 /* One synchronous RL step on `gpus` GPUs (TP 4): every replica decodes until
  * its last response finishes (a long tail across replicas), then idles, and
