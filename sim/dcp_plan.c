@@ -266,8 +266,8 @@ static void coarse_boost(const dcp_ctx *c, const queues *Q, const dcp_choice *ch
 static void fill_slack(const dcp_ctx *c, queues *Q, pgroup *g, const int *cap, int n, double T)
 {
     for (int i = 0; i < n; i++) {
-        int more = (int)floor(T / g[i].t * (1 + 1e-12));
-        more = more < cap[i] ? more : cap[i];
+        double fit = floor(T / g[i].t * (1 + 1e-12)); /* a double: t may be tiny */
+        int more = fit < cap[i] ? (int)fit : cap[i];
         if (more > g[i].gas)
             g[i].gas = more;
     }
