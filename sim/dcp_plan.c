@@ -21,7 +21,7 @@
  * Groups of a step are laid out on consecutive GPUs, largest SP size first,
  * so power-of-two groups never straddle a node boundary they need not cross.
  *
- * Invariant (checked by tests/test_dcp.c): every sequence index appears in
+ * Invariant (checked by tests/test_dcp_plan.c): every sequence index appears in
  * plan->seq exactly once, and each micro-batch's memory at its group's SP
  * size and checkpointing is within the budget.
  */

@@ -4,7 +4,7 @@
  * sum of the steps' max): dcp_step_idle() on hand-computed steps, and the
  * `tailsim report` table of a saved `dcp` run carrying the sampler's
  * estimate next to the simulated imbalance.  The estimate against a
- * reference recomputed from a plan is in tests/test_dcp.c (it needs that
+ * reference recomputed from a plan is in tests/test_dcp_plan.c (it needs that
  * file's fixtures).  Each test runs in its own process with a fresh
  * temporary directory.
  */

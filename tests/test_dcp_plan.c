@@ -1,0 +1,488 @@
+/*
+ * Tests of the DCP planners: PAC's knapsack and the accumulation search
+ * against brute force on small cases, and every planner on seeded random
+ * traces: each sequence is planned exactly once, every micro-batch fits the
+ * memory cap, groups never share a GPU, `bound` is never above any
+ * strategy's time, the same seed gives the same plan, and dcp-inter's slack
+ * fill and coarse buckets drawn ahead do what they say.  The shipped DCP
+ * scenarios load and plan.  (tests/test_dcp.c: traces, cost model, scenario
+ * and command errors.)
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_rng.h>
+
+#include "common/util.h"
+#include "sim/dcp_setup.h"
+#include "tests/helpers.h"
+
+static hw_desc h200;
+static llm_desc stdit, llama;
+
+static void setup(void)
+{
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load("h200", &h200, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load("opensora-stdit3", &stdit, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load("llama-3.1-8b", &llama, &e), 0, "%s", e.msg);
+}
+
+TestSuite(dcp_plan, .init = setup);
+
+/* ------------------------------------------------ context helpers */
+
+typedef struct fixture {
+    tc_model tm;
+    btrace *bt;
+    dcp_cfg cfg;
+    dcp_ctx c;
+} fixture;
+
+/* A small random trace: 2D video mix or 1D SFT lengths. */
+static void fixture_init_cfg(fixture *f, int video, int gpus, uint64_t seed, double mem_cap,
+                             int zero, int ring);
+
+static void fixture_init(fixture *f, int video, int gpus, uint64_t seed, double mem_cap)
+{
+    fixture_init_cfg(f, video, gpus, seed, mem_cap, 1, 0);
+}
+
+static void fixture_init_cfg(fixture *f, int video, int gpus, uint64_t seed, double mem_cap,
+                             int zero, int ring)
+{
+    ts_err e = {{0}};
+    memset(f, 0, sizeof *f);
+    cr_assert_eq(tc_model_init(&f->tm, video ? &stdit : &llama, video ? 300 : 0, 34, &e), 0);
+    if (video) {
+        bt_video_mix m = {60 + (int)(seed % 50), (double)(seed % 3), 3.0, 5.0, seed};
+        f->bt = bt_gen_video_mix(&m, &e);
+    } else {
+        f->bt = bt_gen_1d("sft", 200 + (int)(seed % 300), 32768, seed, &e);
+    }
+    cr_assert_not_null(f->bt, "%s", e.msg);
+    cr_assert_eq(bt_bucketize(f->bt, &e), 0);
+    dcp_cfg_default(&f->cfg);
+    f->cfg.gpus = gpus;
+    f->cfg.mem_cap = mem_cap;
+    f->cfg.seed = seed;
+    f->cfg.zero_stage = zero;
+    f->cfg.ring = ring;
+    if (ring) { /* ring attention takes SP sizes Ulysses cannot */
+        int sp[] = {1, 2, 4, 8, 16};
+        memcpy(f->cfg.sp, sp, sizeof sp);
+        f->cfg.n_sp = 5;
+    }
+    cr_assert_eq(dcp_ctx_init(&f->c, &h200, &f->tm, f->bt, &f->cfg, &e), 0, "%s", e.msg);
+}
+
+static void fixture_free(fixture *f)
+{
+    dcp_ctx_free(&f->c);
+    btrace_free(f->bt);
+}
+
+static const char *const all_strategies =
+    "bucket,packed,dcp-intra,dcp-inter,dcp-inter+pac,dcp-intra+pac,bucket+pac,bound";
+
+/* Every invariant of a plan. */
+static void check_plan(const fixture *f, const dcp_plan *p)
+{
+    const dcp_ctx *c = &f->c;
+    size_t n = f->bt->n;
+    if (p->strat.kind == DCP_BOUND) {
+        cr_assert_gt(p->bound_s, 0);
+        return;
+    }
+    cr_assert_eq(p->n_seq, n, "%s: %zu of %zu sequences planned", p->strat.name, p->n_seq, n);
+    unsigned char *seen = calloc(n, 1);
+    cr_assert_not_null(seen);
+    size_t covered = 0;
+    double cap = c->cfg.mem_cap * c->hw->hbm_bytes;
+    for (size_t s = 0; s < p->n_step; s++) {
+        const dcp_step *st = &p->step[s];
+        cr_assert_gt(st->n_g, 0);
+        int32_t gpu = 0;
+        for (int32_t g = 0; g < st->n_g; g++) {
+            const dcp_group *x = &p->grp[st->g0 + g];
+            cr_assert_eq(x->gpu0, gpu, "%s: groups overlap or leave holes", p->strat.name);
+            gpu += x->sp;
+            cr_assert_gt(x->n_mb, 0);
+            for (int32_t m = 0; m < x->n_mb; m++) {
+                const dcp_mb *mb = &p->mb[x->mb0 + m];
+                cr_assert_gt(mb->n, 0);
+                cr_assert_eq((size_t)mb->first, covered, "micro-batches out of order");
+                covered += (size_t)mb->n;
+                tc_work w = {0};
+                for (int32_t i = 0; i < mb->n; i++) {
+                    int32_t q = p->seq[mb->first + i];
+                    cr_assert(q >= 0 && (size_t)q < n);
+                    cr_assert_eq(seen[q], 0, "%s: sequence %d planned twice", p->strat.name, q);
+                    seen[q] = 1;
+                    tc_work_add(&w, f->bt->seq[q].t, f->bt->seq[q].s, 1);
+                }
+                tc_par par = {x->sp, c->cfg.ring, mb->ckpt_a, mb->ckpt_b};
+                double mem = c->states_bytes + c->cfg.reserve_bytes + tc_act_bytes(c->tm, &par, &w);
+                cr_assert_leq(mem, cap * (1 + 1e-9), "%s: step %zu group %d over the cap (%g GB)",
+                              p->strat.name, s, g, mem / 1e9);
+            }
+        }
+        cr_assert_leq(gpu, c->cfg.gpus, "%s: step %zu uses %d GPUs", p->strat.name, s, gpu);
+    }
+    cr_assert_eq(covered, n);
+    free(seen);
+}
+
+Test(dcp_plan, every_plan_is_complete_feasible_and_above_the_bound, .timeout = 120)
+{
+    dcp_strategy st[DCP_MAX_STRATEGIES];
+    int ns;
+    ts_err e = {{0}};
+    cr_assert_eq(dcp_parse_strategies(all_strategies, st, DCP_MAX_STRATEGIES, &ns, &e), 0, "%s",
+                 e.msg);
+    static const int gpus[] = {8, 16, 32, 64};
+    for (int video = 0; video < 2; video++)
+        for (int gi = 0; gi < 4; gi++)
+            for (uint64_t seed = 1; seed <= 4; seed++) {
+                fixture f;
+                /* vary the memory pressure, the ZeRO stage and (1D) ring attention */
+                double cap = video ? 0.45 + 0.08 * (double)seed : 0.40 + 0.1 * (double)seed;
+                fixture_init_cfg(&f, video, gpus[gi], seed + 10 * gi, cap,
+                                 video ? (int)(seed % 4) : 1 + (int)(seed % 3),
+                                 !video && seed == 3);
+                f.cfg.fill = (int)(seed % 2); /* dcp-inter with and without dcp.fill */
+                f.c.cfg.fill = f.cfg.fill;
+                double bound = -1, best = INFINITY;
+                for (int i = 0; i < ns; i++) {
+                    dcp_plan p;
+                    dcp_result r;
+                    cr_assert_eq(dcp_plan_run(&f.c, &st[i], &p, &e), 0, "%s", e.msg);
+                    check_plan(&f, &p);
+                    cr_assert_eq(dcp_simulate(&f.c, &p, 0, &r, NULL, 0, 0, &e), 0);
+                    cr_assert(r.feasible, "%s not feasible", st[i].name);
+                    if (st[i].kind == DCP_BOUND) {
+                        bound = r.time_s;
+                    } else {
+                        cr_assert_eq(r.seqs, (int64_t)f.bt->n);
+                        cr_assert(r.imbalance >= 0 && r.imbalance < 1);
+                        cr_assert(r.imbalance_plan >= 0 && r.imbalance_plan < 1);
+                        cr_assert_leq(r.full_steps, r.steps);
+                        cr_assert_leq(r.peak_mem_bytes, cap * h200.hbm_bytes * (1 + 1e-9));
+                        best = fmin(best, r.time_s);
+                        /* --steps: a prefix of the same plan */
+                        dcp_result q;
+                        cr_assert_eq(dcp_simulate(&f.c, &p, 1, &q, NULL, 0, 0, &e), 0);
+                        cr_assert_eq(q.steps, 1);
+                        cr_assert_leq(q.time_s, r.time_s);
+                    }
+                    dcp_plan_free(&p);
+                }
+                cr_assert_gt(bound, 0);
+                cr_assert_leq(bound, best * (1 + 1e-12), "bound %g above %g (video %d, %d GPUs)",
+                              bound, best, video, gpus[gi]);
+                fixture_free(&f);
+            }
+}
+
+/* Planner time of the group g of plan p: its micro-batches at the profiled
+ * time of their sizes. */
+static double group_prof_time(const fixture *f, const dcp_plan *p, const dcp_group *g)
+{
+    int j = 0;
+    while (f->c.cfg.sp[j] != g->sp)
+        j++;
+    double t = 0;
+    for (int32_t m = 0; m < g->n_mb; m++) {
+        const dcp_mb *mb = &p->mb[g->mb0 + m];
+        t += dcp_prof_time(&f->c, f->bt->seq[p->seq[mb->first]].bucket, j, mb->n);
+    }
+    return t;
+}
+
+/* dcp.fill only uses the slack before a step's longest group: on the first
+ * step (the same groups and search either way) the longest group's planner
+ * time is unchanged, no group ends after it, and the step trains at least as
+ * many sequences; over the whole plan (of these traces) the simulated time
+ * does not grow. */
+Test(dcp_plan, fill_uses_the_slack_without_lengthening_a_step, .timeout = 120)
+{
+    dcp_strategy st;
+    int ns;
+    ts_err e = {{0}};
+    cr_assert_eq(dcp_parse_strategies("dcp-inter", &st, 1, &ns, &e), 0, "%s", e.msg);
+    int gained = 0;
+    for (int video = 0; video < 2; video++)
+        for (uint64_t seed = 1; seed <= 4; seed++) {
+            fixture f;
+            fixture_init(&f, video, 16 << (seed % 2), seed, video ? 0.6 : 0.7);
+            double tmax[2] = {0}, seqs[2] = {0}, total[2] = {0};
+            for (int fill = 0; fill < 2; fill++) {
+                f.c.cfg.fill = fill;
+                dcp_plan p;
+                dcp_result r;
+                cr_assert_eq(dcp_plan_run(&f.c, &st, &p, &e), 0, "%s", e.msg);
+                check_plan(&f, &p);
+                const dcp_step *s0 = &p.step[0];
+                for (int32_t k = 0; k < s0->n_g; k++) {
+                    const dcp_group *g = &p.grp[s0->g0 + k];
+                    tmax[fill] = fmax(tmax[fill], group_prof_time(&f, &p, g));
+                    for (int32_t m = 0; m < g->n_mb; m++)
+                        seqs[fill] += p.mb[g->mb0 + m].n;
+                }
+                cr_assert_eq(dcp_simulate(&f.c, &p, 0, &r, NULL, 0, 0, &e), 0);
+                total[fill] = r.time_s;
+                dcp_plan_free(&p);
+            }
+            cr_assert_float_eq(tmax[1], tmax[0], 1e-9 * tmax[0], "video %d seed %d: %g vs %g s",
+                               video, (int)seed, tmax[1], tmax[0]);
+            cr_assert_geq(seqs[1], seqs[0]);
+            cr_assert_leq(total[1], total[0] * (1 + 1e-12), "video %d seed %d: %g s with fill, %g without",
+                          video, (int)seed, total[1], total[0]);
+            gained += seqs[1] > seqs[0];
+            fixture_free(&f);
+        }
+    cr_assert_gt(gained, 0, "fill never added a sequence to a first step");
+}
+
+/* imbalance_plan recomputed from the plan by hand: only steps whose groups
+ * hold every GPU, each group its micro-batch count x the profiled time of
+ * its largest micro-batch (part-filled ones count as full). */
+Test(dcp_plan, plan_imbalance_is_the_samplers_estimate)
+{
+    dcp_strategy st[DCP_MAX_STRATEGIES];
+    int ns;
+    ts_err e = {{0}};
+    cr_assert_eq(dcp_parse_strategies("bucket,dcp-intra,dcp-inter,dcp-inter+pac", st,
+                                      DCP_MAX_STRATEGIES, &ns, &e), 0, "%s", e.msg);
+    for (int video = 0; video < 2; video++) {
+        fixture f;
+        fixture_init(&f, video, 16, 7, 0.7);
+        int64_t any_full = 0; /* so the comparison is not between two zeros */
+        for (int i = 0; i < ns; i++) {
+            dcp_plan p;
+            dcp_result r;
+            cr_assert_eq(dcp_plan_run(&f.c, &st[i], &p, &e), 0, "%s", e.msg);
+            cr_assert_eq(dcp_simulate(&f.c, &p, 0, &r, NULL, 0, 0, &e), 0);
+            double idle = 0, maxsum = 0;
+            int64_t full = 0;
+            for (size_t s = 0; s < p.n_step; s++) {
+                const dcp_step *sp = &p.step[s];
+                double tmax = 0, busy = 0;
+                int used = 0;
+                for (int32_t k = 0; k < sp->n_g; k++) {
+                    const dcp_group *g = &p.grp[sp->g0 + k];
+                    const dcp_mb *m0 = &p.mb[g->mb0];
+                    int32_t bs = 0;
+                    for (int32_t m = 0; m < g->n_mb; m++)
+                        bs = p.mb[g->mb0 + m].n > bs ? p.mb[g->mb0 + m].n : bs;
+                    int32_t b = f.bt->seq[p.seq[m0->first]].bucket;
+                    double t = g->n_mb * dcp_est_mb_time(&f.c, b, g->sp, bs, m0->ckpt_a,
+                                                         m0->ckpt_b);
+                    tmax = fmax(tmax, t);
+                    busy += g->sp * t;
+                    used += g->sp;
+                }
+                if (used == f.cfg.gpus) {
+                    idle += f.cfg.gpus * tmax - busy;
+                    maxsum += f.cfg.gpus * tmax;
+                    full++;
+                }
+            }
+            cr_assert_eq(r.full_steps, full, "%s", st[i].name);
+            cr_assert_float_eq(r.imbalance_plan, maxsum > 0 ? idle / maxsum : 0, 1e-9, "%s: %g",
+                               st[i].name, r.imbalance_plan);
+            any_full += full;
+            dcp_plan_free(&p);
+        }
+        cr_assert_gt(any_full, 0, "no plan filled every GPU in any step (video %d)", video);
+        fixture_free(&f);
+    }
+}
+
+Test(dcp_plan, same_seed_same_plan)
+{
+    dcp_strategy st[DCP_MAX_STRATEGIES];
+    int ns;
+    ts_err e = {{0}};
+    cr_assert_eq(dcp_parse_strategies(all_strategies, st, DCP_MAX_STRATEGIES, &ns, &e), 0);
+    fixture a, b;
+    fixture_init(&a, 1, 16, 5, 0.7);
+    fixture_init(&b, 1, 16, 5, 0.7);
+    for (int i = 0; i < ns; i++) {
+        dcp_plan p, q;
+        dcp_result r, s;
+        cr_assert_eq(dcp_plan_run(&a.c, &st[i], &p, &e), 0);
+        cr_assert_eq(dcp_plan_run(&b.c, &st[i], &q, &e), 0);
+        cr_assert_eq(p.n_seq, q.n_seq);
+        cr_assert_eq(p.n_step, q.n_step);
+        cr_assert_eq(p.n_mb, q.n_mb);
+        if (p.n_seq)
+            cr_assert_eq(memcmp(p.seq, q.seq, p.n_seq * sizeof *p.seq), 0, "%s", st[i].name);
+        if (p.n_mb)
+            cr_assert_eq(memcmp(p.mb, q.mb, p.n_mb * sizeof *p.mb), 0);
+        dcp_simulate(&a.c, &p, 0, &r, NULL, 0, 0, &e);
+        dcp_simulate(&b.c, &q, 0, &s, NULL, 0, 0, &e);
+        cr_assert_eq(r.time_s, s.time_s);
+        cr_assert_eq(r.imbalance, s.imbalance);
+        dcp_plan_free(&p);
+        dcp_plan_free(&q);
+    }
+    fixture_free(&a);
+    fixture_free(&b);
+}
+
+/* --------------------------------------------- searches vs brute force */
+
+static double pen(double x, double over)
+{
+    return x > 0 ? x * over : -x;
+}
+
+/* min over T in (0, Tmax] of sum pen(e g - T) / T for fixed counts. */
+static double phi(const double *e, const int *g, int k, double Tmax, double over)
+{
+    double best = INFINITY;
+    for (int j = 0; j <= k; j++) {
+        double T = j < k ? e[j] * g[j] : Tmax, s = 0;
+        if (T > Tmax * (1 + 1e-12))
+            continue;
+        for (int i = 0; i < k; i++)
+            s += pen(e[i] * g[i] - T, over);
+        best = fmin(best, s / T);
+    }
+    return best;
+}
+
+Test(dcp_plan, accumulation_search_equals_brute_force)
+{
+    gsl_rng *r = ts_rng_new(3, 0);
+    for (int it = 0; it < 400; it++) {
+        int k = 1 + (int)gsl_rng_uniform_int(r, 4);
+        int max_gas = 1 + (int)gsl_rng_uniform_int(r, 5);
+        double over = 1.0 + gsl_rng_uniform(r);
+        double e[4], emax = 0;
+        int cap[4], lim[4], gas[4], g[4];
+        for (int i = 0; i < k; i++) {
+            /* some equal times, so that grouping is exercised */
+            e[i] = i && gsl_rng_uniform_int(r, 3) == 0 ? e[i - 1] : 0.2 + 2.0 * gsl_rng_uniform(r);
+            emax = fmax(emax, e[i]);
+            cap[i] = 1 + (int)gsl_rng_uniform_int(r, 12);
+        }
+        int use_cap = it % 2;
+        for (int i = 0; i < k; i++) {
+            lim[i] = dcp_gas_limit(e[i], emax, max_gas);
+            if (use_cap && cap[i] < lim[i])
+                lim[i] = cap[i];
+        }
+        double got = dcp_gas_search(e, use_cap ? cap : NULL, k, max_gas, over, gas);
+        double Tmax = max_gas * emax;
+        /* brute force over every count vector */
+        double want = INFINITY;
+        for (int i = 0; i < k; i++)
+            g[i] = 1;
+        for (;;) {
+            want = fmin(want, phi(e, g, k, Tmax, over));
+            int i = 0;
+            while (i < k && g[i] == lim[i])
+                g[i++] = 1;
+            if (i == k)
+                break;
+            g[i]++;
+        }
+        cr_assert(fabs(got - want) <= 1e-9 * (1 + want), "case %d: search %g, brute force %g", it,
+                  got, want);
+        for (int i = 0; i < k; i++)
+            cr_assert(gas[i] >= 1 && gas[i] <= lim[i]);
+        cr_assert_leq(phi(e, gas, k, Tmax, over), got + 1e-9, "case %d: counts miss the optimum",
+                      it);
+    }
+    gsl_rng_free(r);
+}
+
+Test(dcp_plan, pac_knapsack_equals_brute_force)
+{
+    fixture f;
+    fixture_init(&f, 1, 8, 2, 0.7);
+    const tc_model *tm = f.c.tm;
+    for (int32_t b = 0; b < f.c.nb; b += 3) {
+        for (int sp = 1; sp <= 8; sp *= 2)
+            for (int32_t bs = 1; bs <= 64; bs *= 4) {
+                dcp_choice ch = {sp, bs, 0, 0, 0};
+                if (dcp_pac(&f.c, b, &ch))
+                    continue;
+                const bt_bucket *u = &f.bt->buckets[b];
+                tc_work w = {0};
+                tc_work_add(&w, u->t, u->s, bs);
+                double best = INFINITY;
+                for (int ca = 0; ca <= tm->n_a; ca++)
+                    for (int cb = 0; cb <= tm->n_b; cb++) {
+                        tc_par p = {sp, 0, ca, cb};
+                        if (tc_act_bytes(tm, &p, &w) > f.c.budget_bytes)
+                            continue;
+                        best = fmin(best, tc_microbatch_time(&h200, tm, &p, &w, NULL));
+                    }
+                cr_assert(fabs(ch.time_s - best) <= 1e-9 * best,
+                          "bucket %d sp %d bs %d: pac %g, brute %g", b, sp, bs, ch.time_s, best);
+            }
+    }
+    fixture_free(&f);
+}
+
+/* --------------------------------------------------- scenarios, command */
+
+Test(dcp_plan, shipped_scenarios_load_and_plan, .timeout = 120)
+{
+    const char *names[] = {"dcp-stdit3-32xh200-mix1", "dcp-stdit3-32xh200-mix2",
+                           "dcp-stdit3-32xh200-mix5", "dcp-llama8b-32xh200"};
+    for (size_t i = 0; i < 4; i++) {
+        scenario s;
+        dcp_setup d;
+        dcp_ctx c;
+        ts_err e = {{0}};
+        cr_assert_eq(scenario_load(names[i], &s, &e), 0, "%s", e.msg);
+        cr_assert_eq(scenario_validate(&s, &e), 0, "%s", e.msg);
+        cr_assert_eq(dcp_setup_load(&s, NULL, &d, &e), 0, "%s: %s", names[i], e.msg);
+        cr_assert_eq(d.cfg.gpus, 32);
+        cr_assert_eq(dcp_ctx_init(&c, &d.hw, &d.tm, d.bt, &d.cfg, &e), 0, "%s", e.msg);
+        dcp_strategy st = {DCP_INTER, 0, "dcp-inter"};
+        dcp_plan p;
+        cr_assert_eq(dcp_plan_run(&c, &st, &p, &e), 0, "%s", e.msg);
+        cr_assert_eq(p.n_seq, d.bt->n);
+        dcp_plan_free(&p);
+        dcp_ctx_free(&c);
+        dcp_setup_free(&d);
+    }
+}
+
+/* dcp.ahead: on the STDiT3 mix the long-video buckets (one micro-batch a
+ * large part of a step) drawn to finish a step early leave the fine-grained
+ * buckets for the epoch's last steps, which the accumulation counts and the
+ * fill then balance: the epoch is shorter and less imbalanced than with every
+ * bucket drawn in proportion (dcp.ahead = 0). */
+Test(dcp_plan, coarse_buckets_ahead_balance_the_last_steps, .timeout = 120)
+{
+    scenario s;
+    dcp_setup d;
+    dcp_ctx c;
+    ts_err e = {{0}};
+    cr_assert_eq(scenario_load("dcp-stdit3-32xh200-mix1", &s, &e), 0, "%s", e.msg);
+    cr_assert_eq(dcp_setup_load(&s, NULL, &d, &e), 0, "%s", e.msg);
+    cr_assert_eq(d.cfg.ahead, 1.0, "the default");
+    dcp_result r[2];
+    for (int on = 0; on < 2; on++) {
+        d.cfg.ahead = on ? 1.0 : 0.0;
+        cr_assert_eq(dcp_ctx_init(&c, &d.hw, &d.tm, d.bt, &d.cfg, &e), 0, "%s", e.msg);
+        dcp_strategy st = {DCP_INTER, 1, "dcp-inter+pac"};
+        cr_assert_eq(dcp_run(&c, &st, 0, &r[on], NULL, 0, 0, NULL, 0, &e), 0, "%s", e.msg);
+        cr_assert_eq(r[on].seqs, (int64_t)d.bt->n);
+        cr_assert(r[on].feasible);
+        dcp_ctx_free(&c);
+    }
+    cr_assert_lt(r[1].time_s, r[0].time_s, "%g s ahead vs %g s in proportion", r[1].time_s,
+                 r[0].time_s);
+    cr_assert_lt(r[1].imbalance, r[0].imbalance, "%g vs %g", r[1].imbalance, r[0].imbalance);
+    dcp_setup_free(&d);
+}
