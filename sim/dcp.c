@@ -46,6 +46,7 @@ void dcp_cfg_default(dcp_cfg *c)
     c->max_gas = 5;
     c->overshoot = 1.2;
     c->fill = 1;
+    c->endgame = 1;
     c->ahead = 1.0;
     c->coarse = 0.25;
     c->tie_tol = 0.0;
@@ -186,6 +187,17 @@ double dcp_prof_time(const dcp_ctx *c, int32_t b, int j, int32_t bs)
     if (bs == (1 << k) || !(k + 1 < DCP_MAX_K && t[k + 1] > 0))
         return t[k] * bs / lo;
     return t[k] + (bs - lo) / lo * (t[k + 1] - t[k]);
+}
+
+double dcp_choice_time(const dcp_ctx *c, int32_t b, const dcp_choice *ch, int32_t n)
+{
+    if (n == ch->bs)
+        return ch->time_s;
+    int j = 0;
+    while (j < c->cfg.n_sp && c->cfg.sp[j] != ch->sp)
+        j++;
+    double full = dcp_prof_time(c, b, j, ch->bs);
+    return ch->time_s * (full > 0 ? dcp_prof_time(c, b, j, n) / full : (double)n / ch->bs);
 }
 
 int dcp_pac(const dcp_ctx *c, int32_t b, dcp_choice *ch)

@@ -75,6 +75,8 @@ typedef struct dcp_cfg {
                              * takes one more, partial micro-batch that fits in it */
     double ahead;           /* dcp-inter: coarse buckets are drawn to finish this many steps
                              * before the epoch ends (0: in proportion, as the others) */
+    int endgame;            /* dcp-inter: once what is left fits in this many steps at the
+                             * last target, pack it into that many (sim/dcp_endgame.c; 0: off) */
     double coarse;          /* dcp-inter: a bucket is coarse when one micro-batch takes more
                              * than this fraction of the previous step's target */
     double tie_tol;         /* dcp-intra/inter: configurations within this fraction of a
@@ -141,6 +143,11 @@ double dcp_est_mb_time(const dcp_ctx *c, int32_t b, int sp, int32_t bs, int ca, 
  * max, weighted by the step's length.  Cannot fail. */
 double dcp_step_idle(const double *t, const int32_t *sp, int n, int gpus, double *tmax);
 
+/* Planner time of n sequences of bucket b (n <= ch->bs) under choice ch,
+ * s: ch->time_s scaled by the profile's ratio of n to ch->bs sequences at
+ * ch's SP size.  ch->sp must be one of the configured sizes. */
+double dcp_choice_time(const dcp_ctx *c, int32_t b, const dcp_choice *ch, int32_t n);
+
 /* PAC: the checkpointing of bucket b at (sp, bs) that saves the most
  * recomputation within the memory budget (exact over both layer types).
  * Fills ckpt_a/ckpt_b and time_s of *ch from its sp and bs; returns 0, or
@@ -203,6 +210,22 @@ int dcp_plan_push_seq(dcp_plan *p, int32_t idx, ts_err *e);
 int dcp_plan_push_mb(dcp_plan *p, int32_t first, int32_t n, int32_t ca, int32_t cb, ts_err *e);
 int dcp_plan_push_group(dcp_plan *p, int32_t sp, int32_t mb0, int32_t n_mb, ts_err *e);
 int dcp_plan_push_step(dcp_plan *p, int32_t g0, ts_err *e);
+
+/* dcp-inter's last steps (sim/dcp_endgame.c).  q[head[b] .. end[b]) are
+ * bucket b's unplanned sequences, ch[b] its configuration.
+ * dcp_endgame_work() is their planner work in GPU-seconds (each sequence
+ * at its share of a full micro-batch).  dcp_endgame() appends them to *p
+ * as `steps` steps: micro-batches of each bucket's configuration placed
+ * longest first on the least-loaded of steps x (groups per step) bins of
+ * their SP size, GPUs shared among SP sizes by work, the heaviest bins
+ * making the first step.  Returns 1 when it did, 0 when it declined (a
+ * bucket has no configuration, the SP sizes do not fit the GPUs, or a
+ * group would exceed DCP_GAS_HARD micro-batches; *p untouched), -1 on
+ * error. */
+double dcp_endgame_work(const dcp_ctx *c, const dcp_choice *ch, const int32_t *head,
+                        const int32_t *end);
+int dcp_endgame(const dcp_ctx *c, const dcp_choice *ch, const int32_t *q, const int32_t *head,
+                const int32_t *end, int steps, dcp_plan *p, ts_err *e);
 
 typedef struct dcp_result {
     char name[32];

@@ -154,16 +154,6 @@ static int32_t next_bucket(const dcp_ctx *c, const queues *Q, const dcp_choice *
     return best;
 }
 
-/* Planner time of n sequences of bucket b under choice ch. */
-static double choice_time(const dcp_ctx *c, int32_t b, const dcp_choice *ch, int32_t n)
-{
-    if (n == ch->bs)
-        return ch->time_s;
-    int j = sp_index(c, ch->sp);
-    double full = dcp_prof_time(c, b, j, ch->bs);
-    return ch->time_s * (full > 0 ? dcp_prof_time(c, b, j, n) / full : (double)n / ch->bs);
-}
-
 /* A group being planned. */
 typedef struct pgroup {
     int32_t b, n, sp, gas;   /* bucket, sequences in its first micro-batch, SP, micro-batches */
@@ -316,11 +306,23 @@ static int plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
     while (Q.left > 0) {
         int n = 0, remain = G;
         int32_t b;
+        if (c->cfg.endgame && T_est > 0) {
+            for (int32_t b2 = 0; b2 < c->nb; b2++)
+                Q.spare[b2] = Q.off[b2 + 1];
+            double k = ceil(dcp_endgame_work(c, ch, Q.head, Q.spare) / (G * T_est) - 1e-9);
+            if (k <= c->cfg.endgame) {
+                int r = dcp_endgame(c, ch, Q.q, Q.head, Q.spare, k < 1 ? 1 : (int)k, p, e);
+                if (r < 0)
+                    goto done;
+                if (r > 0)
+                    break;
+            }
+        }
         coarse_boost(c, &Q, ch, T_est, boost);
         while (remain > 0 && (b = next_bucket(c, &Q, ch, remain, 0, boost)) >= 0) {
             int32_t a = avail(&Q, b), cnt = ch[b].bs < a ? ch[b].bs : a;
             Q.resv[b] += cnt;
-            g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], choice_time(c, b, &ch[b], cnt), 0};
+            g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], dcp_choice_time(c, b, &ch[b], cnt), 0};
             et[n] = g[n].t;
             remain -= ch[b].sp;
             /* what this group will likely accumulate at the last step's target,
@@ -424,7 +426,7 @@ static int plan_intra(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
         while (remain > 0 && (b = next_bucket(c, &Q, ch, remain, 0, NULL)) >= 0) {
             int32_t a = avail(&Q, b), cnt = ch[b].bs < a ? ch[b].bs : a;
             Q.resv[b] += cnt;
-            g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], choice_time(c, b, &ch[b], cnt), 0};
+            g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], dcp_choice_time(c, b, &ch[b], cnt), 0};
             remain -= ch[b].sp;
             n++;
         }

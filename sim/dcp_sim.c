@@ -42,16 +42,31 @@ static int tl_add(run_record *rec, int gpu, int phase, int state, double t0, dou
     return 0;
 }
 
-/* Group g's time as the sampler estimates it: its micro-batch count x the
- * profiled time of its largest micro-batch of its first sequence's bucket. */
+static int32_t mb_bucket(const dcp_ctx *c, const dcp_plan *p, int32_t m)
+{
+    return c->bt->seq[p->seq[p->mb[m].first]].bucket;
+}
+
+/* Group g's time as the sampler estimates it: per bucket among its
+ * micro-batches (one, but for dcp-inter's last step, sim/dcp_endgame.c),
+ * their count x the profiled time of the bucket's largest of them. */
 static double est_group_time(const dcp_ctx *c, const dcp_plan *p, const dcp_group *g)
 {
-    const dcp_mb *m0 = &p->mb[g->mb0];
-    int32_t bs = 0;
-    for (int32_t m = 0; m < g->n_mb; m++)
-        bs = p->mb[g->mb0 + m].n > bs ? p->mb[g->mb0 + m].n : bs;
-    int32_t b = c->bt->seq[p->seq[m0->first]].bucket;
-    return g->n_mb * dcp_est_mb_time(c, b, g->sp, bs, m0->ckpt_a, m0->ckpt_b);
+    double t = 0;
+    for (int32_t m = g->mb0; m < g->mb0 + g->n_mb; m++) {
+        int32_t b = mb_bucket(c, p, m), bs = 0, k = 0, seen = 0;
+        for (int32_t x = g->mb0; x < m && !seen; x++)
+            seen = mb_bucket(c, p, x) == b;
+        if (seen)
+            continue; /* priced with its bucket's first micro-batch */
+        for (int32_t x = m; x < g->mb0 + g->n_mb; x++)
+            if (mb_bucket(c, p, x) == b) {
+                bs = p->mb[x].n > bs ? p->mb[x].n : bs;
+                k++;
+            }
+        t += k * dcp_est_mb_time(c, b, g->sp, bs, p->mb[m].ckpt_a, p->mb[m].ckpt_b);
+    }
+    return t;
 }
 
 int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result *r,

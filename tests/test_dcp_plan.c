@@ -4,7 +4,8 @@
  * traces: each sequence is planned exactly once, every micro-batch fits the
  * memory cap, groups never share a GPU, `bound` is never above any
  * strategy's time, the same seed gives the same plan, and dcp-inter's slack
- * fill and coarse buckets drawn ahead do what they say.  The shipped DCP
+ * fill, coarse buckets drawn ahead and last step (dcp.endgame) do what they
+ * say.  The shipped DCP
  * scenarios load and plan.  (tests/test_dcp.c: traces, cost model, scenario
  * and command errors.)
  */
@@ -155,6 +156,7 @@ Test(dcp_plan, every_plan_is_complete_feasible_and_above_the_bound, .timeout = 1
                                  !video && seed == 3);
                 f.cfg.fill = (int)(seed % 2); /* dcp-inter with and without dcp.fill */
                 f.c.cfg.fill = f.cfg.fill;
+                f.c.cfg.endgame = (int)((seed + gi) % 4); /* off, 1, 2 or 3 last steps packed */
                 double bound = -1, best = INFINITY;
                 for (int i = 0; i < ns; i++) {
                     dcp_plan p;
@@ -247,9 +249,35 @@ Test(dcp_plan, fill_uses_the_slack_without_lengthening_a_step, .timeout = 120)
     cr_assert_gt(gained, 0, "fill never added a sequence to a first step");
 }
 
+/* A group's time as VideoSys' sampler estimates it, by hand: per bucket
+ * among its micro-batches (several only in dcp-inter's last step), their
+ * count x the profiled time of the largest, at that bucket's first
+ * micro-batch's checkpointing. */
+static double group_est_time(const fixture *f, const dcp_plan *p, const dcp_group *g)
+{
+    int32_t nb = f->c.nb, *cnt = calloc((size_t)nb, sizeof *cnt), *bs = calloc((size_t)nb, sizeof *bs);
+    int32_t *m0 = malloc((size_t)nb * sizeof *m0);
+    cr_assert(cnt && bs && m0);
+    for (int32_t m = g->mb0 + g->n_mb - 1; m >= g->mb0; m--) {
+        int32_t b = f->bt->seq[p->seq[p->mb[m].first]].bucket;
+        cnt[b]++;
+        bs[b] = p->mb[m].n > bs[b] ? p->mb[m].n : bs[b];
+        m0[b] = m; /* ends at the bucket's first micro-batch */
+    }
+    double t = 0;
+    for (int32_t b = 0; b < nb; b++)
+        if (cnt[b])
+            t += cnt[b] * dcp_est_mb_time(&f->c, b, g->sp, bs[b], p->mb[m0[b]].ckpt_a,
+                                          p->mb[m0[b]].ckpt_b);
+    free(cnt);
+    free(bs);
+    free(m0);
+    return t;
+}
+
 /* imbalance_plan recomputed from the plan by hand: only steps whose groups
  * hold every GPU, each group its micro-batch count x the profiled time of
- * its largest micro-batch (part-filled ones count as full). */
+ * its largest micro-batch (part-filled ones count as full), per bucket. */
 Test(dcp_plan, plan_imbalance_is_the_samplers_estimate)
 {
     dcp_strategy st[DCP_MAX_STRATEGIES];
@@ -274,13 +302,7 @@ Test(dcp_plan, plan_imbalance_is_the_samplers_estimate)
                 int used = 0;
                 for (int32_t k = 0; k < sp->n_g; k++) {
                     const dcp_group *g = &p.grp[sp->g0 + k];
-                    const dcp_mb *m0 = &p.mb[g->mb0];
-                    int32_t bs = 0;
-                    for (int32_t m = 0; m < g->n_mb; m++)
-                        bs = p.mb[g->mb0 + m].n > bs ? p.mb[g->mb0 + m].n : bs;
-                    int32_t b = f.bt->seq[p.seq[m0->first]].bucket;
-                    double t = g->n_mb * dcp_est_mb_time(&f.c, b, g->sp, bs, m0->ckpt_a,
-                                                         m0->ckpt_b);
+                    double t = group_est_time(&f, &p, g);
                     tmax = fmax(tmax, t);
                     busy += g->sp * t;
                     used += g->sp;
@@ -484,5 +506,66 @@ Test(dcp_plan, coarse_buckets_ahead_balance_the_last_steps, .timeout = 120)
     cr_assert_lt(r[1].time_s, r[0].time_s, "%g s ahead vs %g s in proportion", r[1].time_s,
                  r[0].time_s);
     cr_assert_lt(r[1].imbalance, r[0].imbalance, "%g vs %g", r[1].imbalance, r[0].imbalance);
+    dcp_setup_free(&d);
+}
+
+/* dcp.endgame: once what is left fits one step at the last target, it is
+ * one step, its micro-batches placed longest first on the least-loaded
+ * group, so in that step two groups of one SP size differ by at most its
+ * longest micro-batch (list scheduling), and some group mixes buckets.  On
+ * the STDiT3 mix the epoch is shorter, less imbalanced and has fewer steps
+ * than planned step by step to the end. */
+Test(dcp_plan, endgame_packs_the_last_step, .timeout = 120)
+{
+    scenario s;
+    dcp_setup d;
+    dcp_ctx c;
+    ts_err e = {{0}};
+    cr_assert_eq(scenario_load("dcp-stdit3-32xh200-mix1", &s, &e), 0, "%s", e.msg);
+    cr_assert_eq(dcp_setup_load(&s, NULL, &d, &e), 0, "%s", e.msg);
+    cr_assert_eq(d.cfg.endgame, 1, "the default");
+    for (int pac = 0; pac < 2; pac++) {
+        dcp_result r[2];
+        for (int on = 0; on < 2; on++) {
+            d.cfg.endgame = on;
+            cr_assert_eq(dcp_ctx_init(&c, &d.hw, &d.tm, d.bt, &d.cfg, &e), 0, "%s", e.msg);
+            dcp_strategy st = {DCP_INTER, pac, "dcp-inter"};
+            dcp_plan p;
+            cr_assert_eq(dcp_plan_run(&c, &st, &p, &e), 0, "%s", e.msg);
+            cr_assert_eq(dcp_simulate(&c, &p, 0, &r[on], NULL, 0, 0, &e), 0, "%s", e.msg);
+            cr_assert_eq(r[on].seqs, (int64_t)d.bt->n);
+            cr_assert(r[on].feasible);
+            if (on) {
+                const dcp_choice *ch = pac ? c.best_pac : c.best;
+                const dcp_step *last = &p.step[p.n_step - 1];
+                double lo = INFINITY, hi = 0, longest = 0;
+                int mixed = 0;
+                for (int32_t k = 0; k < last->n_g; k++) {
+                    const dcp_group *g = &p.grp[last->g0 + k];
+                    cr_assert_eq(g->sp, p.grp[last->g0].sp, "one SP size at this load");
+                    double t = 0;
+                    int32_t b0 = d.bt->seq[p.seq[p.mb[g->mb0].first]].bucket;
+                    for (int32_t m = g->mb0; m < g->mb0 + g->n_mb; m++) {
+                        int32_t b = d.bt->seq[p.seq[p.mb[m].first]].bucket;
+                        double x = dcp_choice_time(&c, b, &ch[b], p.mb[m].n);
+                        t += x;
+                        longest = fmax(longest, x);
+                        mixed |= b != b0;
+                    }
+                    lo = fmin(lo, t);
+                    hi = fmax(hi, t);
+                }
+                cr_assert_leq(hi - lo, longest * (1 + 1e-9), "pac %d: groups %g..%g s, longest %g s",
+                              pac, lo, hi, longest);
+                cr_assert(mixed, "pac %d: no group of the last step mixes buckets", pac);
+            }
+            dcp_plan_free(&p);
+            dcp_ctx_free(&c);
+        }
+        cr_assert_lt(r[1].time_s, r[0].time_s, "pac %d: %g s vs %g s", pac, r[1].time_s, r[0].time_s);
+        cr_assert_lt(r[1].imbalance, r[0].imbalance, "pac %d: %g vs %g", pac, r[1].imbalance,
+                     r[0].imbalance);
+        cr_assert_leq(r[1].steps, r[0].steps);
+    }
     dcp_setup_free(&d);
 }
