@@ -75,6 +75,8 @@ typedef struct dcp_cfg {
                              * takes one more, partial micro-batch that fits in it */
     double ahead;           /* dcp-inter: coarse buckets are drawn to finish this many steps
                              * before the epoch ends (0: in proportion, as the others) */
+    int xfill;              /* dcp-inter: 1 = a group's slack left after the fill takes
+                             * micro-batches of other buckets at its SP size (beyond DCP) */
     int endgame;            /* dcp-inter: once what is left fits in this many steps at the
                              * last target, pack it into that many (sim/dcp_endgame.c; 0: off) */
     double coarse;          /* dcp-inter: a bucket is coarse when one micro-batch takes more

@@ -53,6 +53,7 @@ typedef struct queues {
     int32_t *vres;   /* nb: further sequences the step's groups are expected to take
                       * by accumulation (only steers next_bucket()) */
     int32_t *spare;  /* nb: scratch for emit_step() */
+    int32_t *xs;     /* nb: scratch for fill_across() */
     int32_t *cnt;    /* gpus * DCP_GAS_HARD: scratch for emit_step() */
     size_t left;     /* sequences not planned */
 } queues;
@@ -65,6 +66,7 @@ static void queues_free(queues *Q)
     free(Q->resv);
     free(Q->vres);
     free(Q->spare);
+    free(Q->xs);
     free(Q->cnt);
 }
 
@@ -79,8 +81,9 @@ static int queues_init(queues *Q, const dcp_ctx *c, ts_err *e)
     Q->resv = calloc((size_t)nb, sizeof *Q->resv);
     Q->vres = calloc((size_t)nb, sizeof *Q->vres);
     Q->spare = calloc((size_t)nb, sizeof *Q->spare);
+    Q->xs = calloc((size_t)nb, sizeof *Q->xs);
     Q->cnt = malloc((size_t)c->cfg.gpus * DCP_GAS_HARD * sizeof *Q->cnt);
-    if (!Q->q || !Q->off || !Q->head || !Q->resv || !Q->vres || !Q->spare || !Q->cnt) {
+    if (!Q->q || !Q->off || !Q->head || !Q->resv || !Q->vres || !Q->spare || !Q->xs || !Q->cnt) {
         queues_free(Q);
         return ts_errf(e, "out of memory");
     }
@@ -154,12 +157,16 @@ static int32_t next_bucket(const dcp_ctx *c, const queues *Q, const dcp_choice *
     return best;
 }
 
+#define XFILL_MAX 4 /* micro-batches of other buckets one group takes in its slack */
+
 /* A group being planned. */
 typedef struct pgroup {
     int32_t b, n, sp, gas;   /* bucket, sequences in its first micro-batch, SP, micro-batches */
     dcp_choice ch;           /* the micro-batch configuration */
     double t;                /* planner time of one micro-batch, s */
     int32_t extra;           /* sequences of one more, partial micro-batch (fill), or 0 */
+    int nx;                  /* micro-batches of other buckets in its last slack (xfill) */
+    int32_t xb[XFILL_MAX], xn[XFILL_MAX]; /* their buckets and sizes */
 } pgroup;
 
 static int cmp_pgroup_sp(const void *x, const void *y)
@@ -174,7 +181,7 @@ static int cmp_pgroup_sp(const void *x, const void *y)
  * then each group's further micro-batches (g->gas - 1 of up to g->ch.bs),
  * handed out round by round so that groups sharing a bucket share what is
  * left of it. */
-static int emit_step(dcp_plan *p, queues *Q, pgroup *g, int n, ts_err *e)
+static int emit_step(dcp_plan *p, queues *Q, const dcp_choice *ch, pgroup *g, int n, ts_err *e)
 {
     int mg = DCP_GAS_HARD;
     qsort(g, (size_t)n, sizeof *g, cmp_pgroup_sp);
@@ -208,6 +215,12 @@ static int emit_step(dcp_plan *p, queues *Q, pgroup *g, int n, ts_err *e)
             if (x <= 0)
                 continue;
             if (take_mb(p, Q, g[i].b, x, g[i].ch.ckpt_a, g[i].ch.ckpt_b, e))
+                return -1;
+            nmb++;
+        }
+        for (int x = 0; x < g[i].nx; x++) {
+            const dcp_choice *o = &ch[g[i].xb[x]];
+            if (take_mb(p, Q, g[i].xb[x], g[i].xn[x], o->ckpt_a, o->ckpt_b, e))
                 return -1;
             nmb++;
         }
@@ -287,6 +300,58 @@ static void fill_slack(const dcp_ctx *c, queues *Q, pgroup *g, const int *cap, i
     }
 }
 
+/* dcp.xfill (off by default): after the slack fill (if on), a group
+ * whose slack before T still holds a micro-batch of another bucket at its
+ * SP size takes the most sequences of the bucket with the largest share
+ * left (beyond what the step's groups take) whose planner time fits, up to
+ * XFILL_MAX times.  Each such micro-batch keeps its own bucket's
+ * configuration, so the plan stays within memory; T does not move.  This
+ * goes beyond DCP, whose groups serve one bucket a step. */
+static void fill_across(const dcp_ctx *c, queues *Q, const dcp_choice *ch, pgroup *g, int n,
+                        double T)
+{
+    int32_t *xs = Q->xs;
+    for (int32_t b = 0; b < c->nb; b++)
+        xs[b] = Q->off[b + 1] - Q->head[b];
+    for (int i = 0; i < n; i++)
+        xs[g[i].b] -= g[i].n + (g[i].gas - 1) * g[i].ch.bs + g[i].extra;
+    for (int i = 0; i < n; i++) {
+        double slack = T - g[i].gas * g[i].t;
+        if (g[i].extra > 0)
+            slack -= dcp_choice_time(c, g[i].b, &g[i].ch, g[i].extra);
+        int used = g[i].gas + (g[i].extra > 0);
+        while (g[i].nx < XFILL_MAX && used < DCP_GAS_HARD && slack > 0) {
+            int32_t best = -1;
+            double bshare = -1;
+            for (int32_t b = 0; b < c->nb; b++) {
+                if (ch[b].sp != g[i].sp || ch[b].bs < 1 || xs[b] <= 0 ||
+                    dcp_choice_time(c, b, &ch[b], 1) > slack)
+                    continue;
+                double share = (double)xs[b] / (Q->off[b + 1] - Q->off[b]);
+                if (share > bshare) {
+                    bshare = share;
+                    best = b;
+                }
+            }
+            if (best < 0)
+                break;
+            int32_t lo = 1, hi = ch[best].bs < xs[best] ? ch[best].bs : xs[best];
+            while (lo < hi) {
+                int32_t mid = lo + (hi - lo + 1) / 2;
+                if (dcp_choice_time(c, best, &ch[best], mid) <= slack)
+                    lo = mid;
+                else
+                    hi = mid - 1;
+            }
+            g[i].xb[g[i].nx] = best;
+            g[i].xn[g[i].nx++] = lo;
+            xs[best] -= lo;
+            slack -= dcp_choice_time(c, best, &ch[best], lo);
+            used++;
+        }
+    }
+}
+
 static int plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_err *e)
 {
     const dcp_choice *ch = s->pac ? c->best_pac : c->best;
@@ -322,7 +387,8 @@ static int plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
         while (remain > 0 && (b = next_bucket(c, &Q, ch, remain, 0, boost)) >= 0) {
             int32_t a = avail(&Q, b), cnt = ch[b].bs < a ? ch[b].bs : a;
             Q.resv[b] += cnt;
-            g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], dcp_choice_time(c, b, &ch[b], cnt), 0};
+            g[n] = (pgroup){.b = b, .n = cnt, .sp = ch[b].sp, .gas = 1, .ch = ch[b],
+                            .t = dcp_choice_time(c, b, &ch[b], cnt)};
             et[n] = g[n].t;
             remain -= ch[b].sp;
             /* what this group will likely accumulate at the last step's target,
@@ -357,7 +423,9 @@ static int plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
         }
         if (c->cfg.fill)
             fill_slack(c, &Q, g, cap, n, T_est);
-        if (emit_step(p, &Q, g, n, e))
+        if (c->cfg.xfill)
+            fill_across(c, &Q, ch, g, n, T_est);
+        if (emit_step(p, &Q, ch, g, n, e))
             goto done;
     }
     rc = 0;
@@ -400,7 +468,8 @@ static int pick_near(const dcp_ctx *c, int32_t b, int32_t limit, int remain, dou
             if (v < best) {
                 best = v;
                 found = j;
-                *out = (pgroup){b, x, sp, 1, {sp, x, c->tm->n_a, c->tm->n_b, t}, t, 0};
+                *out = (pgroup){.b = b, .n = x, .sp = sp, .gas = 1,
+                                .ch = {sp, x, c->tm->n_a, c->tm->n_b, t}, .t = t};
             }
         }
     }
@@ -426,7 +495,8 @@ static int plan_intra(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
         while (remain > 0 && (b = next_bucket(c, &Q, ch, remain, 0, NULL)) >= 0) {
             int32_t a = avail(&Q, b), cnt = ch[b].bs < a ? ch[b].bs : a;
             Q.resv[b] += cnt;
-            g[n] = (pgroup){b, cnt, ch[b].sp, 1, ch[b], dcp_choice_time(c, b, &ch[b], cnt), 0};
+            g[n] = (pgroup){.b = b, .n = cnt, .sp = ch[b].sp, .gas = 1, .ch = ch[b],
+                            .t = dcp_choice_time(c, b, &ch[b], cnt)};
             remain -= ch[b].sp;
             n++;
         }
@@ -497,7 +567,7 @@ static int plan_intra(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_e
             if (dcp_pac(c, g[i].b, &pc) == 0)
                 g[i].ch = pc;
         }
-        if (emit_step(p, &Q, g, n, e))
+        if (emit_step(p, &Q, ch, g, n, e))
             goto done;
     }
     rc = 0;

@@ -131,6 +131,7 @@ int dcp_setup_cfg(const scenario *s, dcp_cfg *cfg, ts_err *e)
     cfg->overshoot = x->overshoot;
     cfg->fill = x->fill;
     cfg->endgame = x->endgame;
+    cfg->xfill = x->xfill;
     cfg->ahead = x->ahead;
     cfg->coarse = x->coarse;
     cfg->tie_tol = x->tie_tol;
