@@ -1,6 +1,7 @@
 /*
  * DCP: strategy names, defaults, the per-bucket profile, PAC's knapsack and
- * the accumulation search.  The planners are in sim/dcp_plan.c and the
+ * the accumulation search.  The planners are in sim/dcp_plan.c,
+ * sim/dcp_inter.c and sim/dcp_endgame.c (sim/dcp_queue.c their queues), the
  * simulator in sim/dcp_sim.c.
  *
  * The profile plays the part of DCP's profiler (VideoSys core/dcp), with the

@@ -203,7 +203,7 @@ typedef struct dcp_plan {
 int dcp_plan_run(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *out, ts_err *e);
 void dcp_plan_free(dcp_plan *p);
 
-/* Plan-building helpers shared by the planners (sim/dcp_plan.c): append a
+/* Plan-building helpers shared by the planners (sim/dcp_*.c): append a
  * sequence index, a micro-batch over plan->seq[first .. first + n), a group
  * over its micro-batches, or close a step holding the groups from g0 on.
  * Each returns 0, or -1 with a message on allocation failure (the plan keeps
