@@ -181,6 +181,33 @@ static void iter_heads(const llm_desc *m, int tp, double *heads, double *kvh)
         *kvh = 1;
 }
 
+/* One layer's token-count operators and the embedding gather: each
+ * formula once, for iter_tok_terms() and cost_vidur_op(). */
+typedef enum {
+    LOP_NORM, LOP_QKV, LOP_ROPE, LOP_OPROJ, LOP_ADD, LOP_UP, LOP_ACT, LOP_DOWN, LOP_EMB
+} layer_op;
+
+static double layer_op_time(const hw_desc *hw, const llm_desc *m, int tp, layer_op op, double T)
+{
+    double h = m->hidden, hd = m->head_dim;
+    double heads, kvh;
+    iter_heads(m, tp, &heads, &kvh);
+    double ffn = (double)m->ffn / tp;
+    double act = T * h * 2.0; /* bytes of one [T, hidden] bf16 activation */
+    switch (op) {
+    case LOP_NORM: return kernel_time(hw, K_NORM, 2.0 * act);
+    case LOP_QKV: return cost_gemm(hw, T, (heads + 2.0 * kvh) * hd, h);
+    case LOP_ROPE: return kernel_time(hw, K_ROPE, 2.0 * T * (heads + kvh) * hd * 2.0); /* q, k */
+    case LOP_OPROJ: return cost_gemm(hw, T, h, heads * hd);
+    case LOP_ADD: return kernel_time(hw, K_ADD, 2.0 * act);
+    case LOP_UP: return cost_gemm(hw, T, m->gated ? 2.0 * ffn : ffn, h);
+    case LOP_ACT: return kernel_time(hw, K_ACT, (m->gated ? 3.0 : 2.0) * T * ffn * 2.0);
+    case LOP_DOWN: return cost_gemm(hw, T, h, ffn);
+    case LOP_EMB: return kernel_time(hw, K_GATHER, 2.0 * act);
+    }
+    return 0.0;
+}
+
 /* The token-count terms of one layer and the embedding for T >= 1 tokens on
  * a TP group of tp >= 1 GPUs, into e (all fields but the key T and fc).
  * Floating-point addition is not associative, so only the leading terms
@@ -191,28 +218,23 @@ static void iter_heads(const llm_desc *m, int tp, double *heads, double *kvh)
 static void iter_tok_terms(const hw_desc *hw, const llm_desc *m, int tp, double T,
                            cost_cache_tok *e)
 {
-    double h = m->hidden, hd = m->head_dim;
-    double heads, kvh;
-    iter_heads(m, tp, &heads, &kvh);
-    double ffn = (double)m->ffn / tp;
-    double act = T * h * 2.0; /* bytes of one [T, hidden] bf16 activation */
-
+    double act = T * m->hidden * 2.0; /* bytes of one [T, hidden] bf16 activation */
     double t = 0.0;
-    t += kernel_time(hw, K_NORM, 2.0 * act);                          /* input norm */
-    t += cost_gemm(hw, T, (heads + 2.0 * kvh) * hd, h);               /* QKV */
-    t += kernel_time(hw, K_ROPE, 2.0 * T * (heads + kvh) * hd * 2.0); /* RoPE q, k */
+    t += layer_op_time(hw, m, tp, LOP_NORM, T); /* input norm */
+    t += layer_op_time(hw, m, tp, LOP_QKV, T);
+    t += layer_op_time(hw, m, tp, LOP_ROPE, T);
     e->pre = t;
     /* attention goes here (iter_sum) */
-    e->post[0] = cost_gemm(hw, T, h, heads * hd);                     /* O proj */
-    e->post[1] = kernel_time(hw, K_ADD, 2.0 * act);                   /* residual */
-    e->post[2] = kernel_time(hw, K_NORM, 2.0 * act);                  /* post-attn norm */
-    e->post[3] = cost_gemm(hw, T, m->gated ? 2.0 * ffn : ffn, h);     /* MLP up */
-    e->post[4] = kernel_time(hw, K_ACT, (m->gated ? 3.0 : 2.0) * T * ffn * 2.0);
-    e->post[5] = cost_gemm(hw, T, h, ffn);                            /* MLP down */
-    e->post[6] = kernel_time(hw, K_ADD, 2.0 * act);                   /* residual */
+    e->post[0] = layer_op_time(hw, m, tp, LOP_OPROJ, T);
+    e->post[1] = layer_op_time(hw, m, tp, LOP_ADD, T);  /* residual */
+    e->post[2] = layer_op_time(hw, m, tp, LOP_NORM, T); /* post-attn norm */
+    e->post[3] = layer_op_time(hw, m, tp, LOP_UP, T);
+    e->post[4] = layer_op_time(hw, m, tp, LOP_ACT, T);
+    e->post[5] = layer_op_time(hw, m, tp, LOP_DOWN, T);
+    e->post[6] = layer_op_time(hw, m, tp, LOP_ADD, T);  /* residual */
     e->post[7] = tp > 1 ? 2.0 * comm_allreduce(hw, act, tp) : 0.0;
     /* embedding (vocab-parallel: gather + all-reduce) */
-    e->emb = kernel_time(hw, K_GATHER, 2.0 * act);
+    e->emb = layer_op_time(hw, m, tp, LOP_EMB, T);
     e->emb_ar = tp > 1 ? comm_allreduce(hw, act, tp) : 0.0;
 }
 
@@ -405,32 +427,17 @@ double cost_train_fwd_bwd(const hw_desc *hw, const llm_desc *m, double tokens, d
 
 double cost_vidur_op(const hw_desc *hw, const llm_desc *m, int tp, const char *op, int tokens)
 {
-    if (tp < 1)
-        tp = 1;
-    double T = tokens, h = m->hidden, hd = m->head_dim;
-    double heads = (double)m->heads / tp;
-    double kvh = (double)m->kv_heads / tp;
-    if (kvh < 1)
-        kvh = 1;
-    double ffn = (double)m->ffn / tp;
-    double act = T * h * 2.0;
-    if (!strcmp(op, "emb"))
-        return kernel_time(hw, K_GATHER, 2.0 * act);
-    if (!strcmp(op, "input_layernorm") || !strcmp(op, "post_attention_layernorm"))
-        return kernel_time(hw, K_NORM, 2.0 * act);
-    if (!strcmp(op, "attn_pre_proj"))
-        return cost_gemm(hw, T, (heads + 2.0 * kvh) * hd, h);
-    if (!strcmp(op, "attn_rope"))
-        return kernel_time(hw, K_ROPE, 2.0 * T * (heads + kvh) * hd * 2.0);
-    if (!strcmp(op, "attn_post_proj"))
-        return cost_gemm(hw, T, h, heads * hd);
-    if (!strcmp(op, "mlp_up_proj"))
-        return cost_gemm(hw, T, m->gated ? 2.0 * ffn : ffn, h);
-    if (!strcmp(op, "mlp_act"))
-        return kernel_time(hw, K_ACT, (m->gated ? 3.0 : 2.0) * T * ffn * 2.0);
-    if (!strcmp(op, "mlp_down_proj"))
-        return cost_gemm(hw, T, h, ffn);
-    if (!strcmp(op, "add"))
-        return kernel_time(hw, K_ADD, 2.0 * act);
+    static const struct {
+        const char *name;
+        layer_op op;
+    } ops[] = {
+        {"emb", LOP_EMB}, {"input_layernorm", LOP_NORM}, {"attn_pre_proj", LOP_QKV},
+        {"attn_rope", LOP_ROPE}, {"attn_post_proj", LOP_OPROJ},
+        {"post_attention_layernorm", LOP_NORM}, {"mlp_up_proj", LOP_UP}, {"mlp_act", LOP_ACT},
+        {"mlp_down_proj", LOP_DOWN}, {"add", LOP_ADD},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (!strcmp(op, ops[i].name))
+            return layer_op_time(hw, m, tp < 1 ? 1 : tp, ops[i].op, tokens);
     return -1.0;
 }
