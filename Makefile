@@ -134,7 +134,7 @@ memcheck: deps
 # -fsanitize=fuzzer,address,undefined and run for FUZZ_SECONDS from its seed
 # corpus in tests/fuzz/corpus/<target>/; a crash is written there as
 # crash-<hash> and then replays in `make check` (tests/test_fuzz.c).
-FUZZ_TARGETS := trace scenario vidur batch calib grid
+FUZZ_TARGETS := trace scenario vidur batch calib grid dcpplan
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_SRC     := $(filter-out kernels/ref/%,$(LIB_SRC))

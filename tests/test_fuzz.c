@@ -38,5 +38,6 @@ Test(fuzz, trace_corpus) { cr_assert_gt(replay_dir("trace", fuzz_trace), 5); }
 Test(fuzz, scenario_corpus) { cr_assert_gt(replay_dir("scenario", fuzz_scenario), 3); }
 Test(fuzz, vidur_corpus) { cr_assert_gt(replay_dir("vidur", fuzz_vidur), 2); }
 Test(fuzz, batch_corpus) { cr_assert_gt(replay_dir("batch", fuzz_batch), 2); }
+Test(fuzz, dcpplan_corpus, .timeout = 120) { cr_assert_gt(replay_dir("dcpplan", fuzz_dcpplan), 2); }
 Test(fuzz, calib_corpus) { cr_assert_gt(replay_dir("calib", fuzz_calib), 2); }
 Test(fuzz, grid_corpus) { cr_assert_gt(replay_dir("grid", fuzz_grid), 5); }

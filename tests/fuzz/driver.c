@@ -1,7 +1,7 @@
 /*
  * libFuzzer entry point for one target, chosen at build time with
  * -DFUZZ_TARGET=fuzz_trace (or fuzz_scenario, fuzz_vidur, fuzz_batch,
- * fuzz_calib, fuzz_grid).  Built and run by
+ * fuzz_calib, fuzz_grid, fuzz_dcpplan).  Built and run by
  * `make fuzz` with clang's -fsanitize=fuzzer,address,undefined.
  */
 #include "tests/fuzz/targets.h"

@@ -18,9 +18,11 @@
 
 #include "common/err.h"
 #include "models/calib.h"
+#include "models/train_cost.h"
 #include "models/hw.h"
 #include "models/vidur.h"
 #include "traces/batch.h"
+#include "sim/dcp.h"
 #include "sim/grid.h"
 #include "sim/scenario.h"
 #include "traces/trace.h"
@@ -168,6 +170,139 @@ static inline int fuzz_grid(const uint8_t *data, size_t size)
         abort(); /* failure must say why and leave nothing allocated */
     }
     remove(path);
+    return 0;
+}
+
+/* The DCP planners, by property: the bytes choose a small training batch
+ * (1D token counts or Open-Sora video shapes) and a planner configuration
+ * (GPUs, memory cap, SP sizes, fill, ahead, xfill, endgame); every strategy
+ * either fails with a message or plans every sequence exactly once, in
+ * order, in groups that do not share GPUs, each micro-batch within the
+ * memory cap, and `bound` is never above a strategy's simulated time.
+ * Layout: byte 0 flags (1 video, 2 fill, 4 xfill, 8 ring attention), byte 1
+ * endgame (low 2 bits) and ahead (next 2: 0, 0.5, 1, 2), byte 2 GPUs, byte 3
+ * memory cap, then 2 bytes per sequence (at most 256 sequences). */
+static inline int fuzz_dcpplan(const uint8_t *data, size_t size)
+{
+    static const int gpus_of[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
+    static const int frames_of[] = {1, 16, 32, 51, 68, 102, 204, 408};
+    static const int res_of[][2] = {{144, 256}, {240, 426}, {360, 640}, {480, 854}, {720, 1280},
+                                    {256, 256}, {512, 512}, {1024, 1024}};
+    static const double ahead_of[] = {0, 0.5, 1, 2};
+    if (size < 6)
+        return 0;
+    int video = data[0] & 1, ring = (data[0] >> 3) & 1;
+    ts_err e = {{0}};
+    hw_desc hw;
+    llm_desc m;
+    tc_model tm;
+    if (hw_load("h200", &hw, &e) || llm_load(video ? "opensora-stdit3" : "llama-3.1-8b", &m, &e) ||
+        tc_model_init(&tm, &m, video ? 300 : 0, 34, &e))
+        abort(); /* shipped descriptions load */
+    btrace *bt = btrace_new(video ? BT_2D : BT_1D);
+    if (!bt)
+        return 0;
+    for (size_t i = 4; i + 1 < size && bt->n < 256; i += 2) {
+        int rc;
+        if (video)
+            rc = btrace_add_video(bt, frames_of[data[i] % 8], res_of[data[i + 1] % 8][0],
+                                  res_of[data[i + 1] % 8][1], &e);
+        else
+            rc = btrace_add_1d(bt, 1 + ((int32_t)data[i] << 8 | data[i + 1]) % 65536, &e);
+        if (rc)
+            abort(); /* valid shapes are accepted */
+    }
+    if (bt->n == 0 || bt_bucketize(bt, &e)) {
+        btrace_free(bt);
+        return 0;
+    }
+    dcp_cfg cfg;
+    dcp_cfg_default(&cfg);
+    cfg.gpus = gpus_of[data[2] % 12];
+    cfg.mem_cap = 0.30 + 0.65 * data[3] / 255.0;
+    cfg.fill = (data[0] >> 1) & 1;
+    cfg.xfill = (data[0] >> 2) & 1;
+    cfg.endgame = data[1] & 3;
+    cfg.ahead = ahead_of[(data[1] >> 2) & 3];
+    cfg.ring = ring;
+    if (ring) {
+        int sp[] = {1, 2, 4, 8, 16};
+        memcpy(cfg.sp, sp, sizeof sp);
+        cfg.n_sp = 5;
+    }
+    dcp_ctx c;
+    if (dcp_ctx_init(&c, &hw, &tm, bt, &cfg, &e)) {
+        if (!e.msg[0])
+            abort(); /* an infeasible setup says why */
+        btrace_free(bt);
+        return 0;
+    }
+    dcp_strategy st[DCP_MAX_STRATEGIES];
+    int ns;
+    if (dcp_parse_strategies("bucket,packed,dcp-intra,dcp-inter,dcp-inter+pac,dcp-intra+pac,bound",
+                             st, DCP_MAX_STRATEGIES, &ns, &e))
+        abort();
+    unsigned char *seen = calloc(bt->n, 1);
+    double bound = -1, best = 1e300, cap = cfg.mem_cap * hw.hbm_bytes;
+    for (int k = 0; seen && k < ns; k++) {
+        dcp_plan p;
+        e.msg[0] = 0;
+        if (dcp_plan_run(&c, &st[k], &p, &e)) {
+            if (!e.msg[0])
+                abort(); /* a planner that fails says why */
+            continue;
+        }
+        dcp_result r;
+        if (dcp_simulate(&c, &p, 0, &r, NULL, 0, 0, &e))
+            abort();
+        if (st[k].kind == DCP_BOUND) {
+            bound = r.time_s;
+            dcp_plan_free(&p);
+            continue;
+        }
+        if (p.n_seq != bt->n || r.seqs != (int64_t)bt->n || !r.feasible)
+            abort(); /* every sequence, within memory */
+        memset(seen, 0, bt->n);
+        size_t covered = 0;
+        for (size_t s = 0; s < p.n_step; s++) {
+            int32_t gpu = 0;
+            for (int32_t g = 0; g < p.step[s].n_g; g++) {
+                const dcp_group *x = &p.grp[p.step[s].g0 + g];
+                if (x->gpu0 != gpu || x->n_mb < 1 || x->n_mb > DCP_GAS_HARD)
+                    abort(); /* groups tile the GPUs; accumulation is bounded */
+                gpu += x->sp;
+                for (int32_t mi = 0; mi < x->n_mb; mi++) {
+                    const dcp_mb *mb = &p.mb[x->mb0 + mi];
+                    if (mb->n < 1 || (size_t)mb->first != covered)
+                        abort();
+                    covered += (size_t)mb->n;
+                    tc_work w = {0};
+                    for (int32_t i = 0; i < mb->n; i++) {
+                        int32_t q = p.seq[mb->first + i];
+                        if (q < 0 || (size_t)q >= bt->n || seen[q])
+                            abort(); /* each sequence once */
+                        seen[q] = 1;
+                        tc_work_add(&w, bt->seq[q].t, bt->seq[q].s, 1);
+                    }
+                    tc_par par = {x->sp, ring, mb->ckpt_a, mb->ckpt_b};
+                    if (c.states_bytes + cfg.reserve_bytes + tc_act_bytes(&tm, &par, &w) >
+                        cap * (1 + 1e-9))
+                        abort();
+                }
+            }
+            if (gpu > cfg.gpus)
+                abort();
+        }
+        if (covered != bt->n)
+            abort();
+        best = r.time_s < best ? r.time_s : best;
+        dcp_plan_free(&p);
+    }
+    if (bound > 0 && best < 1e300 && bound > best * (1 + 1e-9))
+        abort(); /* the bound is a lower bound */
+    free(seen);
+    dcp_ctx_free(&c);
+    btrace_free(bt);
     return 0;
 }
 
