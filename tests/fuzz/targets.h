@@ -2,7 +2,9 @@
  * Fuzz targets: one function per reader, taking raw bytes.  Each writes the
  * bytes to a private temporary file (the readers take paths, as users give
  * them) and runs the reader; a reader may accept or reject the input, but it
- * must not crash, hang, leak or return a half-built object.  Included by the
+ * must not crash, hang, leak or return a half-built object.  One more,
+ * fuzz_dcpplan, decodes the bytes into a batch and a DCP configuration and
+ * checks every planner's invariants.  Included by the
  * libFuzzer driver (tests/fuzz/driver.c, `make fuzz`) and by the regression
  * suite (tests/test_fuzz.c, `make check`), which replays every file of
  * tests/fuzz/corpus/<target>/.
