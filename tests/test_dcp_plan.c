@@ -480,6 +480,29 @@ Test(dcp_plan, shipped_scenarios_load_and_plan, .timeout = 120)
     }
 }
 
+/* Loads a shipped DCP scenario's setup. */
+static void setup_load(const char *name, dcp_setup *d)
+{
+    scenario s;
+    ts_err e = {{0}};
+    cr_assert_eq(scenario_load(name, &s, &e), 0, "%s", e.msg);
+    cr_assert_eq(dcp_setup_load(&s, NULL, d, &e), 0, "%s", e.msg);
+}
+
+/* Plans dcp-inter (pac: +pac) on d's setup as configured now and simulates
+ * it: the plan in *p (free it, then *c) and its result in *r, checked
+ * complete and feasible. */
+static void inter_run(const dcp_setup *d, int pac, dcp_ctx *c, dcp_plan *p, dcp_result *r)
+{
+    ts_err e = {{0}};
+    cr_assert_eq(dcp_ctx_init(c, &d->hw, &d->tm, d->bt, &d->cfg, &e), 0, "%s", e.msg);
+    dcp_strategy st = {DCP_INTER, pac, "dcp-inter"};
+    cr_assert_eq(dcp_plan_run(c, &st, p, &e), 0, "%s", e.msg);
+    cr_assert_eq(dcp_simulate(c, p, 0, r, NULL, 0, 0, &e), 0, "%s", e.msg);
+    cr_assert_eq(r->seqs, (int64_t)d->bt->n);
+    cr_assert(r->feasible);
+}
+
 /* dcp.ahead: on the STDiT3 mix the long-video buckets (one micro-batch a
  * large part of a step) drawn to finish a step early leave the fine-grained
  * buckets for the epoch's last steps, which the accumulation counts and the
@@ -487,21 +510,16 @@ Test(dcp_plan, shipped_scenarios_load_and_plan, .timeout = 120)
  * bucket drawn in proportion (dcp.ahead = 0). */
 Test(dcp_plan, coarse_buckets_ahead_balance_the_last_steps, .timeout = 120)
 {
-    scenario s;
     dcp_setup d;
     dcp_ctx c;
-    ts_err e = {{0}};
-    cr_assert_eq(scenario_load("dcp-stdit3-32xh200-mix1", &s, &e), 0, "%s", e.msg);
-    cr_assert_eq(dcp_setup_load(&s, NULL, &d, &e), 0, "%s", e.msg);
+    dcp_plan p;
+    setup_load("dcp-stdit3-32xh200-mix1", &d);
     cr_assert_eq(d.cfg.ahead, 1.0, "the default");
     dcp_result r[2];
     for (int on = 0; on < 2; on++) {
         d.cfg.ahead = on ? 1.0 : 0.0;
-        cr_assert_eq(dcp_ctx_init(&c, &d.hw, &d.tm, d.bt, &d.cfg, &e), 0, "%s", e.msg);
-        dcp_strategy st = {DCP_INTER, 1, "dcp-inter+pac"};
-        cr_assert_eq(dcp_run(&c, &st, 0, &r[on], NULL, 0, 0, NULL, 0, &e), 0, "%s", e.msg);
-        cr_assert_eq(r[on].seqs, (int64_t)d.bt->n);
-        cr_assert(r[on].feasible);
+        inter_run(&d, 1, &c, &p, &r[on]);
+        dcp_plan_free(&p);
         dcp_ctx_free(&c);
     }
     cr_assert_lt(r[1].time_s, r[0].time_s, "%g s ahead vs %g s in proportion", r[1].time_s,
@@ -518,24 +536,16 @@ Test(dcp_plan, coarse_buckets_ahead_balance_the_last_steps, .timeout = 120)
  * than planned step by step to the end. */
 Test(dcp_plan, endgame_packs_the_last_step, .timeout = 120)
 {
-    scenario s;
     dcp_setup d;
     dcp_ctx c;
-    ts_err e = {{0}};
-    cr_assert_eq(scenario_load("dcp-stdit3-32xh200-mix1", &s, &e), 0, "%s", e.msg);
-    cr_assert_eq(dcp_setup_load(&s, NULL, &d, &e), 0, "%s", e.msg);
+    setup_load("dcp-stdit3-32xh200-mix1", &d);
     cr_assert_eq(d.cfg.endgame, 1, "the default");
     for (int pac = 0; pac < 2; pac++) {
         dcp_result r[2];
         for (int on = 0; on < 2; on++) {
             d.cfg.endgame = on;
-            cr_assert_eq(dcp_ctx_init(&c, &d.hw, &d.tm, d.bt, &d.cfg, &e), 0, "%s", e.msg);
-            dcp_strategy st = {DCP_INTER, pac, "dcp-inter"};
             dcp_plan p;
-            cr_assert_eq(dcp_plan_run(&c, &st, &p, &e), 0, "%s", e.msg);
-            cr_assert_eq(dcp_simulate(&c, &p, 0, &r[on], NULL, 0, 0, &e), 0, "%s", e.msg);
-            cr_assert_eq(r[on].seqs, (int64_t)d.bt->n);
-            cr_assert(r[on].feasible);
+            inter_run(&d, pac, &c, &p, &r[on]);
             if (on) {
                 const dcp_choice *ch = pac ? c.best_pac : c.best;
                 const dcp_step *last = &p.step[p.n_step - 1];
@@ -578,12 +588,9 @@ Test(dcp_plan, endgame_packs_the_last_step, .timeout = 120)
  * epoch is shorter and less imbalanced, with and without PAC. */
 Test(dcp_plan, xfill_uses_other_buckets_in_the_slack, .timeout = 120)
 {
-    scenario s;
     dcp_setup d;
     dcp_ctx c;
-    ts_err e = {{0}};
-    cr_assert_eq(scenario_load("dcp-stdit3-32xh200-mix5", &s, &e), 0, "%s", e.msg);
-    cr_assert_eq(dcp_setup_load(&s, NULL, &d, &e), 0, "%s", e.msg);
+    setup_load("dcp-stdit3-32xh200-mix5", &d);
     cr_assert_eq(d.cfg.xfill, 0, "off by default");
     for (int pac = 0; pac < 2; pac++) {
         dcp_result r[2];
@@ -591,13 +598,8 @@ Test(dcp_plan, xfill_uses_other_buckets_in_the_slack, .timeout = 120)
         int mixed = 0;
         for (int on = 0; on < 2; on++) {
             d.cfg.xfill = on;
-            cr_assert_eq(dcp_ctx_init(&c, &d.hw, &d.tm, d.bt, &d.cfg, &e), 0, "%s", e.msg);
-            dcp_strategy st = {DCP_INTER, pac, "dcp-inter"};
             dcp_plan p;
-            cr_assert_eq(dcp_plan_run(&c, &st, &p, &e), 0, "%s", e.msg);
-            cr_assert_eq(dcp_simulate(&c, &p, 0, &r[on], NULL, 0, 0, &e), 0, "%s", e.msg);
-            cr_assert_eq(r[on].seqs, (int64_t)d.bt->n);
-            cr_assert(r[on].feasible);
+            inter_run(&d, pac, &c, &p, &r[on]);
             const dcp_choice *ch = pac ? c.best_pac : c.best;
             const dcp_step *s0 = &p.step[0];
             for (int32_t k = 0; k < s0->n_g; k++) {
