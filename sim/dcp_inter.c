@@ -24,16 +24,11 @@
  * weighed S / (S - ahead), so that it finishes `ahead` steps early and the
  * fine-grained buckets, which the accumulation counts and the slack fill can
  * balance, make the last steps.  All weights are 1 before the first step and
- * once fewer than `ahead` steps are left. */
-static void coarse_boost(const dcp_ctx *c, const dq_queues *Q, const dcp_choice *ch, double T,
+ * once fewer than `ahead` steps are left.  W: the work left, GPU-seconds
+ * (dcp_endgame_work). */
+static void coarse_boost(const dcp_ctx *c, const dcp_choice *ch, double W, double T,
                          double *boost)
 {
-    double W = 0;
-    for (int32_t b = 0; b < c->nb; b++) {
-        int32_t a = dq_avail(Q, b);
-        if (a > 0 && ch[b].bs > 0)
-            W += a * ch[b].time_s / ch[b].bs * ch[b].sp;
-    }
     double ahead = c->cfg.ahead, S = T > 0 ? W / (c->cfg.gpus * T) : 0;
     for (int32_t b = 0; b < c->nb; b++)
         boost[b] = T > 0 && ahead > 0 && S > ahead && ch[b].time_s > c->cfg.coarse * T
@@ -154,10 +149,12 @@ int dcp_plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_err 
     while (Q.left > 0) {
         int n = 0, remain = G;
         int32_t b;
+        /* the work left (nothing is reserved between steps) */
+        for (int32_t b2 = 0; b2 < c->nb; b2++)
+            Q.spare[b2] = Q.off[b2 + 1];
+        double W = dcp_endgame_work(c, ch, Q.head, Q.spare);
         if (c->cfg.endgame && T_est > 0) {
-            for (int32_t b2 = 0; b2 < c->nb; b2++)
-                Q.spare[b2] = Q.off[b2 + 1];
-            double k = ceil(dcp_endgame_work(c, ch, Q.head, Q.spare) / (G * T_est) - 1e-9);
+            double k = ceil(W / (G * T_est) - 1e-9);
             if (k <= c->cfg.endgame) {
                 int r = dcp_endgame(c, ch, Q.q, Q.head, Q.spare, k < 1 ? 1 : (int)k, p, e);
                 if (r < 0)
@@ -166,7 +163,7 @@ int dcp_plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_err 
                     break;
             }
         }
-        coarse_boost(c, &Q, ch, T_est, boost);
+        coarse_boost(c, ch, W, T_est, boost);
         while (remain > 0 && (b = dq_next_bucket(c, &Q, ch, remain, 0, boost)) >= 0) {
             int32_t a = dq_avail(&Q, b), cnt = ch[b].bs < a ? ch[b].bs : a;
             Q.resv[b] += cnt;
