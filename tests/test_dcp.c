@@ -301,6 +301,11 @@ Test(dcp, scenario_errors_name_file_line_and_key)
         {"[cluster]\ngpus = 8\nhw = h200\n[model]\nname = opensora-stdit3\n[dcp]\n"
          "dist = video-mix\nzero_stage = 9\n",
          ":8:", "dcp.zero_stage"},
+        {"[cluster]\ngpus = 8\nhw = h200\n[model]\nname = opensora-stdit3\n[dcp]\n"
+         "fill = true\nendgame = 17\n",
+         ":8:", "dcp.endgame"},
+        {"[cluster]\ngpus = 8\nhw = h200\n[model]\nname = opensora-stdit3\n[dcp]\nxfill = maybe\n",
+         ":7:", "dcp.xfill"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char p[512];
