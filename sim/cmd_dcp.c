@@ -27,7 +27,7 @@
 #include "sim/store.h"
 
 typedef struct dcp_opts {
-    const char *scenario, *strategies, *db, *trace;
+    const char *scenario, *strategies, *db, *trace, *per_step;
     int json, no_wall, scale, buckets, steps, have_steps, tl_steps;
     const char *sets[64];
     int n_sets;
@@ -49,6 +49,8 @@ static void dcp_usage(FILE *f)
             "  --set SEC.KEY=VAL  override a scenario key (repeatable), e.g. --set dcp.image_mix=5\n"
             "  --scale            also print imbalance at 8, 16, 32, 64 and 128 GPUs\n"
             "  --buckets          also print the per-bucket profile\n"
+            "  --per-step NAME    also print every step of strategy NAME (groups, GPUs,\n"
+            "                     micro-batches, mixed-bucket groups, compute time, imbalance)\n"
             "  --db FILE          save the run (metrics, per-GPU timelines) to SQLite\n"
             "  --tl-steps N       steps of each strategy's timeline saved with --db (default 4)\n"
             "  --json             one JSON object instead of tables\n"
@@ -64,6 +66,7 @@ static int parse_opts(int argc, char **argv, dcp_opts *o)
         {"db", required_argument, 0, 'd'},         {"tl-steps", required_argument, 0, 'T'},
         {"json", no_argument, 0, 'j'},             {"no-wall", no_argument, 0, 'W'},
         {"scale", no_argument, 0, 'g'},            {"buckets", no_argument, 0, 'b'},
+        {"per-step", required_argument, 0, 'p'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->tl_steps = 4;
@@ -79,6 +82,7 @@ static int parse_opts(int argc, char **argv, dcp_opts *o)
         case 'W': o->no_wall = 1; break;
         case 'g': o->scale = 1; break;
         case 'b': o->buckets = 1; break;
+        case 'p': o->per_step = optarg; break;
         case 'h': dcp_usage(stdout); return 0;
         case 'n':
         case 'T':
@@ -151,6 +155,9 @@ int cmd_dcp(int argc, char **argv)
     dcp_result res[DCP_MAX_STRATEGIES], ref;
     char plans[DCP_MAX_STRATEGIES][512];
     double imb[DCP_SCALE_N][DCP_MAX_STRATEGIES], imbp[DCP_SCALE_N][DCP_MAX_STRATEGIES];
+    dcp_strategy pst;
+    dcp_result pres;
+    dcp_step_stat *psteps = NULL;
 
     if (scenario_load(o.scenario, &s, &e))
         goto fail;
@@ -169,6 +176,17 @@ int cmd_dcp(int argc, char **argv)
         memcpy(st, d.strat, sizeof st);
     }
     int steps = o.have_steps ? o.steps : s.dcp.steps;
+    if (o.per_step) {
+        int one = 0;
+        if (dcp_parse_strategies(o.per_step, &pst, 1, &one, &e)) {
+            ts_err_prefix(&e, "--per-step: ");
+            goto fail;
+        }
+        if (pst.kind == DCP_BOUND) {
+            ts_errf(&e, "--per-step: bound has no steps (it is one perfectly balanced pass)");
+            goto fail;
+        }
+    }
     if (dcp_ctx_init(&c, &d.hw, &d.tm, d.bt, &d.cfg, &e))
         goto fail;
     if (!(rec = run_record_new())) {
@@ -183,6 +201,8 @@ int cmd_dcp(int argc, char **argv)
                     plans[i], sizeof plans[i], &e))
             goto fail;
     if (o.scale && dcp_setup_scale(&d, st, ns, imb, imbp, &e))
+        goto fail;
+    if (o.per_step && dcp_run_steps(&c, &pst, steps, &pres, &psteps, &e))
         goto fail;
     double wall = ts_wall_s() - w0;
 
@@ -280,6 +300,26 @@ int cmd_dcp(int argc, char **argv)
             }
             json_object_set_new(root, "imbalance_plan_vs_gpus", sp);
         }
+        if (o.per_step) {
+            json_t *ps = json_object(), *arr2 = json_array();
+            json_object_set_new(ps, "strategy", json_string(pres.name));
+            for (int64_t k = 0; k < pres.steps; k++) {
+                const dcp_step_stat *x = &psteps[k];
+                json_t *row = json_object();
+                json_object_set_new(row, "groups", json_integer(x->groups));
+                json_object_set_new(row, "gpus_used", json_integer(x->gpus_used));
+                json_object_set_new(row, "micro_batches", json_integer(x->mbs));
+                json_object_set_new(row, "mixed_groups", json_integer(x->mixed));
+                json_object_set_new(row, "compute_s", json_real(x->compute_s));
+                json_object_set_new(row, "imbalance",
+                                    json_real(x->compute_s > 0
+                                                  ? x->idle_gs / (d.cfg.gpus * x->compute_s)
+                                                  : 0));
+                json_array_append_new(arr2, row);
+            }
+            json_object_set_new(ps, "steps", arr2);
+            json_object_set_new(root, "per_step", ps);
+        }
         if (!o.no_wall)
             json_object_set_new(root, "wall_s", json_real(wall));
         if (cmd_print_json(root, 10, &e))
@@ -329,6 +369,17 @@ int cmd_dcp(int argc, char **argv)
         }
         if (o.buckets)
             print_buckets(&c);
+        if (o.per_step) {
+            printf("\nper step, %s (imbalance: idle GPU-seconds before the sync over gpus x "
+                   "compute)\n  %5s %7s %5s %6s %6s %10s %7s\n",
+                   pres.name, "step", "groups", "gpus", "mbs", "mixed", "compute_s", "imbal");
+            for (int64_t k = 0; k < pres.steps; k++) {
+                const dcp_step_stat *x = &psteps[k];
+                printf("  %5lld %7d %5d %6d %6d %10.4f %6.1f%%\n", (long long)k + 1, x->groups,
+                       x->gpus_used, x->mbs, x->mixed, x->compute_s,
+                       x->compute_s > 0 ? 100 * x->idle_gs / (d.cfg.gpus * x->compute_s) : 0.0);
+            }
+        }
         if (!o.no_wall)
             printf("\nprofile %.1f ms, wall %.3f s\n", c.profile_ms, wall);
     }
@@ -339,6 +390,7 @@ int cmd_dcp(int argc, char **argv)
 fail:
     fprintf(stderr, "tailsim dcp: %s\n", e.msg);
 done:
+    free(psteps);
     json_decref(root);
     run_record_free(rec);
     dcp_ctx_free(&c);

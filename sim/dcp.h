@@ -253,6 +253,16 @@ typedef struct dcp_result {
     double plan_ms;
 } dcp_result;
 
+/* One simulated step (`tailsim dcp --per-step`). */
+typedef struct dcp_step_stat {
+    int32_t groups, gpus_used; /* groups, and the GPUs they hold */
+    int32_t mbs;               /* micro-batches */
+    int32_t mixed;             /* groups whose micro-batches span several buckets */
+    double compute_s;          /* the slowest group's compute, s (the sync follows) */
+    double idle_gs;            /* idle GPU-seconds before the sync: the step's imbalance is
+                                * idle_gs / (gpus x compute_s) */
+} dcp_step_stat;
+
 /* Simulates the first max_steps steps of plan p (max_steps <= 0: all) and
  * fills *r.  When rec is not NULL, appends the per-GPU timeline of the first
  * tl_steps steps (compute busy in phase "update", waiting idle, gradient sync
@@ -260,6 +270,12 @@ typedef struct dcp_result {
  * -1 on allocation failure. */
 int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result *r,
                  run_record *rec, int gpu_offset, int tl_steps, ts_err *e);
+
+/* Plans and simulates like dcp_run() without the timeline, and returns the
+ * figures of every simulated step in *steps (r->steps entries, NULL for
+ * `bound`, which has no steps; free() it).  Returns 0, or -1 with e set. */
+int dcp_run_steps(const dcp_ctx *c, const dcp_strategy *s, int max_steps, dcp_result *r,
+                  dcp_step_stat **steps, ts_err *e);
 
 /* Plans with strategy s (dcp_plan_run) and simulates the plan
  * (dcp_simulate with max_steps, rec, gpu_offset, tl_steps); when plan is

@@ -69,8 +69,9 @@ static double est_group_time(const dcp_ctx *c, const dcp_plan *p, const dcp_grou
     return t;
 }
 
-int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result *r,
-                 run_record *rec, int gpu_offset, int tl_steps, ts_err *e)
+/* dcp_simulate(), and each step's figures into ps[] when ps is not NULL. */
+static int simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result *r,
+                    run_record *rec, int gpu_offset, int tl_steps, dcp_step_stat *ps, ts_err *e)
 {
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%s", p->strat.name);
@@ -149,6 +150,24 @@ int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result 
         }
         double step = cmax + c->sync_s;
         idle += G * cmax - busy;
+        if (ps) {
+            dcp_step_stat *x = &ps[s];
+            memset(x, 0, sizeof *x);
+            x->groups = st->n_g;
+            for (int32_t k = 0; k < st->n_g; k++) {
+                const dcp_group *g = &p->grp[st->g0 + k];
+                x->gpus_used += g->sp;
+                x->mbs += g->n_mb;
+                int32_t b0 = mb_bucket(c, p, g->mb0);
+                for (int32_t m = g->mb0 + 1; m < g->mb0 + g->n_mb; m++)
+                    if (mb_bucket(c, p, m) != b0) {
+                        x->mixed++;
+                        break;
+                    }
+            }
+            x->compute_s = cmax;
+            x->idle_gs = G * cmax - busy;
+        }
         int used_gpus = 0;
         for (int32_t k = 0; k < st->n_g; k++)
             used_gpus += gs[k];
@@ -206,6 +225,35 @@ fail:
     free(ge);
     free(gs);
     return -1;
+}
+
+int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result *r,
+                 run_record *rec, int gpu_offset, int tl_steps, ts_err *e)
+{
+    return simulate(c, p, max_steps, r, rec, gpu_offset, tl_steps, NULL, e);
+}
+
+int dcp_run_steps(const dcp_ctx *c, const dcp_strategy *s, int max_steps, dcp_result *r,
+                  dcp_step_stat **steps, ts_err *e)
+{
+    *steps = NULL;
+    dcp_plan p;
+    if (dcp_plan_run(c, s, &p, e))
+        return -1;
+    dcp_step_stat *ps = NULL;
+    if (s->kind != DCP_BOUND && p.n_step > 0 &&
+        !(ps = calloc(p.n_step, sizeof *ps))) {
+        dcp_plan_free(&p);
+        return ts_errf(e, "out of memory");
+    }
+    int rc = simulate(c, &p, max_steps, r, NULL, 0, 0, ps, e);
+    dcp_plan_free(&p);
+    if (rc) {
+        free(ps);
+        return -1;
+    }
+    *steps = ps;
+    return 0;
 }
 
 typedef struct gdesc {

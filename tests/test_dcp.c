@@ -382,5 +382,15 @@ Test(dcp, command_exit_statuses, .init = cr_redirect_stderr)
     cr_expect_eq(cmd_dcp(4, steps), 2);
     char *set[] = {"dcp", "dcp-llama8b-32xh200", "--set", "dcp.sp_sizes=1,5", NULL};
     cr_expect_eq(cmd_dcp(4, set), 1);
+    char *per[] = {"dcp", "dcp-llama8b-32xh200", "--strategies", "bucket", "--per-step",
+                   "dcp-inter+pac", "--steps", "2", NULL};
+    cr_expect_eq(cmd_dcp(8, per), 0);
+    char *perj[] = {"dcp", "dcp-llama8b-32xh200", "--strategies", "bucket", "--per-step",
+                    "dcp-inter", "--json", "--no-wall", NULL};
+    cr_expect_eq(cmd_dcp(8, perj), 0);
+    char *perb[] = {"dcp", "dcp-llama8b-32xh200", "--per-step", "bound", NULL};
+    cr_expect_eq(cmd_dcp(4, perb), 1);
+    char *perx[] = {"dcp", "dcp-llama8b-32xh200", "--per-step", "fastest", NULL};
+    cr_expect_eq(cmd_dcp(4, perx), 1);
     teardown();
 }

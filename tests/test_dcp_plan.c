@@ -3,11 +3,11 @@
  * against brute force on small cases, and every planner on seeded random
  * traces: each sequence is planned exactly once, every micro-batch fits the
  * memory cap, groups never share a GPU, `bound` is never above any
- * strategy's time, the same seed gives the same plan, and dcp-inter's slack
- * fill, coarse buckets drawn ahead and last step (dcp.endgame) do what they
- * say.  The shipped DCP
- * scenarios load and plan.  (tests/test_dcp.c: traces, cost model, scenario
- * and command errors.)
+ * strategy's time, the same seed gives the same plan, dcp-inter's slack
+ * fill, coarse buckets drawn ahead, last step (dcp.endgame) and cross-bucket
+ * fill (dcp.xfill) do what they say, and the per-step figures add up to the
+ * run.  The shipped DCP scenarios load and plan.  (tests/test_dcp.c: traces,
+ * cost model, scenario and command errors.)
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -626,4 +626,48 @@ Test(dcp_plan, xfill_uses_other_buckets_in_the_slack, .timeout = 120)
                      r[0].imbalance);
     }
     dcp_setup_free(&d);
+}
+
+/* dcp_run_steps: its steps add up to the run: compute plus one sync each is
+ * the time, the idle GPU-seconds over gpus x compute are the imbalance, the
+ * groups hold at most every GPU; --steps gives the first steps; bound has
+ * none. */
+Test(dcp_plan, per_step_figures_add_up_to_the_run, .timeout = 120)
+{
+    dcp_strategy st[DCP_MAX_STRATEGIES];
+    int ns;
+    ts_err e = {{0}};
+    cr_assert_eq(dcp_parse_strategies(all_strategies, st, DCP_MAX_STRATEGIES, &ns, &e), 0);
+    for (int video = 0; video < 2; video++) {
+        fixture f;
+        fixture_init(&f, video, 16, 3, 0.7);
+        for (int i = 0; i < ns; i++) {
+            dcp_result r, q;
+            dcp_step_stat *ps = NULL, *pq = NULL;
+            cr_assert_eq(dcp_run_steps(&f.c, &st[i], 0, &r, &ps, &e), 0, "%s", e.msg);
+            if (st[i].kind == DCP_BOUND) {
+                cr_assert_null(ps);
+                continue;
+            }
+            cr_assert_not_null(ps);
+            double t = 0, idle = 0, maxsum = 0;
+            for (int64_t k = 0; k < r.steps; k++) {
+                cr_assert_leq(ps[k].gpus_used, f.cfg.gpus);
+                cr_assert_geq(ps[k].mbs, ps[k].groups);
+                cr_assert_leq(ps[k].mixed, ps[k].groups);
+                t += ps[k].compute_s + f.c.sync_s;
+                idle += ps[k].idle_gs;
+                maxsum += f.cfg.gpus * ps[k].compute_s;
+            }
+            cr_assert_float_eq(t, r.time_s, 1e-9 * r.time_s, "%s", st[i].name);
+            cr_assert_float_eq(idle / maxsum, r.imbalance, 1e-9, "%s", st[i].name);
+            cr_assert_eq(dcp_run_steps(&f.c, &st[i], 2, &q, &pq, &e), 0, "%s", e.msg);
+            cr_assert_eq(q.steps, r.steps < 2 ? r.steps : 2);
+            for (int64_t k = 0; k < q.steps; k++)
+                cr_assert_eq(pq[k].compute_s, ps[k].compute_s);
+            free(ps);
+            free(pq);
+        }
+        fixture_free(&f);
+    }
 }
