@@ -49,6 +49,7 @@ void dcp_cfg_default(dcp_cfg *c)
     c->fill = 1;
     c->endgame = 1;
     c->xfill = 0;
+    c->draw_work = 0;
     c->ahead = 1.0;
     c->coarse = 0.25;
     c->tie_tol = 0.0;

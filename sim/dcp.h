@@ -75,6 +75,9 @@ typedef struct dcp_cfg {
                              * takes one more, partial micro-batch that fits in it */
     double ahead;           /* dcp-inter: coarse buckets are drawn to finish this many steps
                              * before the epoch ends (0: in proportion, as the others) */
+    int draw_work;          /* dcp-inter: 0 = a step's groups draw the bucket with the largest
+                             * share of its sequences left; 1 = the largest work left per
+                             * group already drawn (dcp.draw = work) */
     int xfill;              /* dcp-inter: 1 = a group's slack left after the fill takes
                              * micro-batches of other buckets at its SP size (beyond DCP) */
     int endgame;            /* dcp-inter: once what is left fits in this many steps at the

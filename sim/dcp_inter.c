@@ -1,6 +1,7 @@
 /*
  * dcp-inter: each bucket keeps its best (SP, micro-batch); a step's GPUs are
- * filled with groups (sim/dcp_queue.c), the accumulation search gives each
+ * filled with groups (sim/dcp_queue.c's draw by share, or by work with
+ * dcp.draw = work), the accumulation search gives each
  * group its micro-batch count (sim/dcp.c), and then, each optional: the
  * slack fill (dcp.fill), coarse buckets drawn to finish early (dcp.ahead),
  * other buckets' micro-batches in the slack (dcp.xfill), and the last
@@ -130,6 +131,37 @@ static void fill_across(const dcp_ctx *c, dq_queues *Q, const dcp_choice *ch, dq
     }
 }
 
+/* dcp.draw = work: the next group serves the bucket whose work left (its
+ * unplanned sequences at its configuration, in one group's seconds, times
+ * its coarse weight) per group is largest counting this group, Q->kd[b]
+ * groups having been drawn for it this step (the D'Hondt rule), among those
+ * with a sequence left to reserve and an SP size that fits `remain` GPUs;
+ * ties to the earliest sequence in data order.  A bucket with less work
+ * than a group's share of the step is then not drawn at all until the
+ * others come down to it, instead of idling a group for most of the step,
+ * and large buckets get several groups.  -1 when none fits. */
+static int32_t next_by_work(const dcp_ctx *c, const dq_queues *Q, const dcp_choice *ch,
+                           int remain, const double *boost)
+{
+    const int32_t *k = Q->kd;
+    int32_t best = -1, best_pos = INT32_MAX;
+    double bq = -1;
+    for (int32_t b = 0; b < c->nb; b++) {
+        int32_t a = dq_avail(Q, b);
+        if (a <= 0 || ch[b].bs < 1 || ch[b].sp > remain)
+            continue;
+        double W = (double)(a + Q->resv[b]) * ch[b].time_s / ch[b].bs * boost[b];
+        double q = W / (k[b] + 1);
+        int32_t pos = Q->q[Q->head[b] + Q->resv[b]];
+        if (q > bq || (q == bq && pos < best_pos)) {
+            bq = q;
+            best = b;
+            best_pos = pos;
+        }
+    }
+    return best;
+}
+
 int dcp_plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_err *e)
 {
     const dcp_choice *ch = s->pac ? c->best_pac : c->best;
@@ -164,7 +196,11 @@ int dcp_plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_err 
             }
         }
         coarse_boost(c, ch, W, T_est, boost);
-        while (remain > 0 && (b = dq_next_bucket(c, &Q, ch, remain, 0, boost)) >= 0) {
+        for (int32_t b2 = 0; b2 < c->nb; b2++)
+            Q.kd[b2] = 0;
+        while (remain > 0 && (b = c->cfg.draw_work ? next_by_work(c, &Q, ch, remain, boost)
+                                                   : dq_next_bucket(c, &Q, ch, remain, 0, boost)) >= 0) {
+            Q.kd[b]++;
             int32_t a = dq_avail(&Q, b), cnt = ch[b].bs < a ? ch[b].bs : a;
             Q.resv[b] += cnt;
             g[n] = (dq_group){.b = b, .n = cnt, .sp = ch[b].sp, .gas = 1, .ch = ch[b],

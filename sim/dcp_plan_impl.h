@@ -20,6 +20,7 @@ typedef struct dq_queues {
                       * by accumulation (only steers dq_next_bucket()) */
     int32_t *spare;  /* nb: scratch for dq_emit_step() */
     int32_t *xs;     /* nb: scratch for dcp-inter's cross-bucket fill */
+    int32_t *kd;     /* nb: groups drawn per bucket in the step being planned (dcp.draw) */
     int32_t *cnt;    /* gpus * DCP_GAS_HARD: scratch for dq_emit_step() */
     size_t left;     /* sequences not planned */
 } dq_queues;

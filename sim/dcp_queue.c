@@ -33,6 +33,7 @@ void dq_free(dq_queues *Q)
     free(Q->vres);
     free(Q->spare);
     free(Q->xs);
+    free(Q->kd);
     free(Q->cnt);
 }
 
@@ -48,8 +49,9 @@ int dq_init(dq_queues *Q, const dcp_ctx *c, ts_err *e)
     Q->vres = calloc((size_t)nb, sizeof *Q->vres);
     Q->spare = calloc((size_t)nb, sizeof *Q->spare);
     Q->xs = calloc((size_t)nb, sizeof *Q->xs);
+    Q->kd = calloc((size_t)nb, sizeof *Q->kd);
     Q->cnt = malloc((size_t)c->cfg.gpus * DCP_GAS_HARD * sizeof *Q->cnt);
-    if (!Q->q || !Q->off || !Q->head || !Q->resv || !Q->vres || !Q->spare || !Q->xs || !Q->cnt) {
+    if (!Q->q || !Q->off || !Q->head || !Q->resv || !Q->vres || !Q->spare || !Q->xs || !Q->kd || !Q->cnt) {
         dq_free(Q);
         return ts_errf(e, "out of memory");
     }

@@ -102,6 +102,7 @@ static const key_def keys[] = {
     {"dcp", "max_gas", K_INT, OFF(dcp.max_gas), 1, 64, "dcp-inter: max accumulation steps"},
     {"dcp", "overshoot", K_DBL, OFF(dcp.overshoot), 1.0, 100.0, "dcp-inter: overshoot penalty"},
     {"dcp", "fill", K_BOOL, OFF(dcp.fill), 0, 1, "dcp-inter: partial micro-batch in each group's slack"},
+    {"dcp", "draw", K_STR, OFF(dcp.draw), 0, 16, "dcp-inter: groups draw buckets by share or work left"},
     {"dcp", "xfill", K_BOOL, OFF(dcp.xfill), 0, 1, "dcp-inter: other buckets' micro-batches in a group's slack"},
     {"dcp", "endgame", K_INT, OFF(dcp.endgame), 0, 16, "dcp-inter: last steps packed longest first (0: off)"},
     {"dcp", "ahead", K_DBL, OFF(dcp.ahead), 0, 1000, "dcp-inter: steps early coarse buckets finish"},
@@ -175,6 +176,7 @@ static void scenario_defaults(scenario *s)
     s->dcp.fill = 1;
     s->dcp.endgame = 1;
     s->dcp.xfill = 0;
+    snprintf(s->dcp.draw, sizeof s->dcp.draw, "share");
     s->dcp.ahead = 1.0;
     s->dcp.coarse = 0.25;
     s->dcp.tie_tol = 0.0;

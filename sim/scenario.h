@@ -30,6 +30,7 @@ typedef struct scn_dcp {
     int max_gas;              /* dcp-inter: most accumulation steps per group */
     double overshoot;         /* dcp-inter: penalty on overshooting the target time */
     int fill;                 /* dcp-inter: fill a group's slack with a partial micro-batch */
+    char draw[16];            /* dcp-inter: how groups pick buckets: share | work */
     int xfill;                /* dcp-inter: other buckets' micro-batches in a group's last slack */
     int endgame;              /* dcp-inter: what is left packed into at most this many steps */
     double ahead;             /* dcp-inter: steps early the coarse buckets are to finish */

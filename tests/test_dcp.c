@@ -334,6 +334,8 @@ Test(dcp, scenario_errors_name_file_line_and_key)
         {"[cluster]\ngpus = 8\nhw = h200\n[model]\nname = llama-3.1-8b\n[dcp]\n"
          "strategies = bucket,fast\n",
          "", "dcp.strategies"},
+        {"[cluster]\ngpus = 8\nhw = h200\n[model]\nname = llama-3.1-8b\n[dcp]\ndraw = most\n",
+         "", "dcp.draw"},
     };
     for (size_t i = 0; i < sizeof setups / sizeof setups[0]; i++) {
         char p[512];

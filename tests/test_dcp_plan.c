@@ -4,8 +4,8 @@
  * traces: each sequence is planned exactly once, every micro-batch fits the
  * memory cap, groups never share a GPU, `bound` is never above any
  * strategy's time, the same seed gives the same plan, dcp-inter's slack
- * fill, coarse buckets drawn ahead, last step (dcp.endgame) and cross-bucket
- * fill (dcp.xfill) do what they say, and the per-step figures add up to the
+ * fill, coarse buckets drawn ahead, last step (dcp.endgame), cross-bucket
+ * fill (dcp.xfill) and drawing by work (dcp.draw) do what they say, and the per-step figures add up to the
  * run.  The shipped DCP scenarios load and plan.  (tests/test_dcp.c: traces,
  * cost model, scenario and command errors.)
  */
@@ -158,6 +158,7 @@ Test(dcp_plan, every_plan_is_complete_feasible_and_above_the_bound, .timeout = 1
                 f.c.cfg.fill = f.cfg.fill;
                 f.c.cfg.endgame = (int)((seed + gi) % 4); /* off, 1, 2 or 3 last steps packed */
                 f.c.cfg.xfill = (int)((seed / 2 + gi) % 2); /* with and without dcp.xfill */
+                f.c.cfg.draw_work = (int)((seed + gi / 2) % 2); /* dcp.draw share or work */
                 double bound = -1, best = INFINITY;
                 for (int i = 0; i < ns; i++) {
                     dcp_plan p;
@@ -670,4 +671,39 @@ Test(dcp_plan, per_step_figures_add_up_to_the_run, .timeout = 120)
         }
         fixture_free(&f);
     }
+}
+
+/* dcp.draw = work: on the 1D SFT mix the short-length buckets, each less
+ * than a group's share of a step, are no longer drawn first: the first
+ * step gives some bucket several groups, and the epoch is shorter and less
+ * imbalanced than with groups drawn by share. */
+Test(dcp_plan, draw_by_work_spreads_groups_over_the_heavy_buckets, .timeout = 120)
+{
+    dcp_setup d;
+    dcp_ctx c;
+    setup_load("dcp-llama8b-32xh200", &d);
+    cr_assert_eq(d.cfg.draw_work, 0, "share by default");
+    dcp_result r[2];
+    for (int work = 0; work < 2; work++) {
+        d.cfg.draw_work = work;
+        dcp_plan p;
+        inter_run(&d, 0, &c, &p, &r[work]);
+        if (work) {
+            const dcp_step *s0 = &p.step[0];
+            int32_t *n = calloc((size_t)c.nb, sizeof *n), most = 0;
+            cr_assert_not_null(n);
+            for (int32_t k = 0; k < s0->n_g; k++) {
+                const dcp_group *g = &p.grp[s0->g0 + k];
+                int32_t b = d.bt->seq[p.seq[p.mb[g->mb0].first]].bucket;
+                most = ++n[b] > most ? n[b] : most;
+            }
+            free(n);
+            cr_assert_geq(most, 2, "no bucket got two groups in the first step");
+        }
+        dcp_plan_free(&p);
+        dcp_ctx_free(&c);
+    }
+    cr_assert_lt(r[1].time_s, r[0].time_s, "%g s by work vs %g s by share", r[1].time_s, r[0].time_s);
+    cr_assert_lt(r[1].imbalance, r[0].imbalance, "%g vs %g", r[1].imbalance, r[0].imbalance);
+    dcp_setup_free(&d);
 }

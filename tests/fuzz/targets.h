@@ -177,13 +177,14 @@ static inline int fuzz_grid(const uint8_t *data, size_t size)
 
 /* The DCP planners, by property: the bytes choose a small training batch
  * (1D token counts or Open-Sora video shapes) and a planner configuration
- * (GPUs, memory cap, SP sizes, fill, ahead, xfill, endgame); every strategy
+ * (GPUs, memory cap, SP sizes, fill, ahead, xfill, endgame, draw); every strategy
  * either fails with a message or plans every sequence exactly once, in
  * order, in groups that do not share GPUs, each micro-batch within the
  * memory cap, and `bound` is never above a strategy's simulated time.
- * Layout: byte 0 flags (1 video, 2 fill, 4 xfill, 8 ring attention), byte 1
- * endgame (low 2 bits) and ahead (next 2: 0, 0.5, 1, 2), byte 2 GPUs, byte 3
- * memory cap, then 2 bytes per sequence (at most 256 sequences). */
+ * Layout: byte 0 flags (1 video, 2 fill, 4 xfill, 8 ring attention, 16 draw
+ * by work), byte 1 endgame (low 2 bits) and ahead (next 2: 0, 0.5, 1, 2),
+ * byte 2 GPUs, byte 3 memory cap, then 2 bytes per sequence (at most 256
+ * sequences). */
 static inline int fuzz_dcpplan(const uint8_t *data, size_t size)
 {
     static const int gpus_of[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
@@ -224,6 +225,7 @@ static inline int fuzz_dcpplan(const uint8_t *data, size_t size)
     cfg.mem_cap = 0.30 + 0.65 * data[3] / 255.0;
     cfg.fill = (data[0] >> 1) & 1;
     cfg.xfill = (data[0] >> 2) & 1;
+    cfg.draw_work = (data[0] >> 4) & 1;
     cfg.endgame = data[1] & 3;
     cfg.ahead = ahead_of[(data[1] >> 2) & 3];
     cfg.ring = ring;
