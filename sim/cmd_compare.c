@@ -385,7 +385,7 @@ int cmd_compare(int argc, char **argv)
         char cmdline[2048];
         command_line(argc, argv, cmdline, sizeof cmdline);
         const paper_compare_opts po = {out_dir, argv[optind], pols, sets, n_sets, have_seed,
-                                       seed, trace_file, nboot, cmdline};
+                                       seed, trace_file, nboot, nboot ? &boot : NULL, cmdline};
         fflush(stdout);
         if (write_report(&po, &tab, &e))
             goto fail;

@@ -335,6 +335,7 @@ int paper_run_compare(const paper_compare_opts *a, paper_doc *d, ts_err *e)
     c->have_seed = a->have_seed;
     c->seed = a->seed;
     c->trace = a->trace;
+    c->boot_done = a->boot;
     snprintf(d->title, sizeof d->title, "tailsim compare: %s", a->scenario);
     snprintf(d->setup, sizeof d->setup, "%s", a->setup ? a->setup : "");
     const paper_exp x = {"compare", "Policy comparison", a->scenario, paper_exp_compare,

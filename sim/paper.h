@@ -49,6 +49,8 @@ typedef struct paper_compare_opts {
     uint64_t seed;
     const char *trace;             /* trace file in place of the scenario's, or NULL */
     int bootstrap;                 /* resamples of the prompts (0: none) */
+    const struct boot_result *boot; /* that bootstrap already run over the same policies, step
+                                    * and seed (`tailsim compare` has), or NULL: run it */
     const char *setup;             /* how it was run (the command line), stated on the page */
 } paper_compare_opts;
 

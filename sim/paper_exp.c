@@ -344,7 +344,16 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
             blist[nb++] = plist[i];
         }
     }
-    if (c->boot && nb) {
+    const boot_result *bp = &b;
+    if (c->boot && nb && c->boot_done) {
+        /* `tailsim compare -o` ran it over every policy listed, in order */
+        if (c->boot_done->np != nb || c->boot_done->n != c->boot) {
+            ts_errf(e, "the comparison's bootstrap covers %d policies x %d resamples, not %d x %d",
+                    c->boot_done->np, c->boot_done->n, nb, c->boot);
+            goto done;
+        }
+        bp = c->boot_done;
+    } else if (c->boot && nb) {
         char n[32];
         snprintf(n, sizeof n, "%d", c->boot);
         paper_progress(c, "  bootstrap: %s resamples of %s", n, s.name);
@@ -376,8 +385,8 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
         double lo = NAN, hi = NAN, rlo = NAN, rhi = NAN;
         int ranged = c->boot && bi[i] >= 0 && bi[0] == 0; /* paired with the same reference */
         if (ranged) {
-            const boot_stat *a = boot_get(&b, bi[i], "speedup");
-            const boot_stat *r2 = boot_get(&b, bi[i], "rollout_speedup");
+            const boot_stat *a = boot_get(bp, bi[i], "speedup");
+            const boot_stat *r2 = boot_get(bp, bi[i], "rollout_speedup");
             lo = a->p5, hi = a->p95, rlo = r2->p5, rhi = r2->p95;
         }
         snprintf(row[0], PAPER_CELL, "%s", plist[i]->name);

@@ -207,3 +207,31 @@ Test(paper, compare_report, .timeout = 60)
     free(html);
     free(dat);
 }
+
+/* compare -o --bootstrap: the report's speedup ranges are the comparison's
+ * own bootstrap (not run a second time), so they read as the terminal's
+ * 5% and 95% rounded. */
+Test(paper, compare_report_uses_the_comparisons_bootstrap, .timeout = 60)
+{
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot not on PATH");
+    const char *dir = "build/test-compare-boot";
+    char cmd[512], path[512];
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s && build/tailsim compare qwen7b-64gpu --policies verl,tlt "
+             "--set trace.prompts=8 --bootstrap 2 -o %s 2>/dev/null", dir, dir);
+    char *out = run_capture(cmd);
+    const char *row = strstr(out, "\ntlt ");
+    cr_assert_not_null(row, "%s", out);
+    row = strstr(row + 1, "\ntlt "); /* the bootstrap table's row */
+    cr_assert_not_null(row, "no bootstrap row: %s", out);
+    double med, lo, hi;
+    cr_assert_eq(sscanf(row, " tlt %lf [%lf, %lf]", &med, &lo, &hi), 3, "%s", row);
+    snprintf(path, sizeof path, "%s/index.md", dir);
+    char *md = slurp(path);
+    char want[64];
+    snprintf(want, sizeof want, "(%.2f-%.2f) |", lo, hi);
+    cr_assert(strstr(md, want), "index.md lacks %s", want);
+    free(out);
+    free(md);
+}
