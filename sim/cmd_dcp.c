@@ -242,6 +242,16 @@ int cmd_dcp(int argc, char **argv)
         json_object_set_new(root, "mem_cap", json_real(d.cfg.mem_cap));
         json_object_set_new(root, "bucket_sp", json_integer(c.bucket_sp));
         json_object_set_new(root, "sync_s", json_real(c.sync_s));
+        json_t *di = json_object();
+        json_object_set_new(di, "max_gas", json_integer(d.cfg.max_gas));
+        json_object_set_new(di, "overshoot", json_real(d.cfg.overshoot));
+        json_object_set_new(di, "fill", json_boolean(d.cfg.fill));
+        json_object_set_new(di, "ahead", json_real(d.cfg.ahead));
+        json_object_set_new(di, "coarse", json_real(d.cfg.coarse));
+        json_object_set_new(di, "endgame", json_integer(d.cfg.endgame));
+        json_object_set_new(di, "draw", json_string(d.cfg.draw_work ? "work" : "share"));
+        json_object_set_new(di, "xfill", json_boolean(d.cfg.xfill));
+        json_object_set_new(root, "dcp_inter", di);
         json_t *arr = json_array();
         for (int i = 0; i < ns; i++) {
             const dcp_result *r = &res[i];
@@ -332,9 +342,14 @@ int cmd_dcp(int argc, char **argv)
         printf("       %zu sequences, %.4g tokens, %d buckets\n", d.bt->n,
                (double)btrace_tokens(d.bt), d.bt->n_buckets);
         printf("memory cap %.2f x %.0f GB, ZeRO %d, %s, SP sizes %s (bucket/packed SP %d), "
-               "grad sync + optimizer %.4f s/step\n\n",
+               "grad sync + optimizer %.4f s/step\n",
                d.cfg.mem_cap, d.hw.hbm_bytes / 1e9, d.cfg.zero_stage,
                d.cfg.ring ? "ring attention" : "Ulysses", s.dcp.sp_sizes, c.bucket_sp, c.sync_s);
+        printf("dcp-inter: max_gas %d, overshoot %g, fill %s, ahead %g (coarse %g), endgame %d, "
+               "draw %s, xfill %s\n\n",
+               d.cfg.max_gas, d.cfg.overshoot, d.cfg.fill ? "on" : "off", d.cfg.ahead,
+               d.cfg.coarse, d.cfg.endgame, d.cfg.draw_work ? "work" : "share",
+               d.cfg.xfill ? "on" : "off");
         printf("%-15s %6s %9s %10s %11s %8s %7s %7s %7s %8s %5s\n", "strategy", "steps",
                "step_s", "total_s", "tokens/s", "speedup", "imbal", "imb_pl", "idle", "peak_GB",
                "gas");
