@@ -1,5 +1,5 @@
 /*
- * dcp-inter's last step (dcp.endgame).
+ * dcp-inter's last step(s) (dcp.endgame).
  *
  * dcp-inter plans a step at a time: groups drawn bucket by bucket, then
  * accumulation counts from the target search.  At the end of the epoch that
@@ -7,16 +7,19 @@
  * what their buckets have left, and the sequences that did not fit spill
  * into one more short step with most GPUs idle (at mix 1 on 32 GPUs the
  * last two steps ran at 33% and 71% imbalance).  Once what is left fits in
- * one step at the previous target, this plans it as one step instead:
+ * dcp.endgame steps (default 1) at the previous target, this plans it as
+ * that many steps instead:
  *
  *   1. every bucket's remaining sequences are cut into micro-batches of its
  *      chosen configuration (SP size, micro-batch, checkpointing; the last
  *      one partial), each priced by the profile (dcp_choice_time);
  *   2. each SP size in use gets one group, then the GPUs left go one group
  *      at a time to the SP size with the most work per group;
- *   3. micro-batches go longest first to the least-loaded group of their SP
- *      size (LPT), so a group may accumulate micro-batches of several
- *      buckets, as gradient accumulation allows.
+ *   3. micro-batches go longest first to the least-loaded of the steps x
+ *      groups bins of their SP size (LPT), so a group may accumulate
+ *      micro-batches of several buckets, as gradient accumulation allows;
+ *   4. with several steps, the heaviest bins of each SP size make the
+ *      first step, the next ones the second, and so on.
  *
  * Each micro-batch keeps its bucket's memory-feasible configuration, so the
  * step is feasible; a group takes at most DCP_GAS_HARD micro-batches, and
