@@ -321,10 +321,7 @@ int cmd_dcp(int argc, char **argv)
                 json_object_set_new(row, "micro_batches", json_integer(x->mbs));
                 json_object_set_new(row, "mixed_groups", json_integer(x->mixed));
                 json_object_set_new(row, "compute_s", json_real(x->compute_s));
-                json_object_set_new(row, "imbalance",
-                                    json_real(x->compute_s > 0
-                                                  ? x->idle_gs / (d.cfg.gpus * x->compute_s)
-                                                  : 0));
+                json_object_set_new(row, "imbalance", json_real(x->imbalance));
                 json_array_append_new(arr2, row);
             }
             json_object_set_new(ps, "steps", arr2);
@@ -391,8 +388,7 @@ int cmd_dcp(int argc, char **argv)
             for (int64_t k = 0; k < pres.steps; k++) {
                 const dcp_step_stat *x = &psteps[k];
                 printf("  %5lld %7d %5d %6d %6d %10.4f %6.1f%%\n", (long long)k + 1, x->groups,
-                       x->gpus_used, x->mbs, x->mixed, x->compute_s,
-                       x->compute_s > 0 ? 100 * x->idle_gs / (d.cfg.gpus * x->compute_s) : 0.0);
+                       x->gpus_used, x->mbs, x->mixed, x->compute_s, 100 * x->imbalance);
             }
         }
         if (!o.no_wall)

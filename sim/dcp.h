@@ -262,8 +262,8 @@ typedef struct dcp_step_stat {
     int32_t mbs;               /* micro-batches */
     int32_t mixed;             /* groups whose micro-batches span several buckets */
     double compute_s;          /* the slowest group's compute, s (the sync follows) */
-    double idle_gs;            /* idle GPU-seconds before the sync: the step's imbalance is
-                                * idle_gs / (gpus x compute_s) */
+    double idle_gs;            /* idle GPU-seconds before the sync */
+    double imbalance;          /* idle_gs / (gpus x compute_s), 0 for an empty step */
 } dcp_step_stat;
 
 /* Simulates the first max_steps steps of plan p (max_steps <= 0: all) and
@@ -273,6 +273,15 @@ typedef struct dcp_step_stat {
  * -1 on allocation failure. */
 int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result *r,
                  run_record *rec, int gpu_offset, int tl_steps, ts_err *e);
+
+/* Checks the invariants of plan p of the trace in c: every sequence index
+ * appears exactly once, micro-batches in plan order and none empty, every
+ * step's groups non-empty, on consecutive GPUs from 0 and within the
+ * cluster, at most DCP_GAS_HARD micro-batches a group, and every
+ * micro-batch's memory at its group's SP size and checkpointing within the
+ * cap (bound: a positive time).  Returns 0, or -1 with the first broken one
+ * in why (the tests assert on it; the planner fuzz target aborts). */
+int dcp_plan_check(const dcp_ctx *c, const dcp_plan *p, char *why, size_t n);
 
 /* Plans and simulates like dcp_run() without the timeline, and returns the
  * figures of every simulated step in *steps (r->steps entries, NULL for

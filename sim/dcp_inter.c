@@ -181,14 +181,14 @@ int dcp_plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_err 
     while (Q.left > 0) {
         int n = 0, remain = G;
         int32_t b;
-        /* the work left (nothing is reserved between steps) */
-        for (int32_t b2 = 0; b2 < c->nb; b2++)
-            Q.spare[b2] = Q.off[b2 + 1];
-        double W = dcp_endgame_work(c, ch, Q.head, Q.spare);
+        /* the work left: q[head[b] .. off[b + 1]) (nothing is reserved
+         * between steps) */
+        const int32_t *end = Q.off + 1;
+        double W = dcp_endgame_work(c, ch, Q.head, end);
         if (c->cfg.endgame && T_est > 0) {
             double k = ceil(W / (G * T_est) - 1e-9);
             if (k <= c->cfg.endgame) {
-                int r = dcp_endgame(c, ch, Q.q, Q.head, Q.spare, k < 1 ? 1 : (int)k, p, e);
+                int r = dcp_endgame(c, ch, Q.q, Q.head, end, k < 1 ? 1 : (int)k, p, e);
                 if (r < 0)
                     goto done;
                 if (r > 0)
@@ -208,8 +208,9 @@ int dcp_plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_err 
             et[n] = g[n].t;
             remain -= ch[b].sp;
             /* what this group will likely accumulate at the last step's target,
-             * so that buckets are drawn in proportion to what steps consume */
-            if (T_est > g[n].t) {
+             * so that buckets are drawn in proportion to what steps consume (the
+             * share draw reads it; drawing by work counts groups instead) */
+            if (T_est > g[n].t && !c->cfg.draw_work) {
                 double more = (c->cfg.fill ? floor(T_est / g[n].t) - 1 : floor(T_est / g[n].t - 0.5)) * ch[b].bs;
                 int32_t room = dq_avail(&Q, b) - Q.vres[b];
                 Q.vres[b] += (int32_t)fmin(more, room > 0 ? room : 0);

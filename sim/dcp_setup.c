@@ -132,9 +132,8 @@ int dcp_setup_cfg(const scenario *s, dcp_cfg *cfg, ts_err *e)
     cfg->fill = x->fill;
     cfg->endgame = x->endgame;
     cfg->xfill = x->xfill;
-    if (!strcmp(x->draw, "work") || !strcmp(x->draw, "share"))
-        cfg->draw_work = !strcmp(x->draw, "work");
-    else
+    cfg->draw_work = !strcmp(x->draw, "work");
+    if (!cfg->draw_work && strcmp(x->draw, "share"))
         return ts_errf(e, "%s: key 'dcp.draw': '%s' is not share or work", s->path, x->draw);
     cfg->ahead = x->ahead;
     cfg->coarse = x->coarse;

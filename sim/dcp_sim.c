@@ -167,6 +167,7 @@ static int simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_resu
             }
             x->compute_s = cmax;
             x->idle_gs = G * cmax - busy;
+            x->imbalance = cmax > 0 ? x->idle_gs / (G * cmax) : 0.0;
         }
         int used_gpus = 0;
         for (int32_t k = 0; k < st->n_g; k++)
@@ -255,6 +256,65 @@ int dcp_run_steps(const dcp_ctx *c, const dcp_strategy *s, int max_steps, dcp_re
     *steps = ps;
     return 0;
 }
+
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            snprintf(why, n, __VA_ARGS__);                                                 \
+            free(seen);                                                                    \
+            return -1;                                                                     \
+        }                                                                                  \
+    } while (0)
+
+int dcp_plan_check(const dcp_ctx *c, const dcp_plan *p, char *why, size_t n)
+{
+    unsigned char *seen = NULL;
+    if (p->strat.kind == DCP_BOUND) {
+        CHECK(p->bound_s > 0, "%s: bound time %g", p->strat.name, p->bound_s);
+        return 0;
+    }
+    size_t ns = c->bt->n, covered = 0;
+    CHECK(p->n_seq == ns, "%s: %zu of %zu sequences planned", p->strat.name, p->n_seq, ns);
+    seen = calloc(ns ? ns : 1, 1);
+    CHECK(seen, "out of memory");
+    double cap = c->cfg.mem_cap * c->hw->hbm_bytes;
+    for (size_t s = 0; s < p->n_step; s++) {
+        const dcp_step *st = &p->step[s];
+        CHECK(st->n_g > 0, "%s: step %zu has no group", p->strat.name, s);
+        int32_t gpu = 0;
+        for (int32_t g = 0; g < st->n_g; g++) {
+            const dcp_group *x = &p->grp[st->g0 + g];
+            CHECK(x->gpu0 == gpu, "%s: step %zu: groups overlap or leave holes", p->strat.name, s);
+            gpu += x->sp;
+            CHECK(x->n_mb > 0 && x->n_mb <= DCP_GAS_HARD, "%s: step %zu group %d: %d micro-batches",
+                  p->strat.name, s, g, x->n_mb);
+            for (int32_t m = 0; m < x->n_mb; m++) {
+                const dcp_mb *mb = &p->mb[x->mb0 + m];
+                CHECK(mb->n > 0 && (size_t)mb->first == covered,
+                      "%s: step %zu group %d: micro-batch empty or out of order", p->strat.name, s, g);
+                covered += (size_t)mb->n;
+                tc_work w = {0};
+                for (int32_t i = 0; i < mb->n; i++) {
+                    int32_t q = p->seq[mb->first + i];
+                    CHECK(q >= 0 && (size_t)q < ns && !seen[q], "%s: sequence %d out of range or "
+                          "planned twice", p->strat.name, q);
+                    seen[q] = 1;
+                    tc_work_add(&w, c->bt->seq[q].t, c->bt->seq[q].s, 1);
+                }
+                tc_par par = {x->sp, c->cfg.ring, mb->ckpt_a, mb->ckpt_b};
+                double mem = c->states_bytes + c->cfg.reserve_bytes + tc_act_bytes(c->tm, &par, &w);
+                CHECK(mem <= cap * (1 + 1e-9), "%s: step %zu group %d over the cap (%g GB)",
+                      p->strat.name, s, g, mem / 1e9);
+            }
+        }
+        CHECK(gpu <= c->cfg.gpus, "%s: step %zu uses %d GPUs", p->strat.name, s, gpu);
+    }
+    CHECK(covered == ns, "%s: micro-batches cover %zu of %zu sequences", p->strat.name, covered, ns);
+    free(seen);
+    return 0;
+}
+
+#undef CHECK
 
 typedef struct gdesc {
     int32_t sp, bs, gas, ckpt;

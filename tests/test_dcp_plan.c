@@ -89,52 +89,11 @@ static void fixture_free(fixture *f)
 static const char *const all_strategies =
     "bucket,packed,dcp-intra,dcp-inter,dcp-inter+pac,dcp-intra+pac,bucket+pac,bound";
 
-/* Every invariant of a plan. */
+/* Every invariant of a plan (dcp_plan_check). */
 static void check_plan(const fixture *f, const dcp_plan *p)
 {
-    const dcp_ctx *c = &f->c;
-    size_t n = f->bt->n;
-    if (p->strat.kind == DCP_BOUND) {
-        cr_assert_gt(p->bound_s, 0);
-        return;
-    }
-    cr_assert_eq(p->n_seq, n, "%s: %zu of %zu sequences planned", p->strat.name, p->n_seq, n);
-    unsigned char *seen = calloc(n, 1);
-    cr_assert_not_null(seen);
-    size_t covered = 0;
-    double cap = c->cfg.mem_cap * c->hw->hbm_bytes;
-    for (size_t s = 0; s < p->n_step; s++) {
-        const dcp_step *st = &p->step[s];
-        cr_assert_gt(st->n_g, 0);
-        int32_t gpu = 0;
-        for (int32_t g = 0; g < st->n_g; g++) {
-            const dcp_group *x = &p->grp[st->g0 + g];
-            cr_assert_eq(x->gpu0, gpu, "%s: groups overlap or leave holes", p->strat.name);
-            gpu += x->sp;
-            cr_assert_gt(x->n_mb, 0);
-            for (int32_t m = 0; m < x->n_mb; m++) {
-                const dcp_mb *mb = &p->mb[x->mb0 + m];
-                cr_assert_gt(mb->n, 0);
-                cr_assert_eq((size_t)mb->first, covered, "micro-batches out of order");
-                covered += (size_t)mb->n;
-                tc_work w = {0};
-                for (int32_t i = 0; i < mb->n; i++) {
-                    int32_t q = p->seq[mb->first + i];
-                    cr_assert(q >= 0 && (size_t)q < n);
-                    cr_assert_eq(seen[q], 0, "%s: sequence %d planned twice", p->strat.name, q);
-                    seen[q] = 1;
-                    tc_work_add(&w, f->bt->seq[q].t, f->bt->seq[q].s, 1);
-                }
-                tc_par par = {x->sp, c->cfg.ring, mb->ckpt_a, mb->ckpt_b};
-                double mem = c->states_bytes + c->cfg.reserve_bytes + tc_act_bytes(c->tm, &par, &w);
-                cr_assert_leq(mem, cap * (1 + 1e-9), "%s: step %zu group %d over the cap (%g GB)",
-                              p->strat.name, s, g, mem / 1e9);
-            }
-        }
-        cr_assert_leq(gpu, c->cfg.gpus, "%s: step %zu uses %d GPUs", p->strat.name, s, gpu);
-    }
-    cr_assert_eq(covered, n);
-    free(seen);
+    char why[256];
+    cr_assert_eq(dcp_plan_check(&f->c, p, why, sizeof why), 0, "%s", why);
 }
 
 Test(dcp_plan, every_plan_is_complete_feasible_and_above_the_bound, .timeout = 120)
@@ -656,6 +615,8 @@ Test(dcp_plan, per_step_figures_add_up_to_the_run, .timeout = 120)
                 cr_assert_leq(ps[k].gpus_used, f.cfg.gpus);
                 cr_assert_geq(ps[k].mbs, ps[k].groups);
                 cr_assert_leq(ps[k].mixed, ps[k].groups);
+                cr_assert_float_eq(ps[k].imbalance * f.cfg.gpus * ps[k].compute_s, ps[k].idle_gs,
+                                   1e-9 * (1 + ps[k].idle_gs));
                 t += ps[k].compute_s + f.c.sync_s;
                 idle += ps[k].idle_gs;
                 maxsum += f.cfg.gpus * ps[k].compute_s;

@@ -246,9 +246,8 @@ static inline int fuzz_dcpplan(const uint8_t *data, size_t size)
     if (dcp_parse_strategies("bucket,packed,dcp-intra,dcp-inter,dcp-inter+pac,dcp-intra+pac,bound",
                              st, DCP_MAX_STRATEGIES, &ns, &e))
         abort();
-    unsigned char *seen = calloc(bt->n, 1);
-    double bound = -1, best = 1e300, cap = cfg.mem_cap * hw.hbm_bytes;
-    for (int k = 0; seen && k < ns; k++) {
+    double bound = -1, best = 1e300;
+    for (int k = 0; k < ns; k++) {
         dcp_plan p;
         e.msg[0] = 0;
         if (dcp_plan_run(&c, &st[k], &p, &e)) {
@@ -264,47 +263,14 @@ static inline int fuzz_dcpplan(const uint8_t *data, size_t size)
             dcp_plan_free(&p);
             continue;
         }
-        if (p.n_seq != bt->n || r.seqs != (int64_t)bt->n || !r.feasible)
-            abort(); /* every sequence, within memory */
-        memset(seen, 0, bt->n);
-        size_t covered = 0;
-        for (size_t s = 0; s < p.n_step; s++) {
-            int32_t gpu = 0;
-            for (int32_t g = 0; g < p.step[s].n_g; g++) {
-                const dcp_group *x = &p.grp[p.step[s].g0 + g];
-                if (x->gpu0 != gpu || x->n_mb < 1 || x->n_mb > DCP_GAS_HARD)
-                    abort(); /* groups tile the GPUs; accumulation is bounded */
-                gpu += x->sp;
-                for (int32_t mi = 0; mi < x->n_mb; mi++) {
-                    const dcp_mb *mb = &p.mb[x->mb0 + mi];
-                    if (mb->n < 1 || (size_t)mb->first != covered)
-                        abort();
-                    covered += (size_t)mb->n;
-                    tc_work w = {0};
-                    for (int32_t i = 0; i < mb->n; i++) {
-                        int32_t q = p.seq[mb->first + i];
-                        if (q < 0 || (size_t)q >= bt->n || seen[q])
-                            abort(); /* each sequence once */
-                        seen[q] = 1;
-                        tc_work_add(&w, bt->seq[q].t, bt->seq[q].s, 1);
-                    }
-                    tc_par par = {x->sp, ring, mb->ckpt_a, mb->ckpt_b};
-                    if (c.states_bytes + cfg.reserve_bytes + tc_act_bytes(&tm, &par, &w) >
-                        cap * (1 + 1e-9))
-                        abort();
-                }
-            }
-            if (gpu > cfg.gpus)
-                abort();
-        }
-        if (covered != bt->n)
-            abort();
+        char why[256];
+        if (r.seqs != (int64_t)bt->n || !r.feasible || dcp_plan_check(&c, &p, why, sizeof why))
+            abort(); /* every sequence once, in order, tiled GPUs, within memory */
         best = r.time_s < best ? r.time_s : best;
         dcp_plan_free(&p);
     }
     if (bound > 0 && best < 1e300 && bound > best * (1 + 1e-9))
         abort(); /* the bound is a lower bound */
-    free(seen);
     dcp_ctx_free(&c);
     btrace_free(bt);
     return 0;
