@@ -272,23 +272,40 @@ cleanup:
     return rc;
 }
 
+double vidur_predict(const vidur_row *row, int op, const hw_desc *hw)
+{
+    if (op < 0 || op >= VOP_COUNT)
+        return -1.0;
+    if (op == VOP_ALL_REDUCE)
+        return comm_allreduce(hw, row->size, row->workers);
+    return cost_vidur_op(hw, &row->arch, row->tp, vidur_op_names[op], row->tokens);
+}
+
 void vidur_evaluate(const vidur_table *t, const hw_desc *hw, vidur_report *r)
 {
     memset(r, 0, sizeof *r);
     r->rows = t->n;
     double sum[VOP_COUNT] = {0}, gemm_sum = 0, all_sum = 0;
     int gemm_n = 0, all_n = 0;
+    double layer_sum = 0, bias_sum = 0;
     for (size_t i = 0; i < t->n; i++) {
         const vidur_row *row = &t->rows[i];
+        double meas_ms = 0, pred_ms = 0;
+        int whole = !t->has[VOP_ALL_REDUCE];
         for (int o = 0; o < VOP_COUNT; o++) {
-            if (!t->has[o] || row->ms[o] <= 0)
-                continue; /* a zero time has no percentage error */
-            double pred_s = o == VOP_ALL_REDUCE
-                                ? comm_allreduce(hw, row->size, row->workers)
-                                : cost_vidur_op(hw, &row->arch, row->tp, vidur_op_names[o],
-                                                row->tokens);
-            if (pred_s < 0)
+            if (!t->has[o])
                 continue;
+            if (row->ms[o] <= 0) {
+                whole = 0;
+                continue; /* a zero time has no percentage error */
+            }
+            double pred_s = vidur_predict(row, o, hw);
+            if (pred_s < 0) {
+                whole = 0;
+                continue;
+            }
+            meas_ms += row->ms[o];
+            pred_ms += pred_s * 1e3;
             double ape = fabs(pred_s * 1e3 - row->ms[o]) / row->ms[o] * 100.0;
             vidur_op_stat *s = &r->ops[o];
             s->n++;
@@ -304,6 +321,21 @@ void vidur_evaluate(const vidur_table *t, const hw_desc *hw, vidur_report *r)
                 gemm_n++;
             }
         }
+        if (whole && meas_ms > 0) {
+            double err = (pred_ms - meas_ms) / meas_ms * 100.0;
+            vidur_op_stat *s = &r->layer;
+            s->n++;
+            layer_sum += fabs(err);
+            bias_sum += err;
+            if (fabs(err) > s->worst) {
+                s->worst = fabs(err);
+                s->worst_line = row->line;
+            }
+        }
+    }
+    if (r->layer.n) {
+        r->layer.mape = layer_sum / r->layer.n;
+        r->layer_bias = bias_sum / r->layer.n;
     }
     for (int o = 0; o < VOP_COUNT; o++)
         if (r->ops[o].n)

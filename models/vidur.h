@@ -59,7 +59,17 @@ typedef struct vidur_report {
     size_t rows;
     double gemm_mape;       /* % over all GEMM-op predictions */
     double overall_mape;    /* % over all predictions */
+    /* One MLP-profile row's ops added up (the non-attention part of a layer,
+     * as cost_iter adds the same terms): MAPE, worst case and the signed
+     * mean error (bias, %) of the sums, over the rows whose every op of the
+     * file was predicted; n = 0 for an all-reduce profile. */
+    vidur_op_stat layer;
+    double layer_bias;
 } vidur_report;
+
+/* The cost model's time for op of row, in seconds (cost_vidur_op or
+ * comm_allreduce); < 0 when the model has no formula for it. */
+double vidur_predict(const vidur_row *row, int op, const hw_desc *hw);
 
 /* Predicts every op of every row (cost_vidur_op, comm_allreduce) and
  * summarizes.  Cannot fail. */

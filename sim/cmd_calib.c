@@ -1,5 +1,5 @@
 /*
- * `tailsim calib vidur FILE --hw h100 [--json] [--stat median|mean|min|max]`
+ * `tailsim calib vidur FILE --hw h100 [--json|--rows] [--stat median|mean|min|max]`
  * `tailsim calib check CSV [--hw h200] [--json] [-o FILE.ini]`
  *
  * Checks the cost model against measured operator times: reads a Vidur
@@ -9,7 +9,10 @@
  * error, the worst case (with its CSV line) and the row count per op, then
  * over the GEMM ops and over all ops: an aligned table, or JSON (jansson)
  * with the stable keys file, hw, calibration, stat, rows, ops {op: {n, mape,
- * worst}}, gemm_mape, overall_mape (null when there is nothing to average).
+ * worst}}, gemm_mape, overall_mape (null when there is nothing to average),
+ * layer {n, mape, worst, bias} (each row's ops summed, as the simulator
+ * adds them into a layer; null for an all-reduce profile);
+ * or, with --rows, every prediction as a CSV row (where the model misses).
  * Exit status 0, 1 on bad input (the message names file, line and column),
  * 2 on a usage error.
  *
@@ -41,7 +44,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tailsim calib vidur FILE [--hw NAME|PATH] [--stat median|mean|min|max] [--json]\n"
+            "usage: tailsim calib vidur FILE [--hw NAME|PATH] [--stat median|mean|min|max] [--json|--rows]\n"
             "       tailsim calib check CSV [--hw NAME|PATH] [--json] [-o FILE.ini]\n"
             "\n"
             "check: fits the cost model's parameters (gemm_eff, gemm_half_flops, gemm_lat_s,\n"
@@ -55,11 +58,14 @@ static void usage(FILE *f)
             "Predicts every operator of a Vidur profiling CSV (per-operator MLP-layer\n"
             "times, or all-reduce times) with the cost model of the given hardware and\n"
             "prints MAPE, worst case and row count per op, over the GEMM ops and over\n"
-            "all ops.\n"
+            "all ops, and for each row's ops summed (one layer's non-attention time,\n"
+            "as the simulator adds it up), with the sums' mean signed error (bias).\n"
             "\n"
             "  --hw NAME    hardware description (models/hw/NAME.ini or a path; default h100)\n"
             "  --stat S     measured column to compare with (default median)\n"
             "  --json       print JSON instead of a table\n"
+            "  --rows       print every prediction instead, as CSV: line, op, tp, tokens,\n"
+            "               size, workers, measured_ms, predicted_ms, error_pct (signed)\n"
             "  --help       this text\n");
 }
 
@@ -91,6 +97,15 @@ static int print_json(const char *file, const hw_desc *hw, const char *stat,
     ops = NULL;
     json_object_set_new(root, "gemm_mape", gemm_n ? json_real(r->gemm_mape) : json_null());
     json_object_set_new(root, "overall_mape", all_n ? json_real(r->overall_mape) : json_null());
+    if (r->layer.n) {
+        json_t *l = json_pack("{s:i, s:f, s:f, s:f}", "n", r->layer.n, "mape", r->layer.mape,
+                              "worst", r->layer.worst, "bias", r->layer_bias);
+        if (!l)
+            goto oom;
+        json_object_set_new(root, "layer", l);
+    } else {
+        json_object_set_new(root, "layer", json_null());
+    }
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     json_decref(root);
     if (!s) {
@@ -105,6 +120,27 @@ oom:
     json_decref(root);
     fprintf(stderr, "tailsim calib: out of memory\n");
     return 1;
+}
+
+/* --rows: one CSV line per (row, op) the model predicts, in file order. */
+static void print_rows(const hw_desc *hw, const vidur_table *t)
+{
+    printf("line,op,tp,tokens,size,workers,measured_ms,predicted_ms,error_pct\n");
+    for (size_t i = 0; i < t->n; i++) {
+        const vidur_row *row = &t->rows[i];
+        for (int o = 0; o < VOP_COUNT; o++) {
+            double ms = row->ms[o];
+            if (!t->has[o] || ms <= 0)
+                continue;
+            double pred = vidur_predict(row, o, hw);
+            if (pred < 0)
+                continue;
+            printf("%d,%s,%d,%d,%.0f,%d,%.6g,%.6g,%.3f\n", row->line, vidur_op_names[o],
+                   o == VOP_ALL_REDUCE ? 0 : row->tp, o == VOP_ALL_REDUCE ? 0 : row->tokens,
+                   o == VOP_ALL_REDUCE ? row->size : 0.0, o == VOP_ALL_REDUCE ? row->workers : 0,
+                   ms, pred * 1e3, (pred * 1e3 - ms) / ms * 100.0);
+        }
+    }
 }
 
 static void print_table(const char *file, const hw_desc *hw, const char *stat,
@@ -128,6 +164,9 @@ static void print_table(const char *file, const hw_desc *hw, const char *stat,
     if (gemm_n)
         printf("%-26s %6d %9.2f\n", "GEMM ops", gemm_n, r->gemm_mape);
     printf("%-26s %6d %9.2f\n", "all ops", all_n, r->overall_mape);
+    if (r->layer.n)
+        printf("%-26s %6d %9.2f %9.2f %11d  (bias %+.2f%%)\n", "layer (a row's ops summed)",
+               r->layer.n, r->layer.mape, r->layer.worst, r->layer.worst_line, r->layer_bias);
 }
 
 /* `tailsim calib check ...` and `tailsim-validate check ...` (see sim/cmd.h);
@@ -210,7 +249,7 @@ cleanup:
 int cmd_calib(int argc, char **argv)
 {
     const char *hw_name = "h100", *stat = "median", *file = NULL;
-    int json = 0;
+    int json = 0, rows = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -233,6 +272,8 @@ int cmd_calib(int argc, char **argv)
         const char *a = argv[i];
         if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--rows")) {
+            rows = 1;
         } else if (!strcmp(a, "--hw") || !strcmp(a, "--stat")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "tailsim calib: %s needs a value\n", a);
@@ -258,6 +299,10 @@ int cmd_calib(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (json && rows) {
+        fprintf(stderr, "tailsim calib: --json and --rows exclude each other\n");
+        return 2;
+    }
     if (strcmp(stat, "median") && strcmp(stat, "mean") && strcmp(stat, "min") &&
         strcmp(stat, "max")) {
         fprintf(stderr, "tailsim calib: --stat must be median, mean, min or max (got '%s')\n", stat);
@@ -280,6 +325,8 @@ int cmd_calib(int argc, char **argv)
     int rc = 0;
     if (json)
         rc = print_json(file, &hw, stat, &t, &r);
+    else if (rows)
+        print_rows(&hw, &t);
     else
         print_table(file, &hw, stat, &t, &r);
     vidur_free(&t);

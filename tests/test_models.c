@@ -482,6 +482,23 @@ static void vidur_acceptance(const char *file)
     }
     cr_expect_leq(r.gemm_mape, 12.0);
     cr_expect_leq(r.overall_mape, 25.0);
+    /* a layer's ops summed, as the simulator adds them: the project's 10% */
+    cr_expect_eq(r.layer.n, (int)t.n);
+    cr_expect_leq(r.layer.mape, 10.0, "%s: layer MAPE %.2f%%", file, r.layer.mape);
+    /* the sums recomputed from the per-op predictions */
+    double sum = 0, bias = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        double m = 0, p = 0;
+        for (int o = 0; o < VOP_ALL_REDUCE; o++) {
+            m += t.rows[i].ms[o];
+            p += vidur_predict(&t.rows[i], o, &h100) * 1e3;
+        }
+        sum += fabs(p - m) / m * 100.0;
+        bias += (p - m) / m * 100.0;
+    }
+    cr_expect_float_eq(r.layer.mape, sum / t.n, 1e-9);
+    cr_expect_float_eq(r.layer_bias, bias / t.n, 1e-9);
+    cr_expect_leq(r.layer.worst, 100.0);
     vidur_free(&t);
 }
 
@@ -553,4 +570,54 @@ Test(models, calib_command_exit_codes)
     char *h[] = {a0, help, NULL};
     cr_redirect_stdout();
     cr_expect_eq(cmd_calib(2, h), 0);
+}
+
+/* --rows prints one CSV line per prediction, whose error is its own columns'
+ * (predicted - measured) / measured; --rows excludes --json. */
+Test(models, calib_rows_lists_every_prediction)
+{
+    char path[64];
+    write_tmp("time_stats.attn_pre_proj.median,time_stats.add.median,n_head,n_kv_head,n_embd,"
+              "n_expanded_embd,vocab_size,use_gated_mlp,num_tokens,num_tensor_parallel_workers\n"
+              "0.05,0.002,32,32,4096,11008,32000,True,16,1\n"
+              "0.30,0.010,32,32,4096,11008,32000,True,2048,2\n",
+              path, sizeof path);
+    char a0[] = "calib", a1[] = "vidur", rows[] = "--rows", json[] = "--json";
+    char *both[] = {a0, a1, path, rows, json, NULL};
+    cr_redirect_stderr();
+    cr_expect_eq(cmd_calib(5, both), 2);
+    char *argv[] = {a0, a1, path, rows, NULL};
+    FILE *out = tmpfile();
+    cr_assert_not_null(out);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    cr_assert_geq(saved, 0);
+    dup2(fileno(out), STDOUT_FILENO);
+    int rc = cmd_calib(4, argv);
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    cr_assert_eq(rc, 0);
+    rewind(out);
+    char line[512];
+    cr_assert_not_null(fgets(line, sizeof line, out));
+    cr_expect_str_eq(line, "line,op,tp,tokens,size,workers,measured_ms,predicted_ms,error_pct\n");
+    int n = 0;
+    while (fgets(line, sizeof line, out)) {
+        int ln, tp, tok, workers;
+        char op[64];
+        double size, meas, pred, err;
+        cr_assert_eq(sscanf(line, "%d,%63[^,],%d,%d,%lf,%d,%lf,%lf,%lf", &ln, op, &tp, &tok, &size,
+                            &workers, &meas, &pred, &err),
+                     9, "%s", line);
+        cr_expect_eq(ln, 2 + n / 2);
+        cr_expect_str_eq(op, n % 2 ? "add" : "attn_pre_proj");
+        cr_expect_eq(tp, n < 2 ? 1 : 2);
+        cr_expect_eq(tok, n < 2 ? 16 : 2048);
+        cr_expect_float_eq(err, (pred - meas) / meas * 100.0, 1e-3 + 1e-5 * fabs(err), "%s", line);
+        n++;
+    }
+    cr_expect_eq(n, 4);
+    fclose(out);
+    unlink(path);
 }
