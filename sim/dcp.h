@@ -43,7 +43,7 @@
 #define DCP_MAX_SP 8        /* SP sizes a scenario may list */
 #define DCP_MAX_STRATEGIES 12
 #define DCP_MAX_K 22        /* micro-batches up to 2^21 sequences */
-#define DCP_GAS_HARD 64     /* most micro-batches a group accumulates in one step */
+#define DCP_GAS_HARD 256     /* most micro-batches a group accumulates in one step */
 
 typedef enum dcp_kind { DCP_BUCKET, DCP_PACKED, DCP_INTRA, DCP_INTER, DCP_BOUND } dcp_kind;
 
