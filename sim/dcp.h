@@ -43,7 +43,11 @@
 #define DCP_MAX_SP 8        /* SP sizes a scenario may list */
 #define DCP_MAX_STRATEGIES 12
 #define DCP_MAX_K 22        /* micro-batches up to 2^21 sequences */
-#define DCP_GAS_HARD 256     /* most micro-batches a group accumulates in one step */
+/* Most micro-batches a group accumulates in one step: a guard on planner
+ * time and scratch memory, not a planning rule (VideoSys bounds a group only
+ * by max_gas x the longest micro-batch over its own; no STDiT3 or 1D plan of
+ * the shipped scenarios reaches 256, where 64 bound +pac's small ones). */
+#define DCP_GAS_HARD 256
 
 typedef enum dcp_kind { DCP_BUCKET, DCP_PACKED, DCP_INTRA, DCP_INTER, DCP_BOUND } dcp_kind;
 
