@@ -385,6 +385,28 @@ Test(dcp_plan, accumulation_search_equals_brute_force)
     gsl_rng_free(r);
 }
 
+/* VideoSys bounds a group's count by max_gas x the longest micro-batch over
+ * its own and by nothing else (DCP_GAS_HARD is a guard above what plans
+ * need): +pac's 0.29 s image micro-batches next to 9.4 s videos may take
+ * 164, and the search balances two video groups of two each against image
+ * groups of 65 rather than stopping at a 64 cap. */
+Test(dcp_plan, accumulation_bound_is_videosys)
+{
+    cr_expect_eq(dcp_gas_limit(0.285, 9.362, 5), 164);
+    cr_expect_eq(dcp_gas_limit(9.362, 9.362, 5), 5);
+    cr_expect_eq(dcp_gas_limit(1e-6, 10.0, 5), DCP_GAS_HARD);
+    cr_expect_geq(DCP_GAS_HARD, 256);
+    /* a target of two videos: 18.72 s = 65.7 x 0.285 s */
+    double e[4] = {9.362, 9.362, 0.285, 0.285};
+    int gas[4];
+    double f = dcp_gas_search(e, NULL, 4, 5, 1.2, gas);
+    cr_expect_eq(gas[0], gas[1]);
+    cr_expect_gt(gas[2], 64, "image groups %d", gas[2]);
+    double T = gas[0] * e[0];
+    cr_expect_leq(fabs(gas[2] * e[2] - T) / T, e[2] / T, "images end within a micro-batch");
+    cr_expect_lt(f, 0.02, "objective %g", f);
+}
+
 Test(dcp_plan, pac_knapsack_equals_brute_force)
 {
     fixture f;
