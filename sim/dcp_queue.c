@@ -135,7 +135,13 @@ int dq_cmp_group_sp(const void *x, const void *y)
  * left of it. */
 int dq_emit_step(dcp_plan *p, dq_queues *Q, const dcp_choice *ch, dq_group *g, int n, ts_err *e)
 {
-    int mg = DCP_GAS_HARD;
+    /* rounds: the most any group takes (its extra is one round more) */
+    int mg = 1;
+    for (int i = 0; i < n; i++) {
+        int r = g[i].gas + (g[i].extra > 0);
+        mg = r > mg ? r : mg;
+    }
+    mg = mg < DCP_GAS_HARD ? mg : DCP_GAS_HARD;
     qsort(g, (size_t)n, sizeof *g, dq_cmp_group_sp);
     for (int i = 0; i < n; i++) {
         int32_t b = g[i].b;
