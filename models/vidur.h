@@ -59,10 +59,11 @@ typedef struct vidur_report {
     size_t rows;
     double gemm_mape;       /* % over all GEMM-op predictions */
     double overall_mape;    /* % over all predictions */
-    /* One MLP-profile row's ops added up (the non-attention part of a layer,
-     * as cost_iter adds the same terms): MAPE, worst case and the signed
-     * mean error (bias, %) of the sums, over the rows whose every op of the
-     * file was predicted; n = 0 for an all-reduce profile. */
+    /* One MLP-profile row's per-layer ops added up (all but the embedding:
+     * the non-attention part of a layer, as cost_iter adds the same terms):
+     * MAPE, worst case and the signed mean error (bias, %) of the sums, over
+     * the rows whose every op of the file was predicted; n = 0 for an
+     * all-reduce profile. */
     vidur_op_stat layer;
     double layer_bias;
 } vidur_report;

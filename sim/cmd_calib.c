@@ -10,8 +10,8 @@
  * over the GEMM ops and over all ops: an aligned table, or JSON (jansson)
  * with the stable keys file, hw, calibration, stat, rows, ops {op: {n, mape,
  * worst}}, gemm_mape, overall_mape (null when there is nothing to average),
- * layer {n, mape, worst, bias} (each row's ops summed, as the simulator
- * adds them into a layer; null for an all-reduce profile);
+ * layer {n, mape, worst, bias} (each row's ops but the embedding summed,
+ * as the simulator adds them into a layer; null for an all-reduce profile);
  * or, with --rows, every prediction as a CSV row (where the model misses).
  * Exit status 0, 1 on bad input (the message names file, line and column),
  * 2 on a usage error.
@@ -58,8 +58,9 @@ static void usage(FILE *f)
             "Predicts every operator of a Vidur profiling CSV (per-operator MLP-layer\n"
             "times, or all-reduce times) with the cost model of the given hardware and\n"
             "prints MAPE, worst case and row count per op, over the GEMM ops and over\n"
-            "all ops, and for each row's ops summed (one layer's non-attention time,\n"
-            "as the simulator adds it up), with the sums' mean signed error (bias).\n"
+            "all ops, and for each row's ops but the embedding summed (one layer's\n"
+            "non-attention time, as the simulator adds it up), with the sums' mean\n"
+            "signed error (bias).\n"
             "\n"
             "  --hw NAME    hardware description (models/hw/NAME.ini or a path; default h100)\n"
             "  --stat S     measured column to compare with (default median)\n"
@@ -165,7 +166,7 @@ static void print_table(const char *file, const hw_desc *hw, const char *stat,
         printf("%-26s %6d %9.2f\n", "GEMM ops", gemm_n, r->gemm_mape);
     printf("%-26s %6d %9.2f\n", "all ops", all_n, r->overall_mape);
     if (r->layer.n)
-        printf("%-26s %6d %9.2f %9.2f %11d  (bias %+.2f%%)\n", "layer (a row's ops summed)",
+        printf("%-26s %6d %9.2f %9.2f %11d  (bias %+.2f%%)\n", "layer (ops but emb summed)",
                r->layer.n, r->layer.mape, r->layer.worst, r->layer.worst_line, r->layer_bias);
 }
 

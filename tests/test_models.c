@@ -489,7 +489,7 @@ static void vidur_acceptance(const char *file)
     double sum = 0, bias = 0;
     for (size_t i = 0; i < t.n; i++) {
         double m = 0, p = 0;
-        for (int o = 0; o < VOP_ALL_REDUCE; o++) {
+        for (int o = VOP_EMB + 1; o < VOP_ALL_REDUCE; o++) {
             m += t.rows[i].ms[o];
             p += vidur_predict(&t.rows[i], o, &h100) * 1e3;
         }
