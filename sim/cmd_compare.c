@@ -53,6 +53,20 @@ static void usage(FILE *f)
                "(one RL step, one train strategy; needs gnuplot).  Policies:\n");
     for (size_t i = 0; i < n; i++)
         fprintf(f, "  %-10s %s  [%s]\n", all[i]->name, all[i]->summary, all[i]->source);
+    const policy *const *co = policy_combos(&n);
+    fprintf(f, "Combinations (not in the default list; name them):\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "  %-13s %s\n", co[i]->name, co[i]->summary);
+}
+
+/* Width of the policy column: the longest name, at least 10. */
+static int name_width(const policy *const *plist, int np)
+{
+    int w = 10;
+    for (int i = 0; i < np; i++)
+        if ((int)strlen(plist[i]->name) > w)
+            w = (int)strlen(plist[i]->name);
+    return w;
 }
 
 static const char *const shown[] = {"step_s", "rollout_s", "bubble_fraction", "train_fraction",
@@ -82,14 +96,15 @@ static void boot_print(FILE *f, const boot_result *b, const policy *const *plist
 {
     static const char *const cols[] = {"speedup", "rollout_speedup", "step_s", "rollout_s",
                                        "bubble_fraction"};
-    fprintf(f, "\nbootstrap: %d resamples of the prompts (seed %llu): median [5%%, 95%%]\n%-10s",
-            b->n, (unsigned long long)seed, "policy");
+    int w = name_width(plist, np);
+    fprintf(f, "\nbootstrap: %d resamples of the prompts (seed %llu): median [5%%, 95%%]\n%-*s",
+            b->n, (unsigned long long)seed, w, "policy");
     const size_t nc = sizeof cols / sizeof cols[0];
     for (size_t k = 0; k < nc; k++)
         fprintf(f, k + 1 < nc ? " %-27s" : " %s", cols[k]);
     fprintf(f, "\n");
     for (int i = 0; i < np; i++) {
-        fprintf(f, "%-10s", plist[i]->name);
+        fprintf(f, "%-*s", w, plist[i]->name);
         for (size_t k = 0; k < nc; k++) {
             const boot_stat *st = boot_get(b, i, cols[k]);
             char cell[80];
@@ -121,7 +136,8 @@ static void table_print(FILE *f, const cmp_table *t)
     const double(*val)[N_SHOWN] = t->val;
     fprintf(f, "compare  scenario %s  model %s  hw %s  seed %llu  steps %d (means over steps)\n\n",
             s->name, t->m->name, t->hw->name, (unsigned long long)s->seed, t->steps);
-    fprintf(f, "%-10s ", "policy");
+    int w = name_width(t->plist, np);
+    fprintf(f, "%-*s ", w, "policy");
     if (nt)
         fprintf(f, "%-13s ", "strategy");
     fprintf(f, "%9s %9s %7s %7s %6s %6s %6s %7s %6s %6s %7s %6s %7s %7s", "step_s", "rollout_s",
@@ -130,7 +146,7 @@ static void table_print(FILE *f, const cmp_table *t)
     fprintf(f, nt ? " %9s\n" : "\n", "update_s");
     for (int i = 0; i < t->nrow; i++) {
         const double *x = val[i];
-        fprintf(f, "%-10s ", t->plist[i % np]->name);
+        fprintf(f, "%-*s ", w, t->plist[i % np]->name);
         if (nt)
             fprintf(f, "%-13s ", t->row_train[i]);
         fprintf(f, "%9.2f %9.2f %7.3f %7.3f %6.3f %6.3f %6.3f %7.3f %6.2f %6.3f %7.3f %6.2f %7.3f %7.3f",

@@ -61,11 +61,21 @@ typedef struct policy {
 /* The apply() of every policy that decodes plainly: speculation off, no
  * spot trainer.  Cannot fail. */
 void policy_apply_plain(scenario *s);
+/* TLT's keys: adaptive speculation, the spot trainer, n-gram drafting.  The
+ * apply() of `tlt`, and the second half of every BASE+tlt combination's.
+ * Cannot fail. */
+void policy_apply_tlt(scenario *s);
 
-/* The policy called name, or NULL. */
+/* The policy called name (a registered one or a BASE+tlt combination), or
+ * NULL. */
 const policy *policy_find(const char *name);
-/* Policies in the registry, in the order `tailsim compare` lists them. */
+/* Policies in the registry, in the order `tailsim compare` lists them (the
+ * combinations are not among them: name them to run them). */
 const policy *const *policy_all(size_t *n);
+/* The BASE+tlt combinations: a policy with its own driver (sorted, partial,
+ * tailbatch, async) running TLT's adaptive engine, spot trainer and n-gram
+ * drafting in its rollouts, the drafter carried across its steps. */
+const policy *const *policy_combos(size_t *n);
 
 
 /* Loads or generates n RL steps of the scenario's trace: from a file (the
@@ -86,6 +96,14 @@ int policy_run(const scenario *s, const policy *p, const hw_desc *hw, const llm_
                trace *const *steps, int n, int full, multistep_result *res, run_record *rec,
                ts_err *e);
 void multistep_result_free(multistep_result *res);
+
+/* For drivers: step k runs with drafter quality q (sets s->sp.quality, and
+ * res->quality[k] when s speculates, else 0).  Cannot fail. */
+void policy_drafter_use(scenario *s, multistep_result *res, int k, double q);
+/* For drivers: the drafter quality after step st, which ran with q: the
+ * policy drifts, and st's spot trainer trained (drafter_next_quality()).
+ * Cannot fail. */
+double policy_drafter_next(const scenario *s, const rlstep_result *st, double q);
 
 /* For policies' run hooks: allocates res for n steps (zeroed).  Returns 0 or -1. */
 int policy_result_alloc(multistep_result *res, int n, ts_err *e);

@@ -130,6 +130,7 @@ static int async_run(const scenario *s, const hw_desc *hw, const llm_desc *m, tr
     carry_state cs;
     carry_init(&cs, steps, n, s->max_response, 1, res);
     pipe_clock clk = {0, 0, 0};
+    double q = s->sp.quality;
     int rc = 0;
     for (int k = 0; k < n && !rc; k++) {
         int P = (int)steps[k]->n_prompts;
@@ -138,12 +139,15 @@ static int async_run(const scenario *s, const hw_desc *hw, const llm_desc *m, tr
         int64_t cap = (v + s->max_staleness + 1) * (int64_t)P;
         int64_t more = cap - res->launched_groups;
         sr.seed = s->seed + (uint64_t)k;
+        policy_drafter_use(&sr, res, k, q);
         res->t0[k] = full ? clk.t_end : clk.r_end;
         rc = carry_launch(&cs, k, more > 0 ? (int)more : 0, e);
         if (!rc)
             rc = async_step(&cs, &sr, &st, hw, m, k, P, full, &clk, &res->step[k], rec, e);
         if (rc)
             ts_err_prefix(e, "step %d: ", k);
+        else
+            q = policy_drafter_next(&sr, &res->step[k], q);
     }
     /* the rollout pool idles from its last segment to the last update */
     if (!rc && full && span(rec, 0, gr, PH_ROLLOUT, TL_IDLE, clk.r_end, clk.t_end))
@@ -156,3 +160,14 @@ static int async_run(const scenario *s, const hw_desc *hw, const llm_desc *m, tr
 const policy policy_async = {
     "async", "AReaL: disjoint rollout/trainer pools, interruptible rollout, bounded staleness",
     "AReaL (arXiv 2505.24298), github.com/inclusionAI/AReaL", policy_apply_plain, 0, async_run};
+
+static void async_tlt_apply(scenario *s)
+{
+    policy_apply_plain(s);
+    policy_apply_tlt(s);
+}
+
+const policy policy_async_tlt = {
+    "async+tlt", "async's rollout pool with TLT's adaptive speculation and spot trainer",
+    "AReaL (arXiv 2505.24298) + TLT (arXiv 2511.16665); the combination is tailsim's",
+    async_tlt_apply, 0, async_run};

@@ -375,11 +375,12 @@ int carry_run_colocated(const carry_rounds *r, const scenario *s, const hw_desc 
     carry_state cs;
     carry_init(&cs, steps, n, s->max_response, 0, res);
     scenario sk = *s;
-    double t0 = 0;
+    double t0 = 0, q = s->sp.quality;
     int rc = 0;
     for (int k = 0; k < n && !rc; k++) {
         int P = (int)steps[k]->n_prompts, stop = P, limit = P;
         sk.seed = s->seed + (uint64_t)k;
+        policy_drafter_use(&sk, res, k, q);
         size_t first = rec ? rec->n_tl : 0;
         rc = r->begin(&cs, s, k, P, &stop, &limit, e);
         if (!rc)
@@ -390,6 +391,7 @@ int carry_run_colocated(const carry_rounds *r, const scenario *s, const hw_desc 
         }
         if (r->end)
             r->end(&cs);
+        q = policy_drafter_next(&sk, &res->step[k], q);
         policy_shift_record(rec, first, t0, 0);
         res->t0[k] = t0;
         t0 += res->step[k].step_s;

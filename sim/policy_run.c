@@ -11,10 +11,12 @@
  * samples they generate: off-policy fraction and staleness are 0.
  *
  * A policy with a driver (policy.run: sorted, partial, tailbatch, async)
- * runs its N steps itself; those that carry prompts (sim/policy_carry.c)
- * carry the partial-rollout buffer or the async queue across steps, so
- * their steps are not independent.  Each step is still seeded from
- * (seed, step), and the run is deterministic for a seed.
+ * runs its N steps itself, carrying the drafter the same way
+ * (policy_drafter_use/next; it matters in their BASE+tlt combinations);
+ * those that carry prompts (sim/policy_carry.c) carry the partial-rollout
+ * buffer or the async queue across steps, so their steps are not
+ * independent.  Each step is still seeded from (seed, step), and the run is
+ * deterministic for a seed.
  */
 #include "sim/policy.h"
 
@@ -27,18 +29,26 @@
 #include "traces/gen.h"
 
 extern const policy policy_verl, policy_tlt_base, policy_tlt, policy_sorted, policy_partial,
-    policy_tailbatch, policy_async;
+    policy_tailbatch, policy_async, policy_sorted_tlt, policy_partial_tlt, policy_tailbatch_tlt,
+    policy_async_tlt;
 
 static const policy *const registry[] = {&policy_verl,    &policy_tlt_base, &policy_tlt,
                                          &policy_sorted,  &policy_partial,  &policy_tailbatch,
                                          &policy_async};
 #define N_POLICIES (sizeof registry / sizeof registry[0])
 
+static const policy *const combos[] = {&policy_sorted_tlt, &policy_partial_tlt,
+                                       &policy_tailbatch_tlt, &policy_async_tlt};
+#define N_COMBOS (sizeof combos / sizeof combos[0])
+
 const policy *policy_find(const char *name)
 {
     for (size_t i = 0; i < N_POLICIES; i++)
         if (!strcmp(registry[i]->name, name))
             return registry[i];
+    for (size_t i = 0; i < N_COMBOS; i++)
+        if (!strcmp(combos[i]->name, name))
+            return combos[i];
     return NULL;
 }
 
@@ -46,6 +56,23 @@ const policy *const *policy_all(size_t *n)
 {
     *n = N_POLICIES;
     return registry;
+}
+
+const policy *const *policy_combos(size_t *n)
+{
+    *n = N_COMBOS;
+    return combos;
+}
+
+void policy_drafter_use(scenario *s, multistep_result *res, int k, double q)
+{
+    s->sp.quality = q;
+    res->quality[k] = strcmp(s->spec_mode, "off") ? q : 0.0;
+}
+
+double policy_drafter_next(const scenario *s, const rlstep_result *st, double q)
+{
+    return drafter_next_quality(&s->dp, q, (double)st->ro.drafter_gpu_steps);
 }
 
 static int by_name(const void *a, const void *b)
@@ -251,9 +278,8 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
     }
     double q = s.sp.quality, t0 = 0;
     for (int k = 0; k < n; k++) {
-        s.sp.quality = q;
+        policy_drafter_use(&s, res, k, q);
         s.seed = s0->seed + (uint64_t)k;
-        res->quality[k] = strcmp(s.spec_mode, "off") ? q : 0.0;
         res->t0[k] = t0;
         size_t first = rec ? rec->n_tl : 0;
         int rc = full ? rlstep_run(&s, hw, m, steps[k], &res->step[k], rec, e)
@@ -265,7 +291,7 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
         }
         policy_shift_record(rec, first, t0, 0);
         t0 += res->step[k].step_s;
-        q = drafter_next_quality(&s.dp, q, (double)res->step[k].ro.drafter_gpu_steps);
+        q = policy_drafter_next(&s, &res->step[k], q);
         policy_count_sync_step(res, steps[k], &res->step[k]);
     }
     return 0;

@@ -93,9 +93,10 @@ static int sorted_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
                       run_record *rec, ts_err *e)
 {
     scenario sk = *s;
-    double t0 = 0;
+    double t0 = 0, q = s->sp.quality;
     for (int k = 0; k < n; k++) {
         const trace *t = steps[k];
+        policy_drafter_use(&sk, res, k, q);
         int32_t *place = malloc((t->n_prompts + 1) * sizeof *place);
         int32_t *order = malloc((trace_n_responses(t) + 1) * sizeof *order);
         sk.seed = s->seed + (uint64_t)k;
@@ -112,6 +113,7 @@ static int sorted_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
             ts_err_prefix(e, "step %d: ", k);
             return -1;
         }
+        q = policy_drafter_next(&sk, &res->step[k], q);
         policy_count_sync_step(res, t, &res->step[k]);
         policy_shift_record(rec, first, t0, 0);
         res->t0[k] = t0;
@@ -123,3 +125,14 @@ static int sorted_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
 const policy policy_sorted = {
     "sorted", "length-aware: longest predicted first, LPT placement (default predictor: oracle)",
     "SortedRL (arXiv 2603.23414), its length-aware scheduling only; LPT", policy_apply_plain, 1, sorted_run};
+
+static void sorted_tlt_apply(scenario *s)
+{
+    policy_apply_plain(s);
+    policy_apply_tlt(s);
+}
+
+const policy policy_sorted_tlt = {
+    "sorted+tlt", "sorted's length-aware rollout with TLT's adaptive speculation and spot trainer",
+    "SortedRL's scheduling (arXiv 2603.23414) + TLT (arXiv 2511.16665); the combination is tailsim's",
+    sorted_tlt_apply, 1, sorted_run};

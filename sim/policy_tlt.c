@@ -19,7 +19,7 @@
 
 #include "sim/policy.h"
 
-static void tlt_apply(scenario *s)
+void policy_apply_tlt(scenario *s)
 {
     snprintf(s->spec_mode, sizeof s->spec_mode, "adaptive");
     s->spot = 1;
@@ -28,4 +28,4 @@ static void tlt_apply(scenario *s)
 
 const policy policy_tlt = {
     "tlt", "adaptive speculation in the tail + spot-trained drafter",
-    "TLT (ASPLOS'26, arXiv 2511.16665), github.com/mit-han-lab/fastrl", tlt_apply, 1, NULL};
+    "TLT (ASPLOS'26, arXiv 2511.16665), github.com/mit-han-lab/fastrl", policy_apply_tlt, 1, NULL};

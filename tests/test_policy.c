@@ -61,8 +61,14 @@ Test(policy, every_policy_is_lossless, .timeout = 120)
     ts_err e = {{0}};
     trace *tr[2];
     cr_assert_eq(policy_load_steps(&scn, NULL, 2, tr, &e), 0, "%s", e.msg);
-    size_t n;
-    const policy *const *all = policy_all(&n);
+    /* the registered policies, then the BASE+tlt combinations */
+    size_t nr, nc;
+    const policy *const *reg = policy_all(&nr), *const *co = policy_combos(&nc);
+    const policy *all[32];
+    size_t n = 0;
+    for (size_t i = 0; i < nr + nc && n < 32; i++)
+        all[n++] = i < nr ? reg[i] : co[i - nr];
+    cr_assert_eq(n, nr + nc);
     for (size_t i = 0; i < n; i++) {
         if (!all[i]->lossless)
             continue; /* they train other samples: tests/test_policy_carry.c */

@@ -5,8 +5,9 @@
  * the new ones add up to the trace lengths of every trained response (token
  * conservation across steps); tailbatch trains every prompt at most once
  * and keeps the rest deferred; async never trains a sample staler than its
- * bound; sorted is lossless with a noisy predictor too; every policy is
- * deterministic for a seed; steps load from a trace directory in name order;
+ * bound; sorted is lossless with a noisy predictor too; the BASE+tlt
+ * combinations run their base's driver with TLT's keys and carry the
+ * drafter; every policy is deterministic for a seed; steps load from a trace directory in name order;
  * the same hold on the real PolyTrace DAPO steps (skipped when ../shared is
  * absent).
  */
@@ -244,7 +245,8 @@ Test(policy_carry, sorted_is_lossless_with_a_noisy_predictor, .timeout = 60)
 
 Test(policy_carry, same_seed_same_result, .timeout = 120)
 {
-    static const char *names[] = {"sorted", "partial", "tailbatch", "async"};
+    static const char *names[] = {"sorted",      "partial",     "tailbatch",     "async",
+                                  "sorted+tlt",  "partial+tlt", "tailbatch+tlt", "async+tlt"};
     ts_err e = {{0}};
     trace *tr[3];
     load(3, tr);
@@ -260,6 +262,72 @@ Test(policy_carry, same_seed_same_result, .timeout = 120)
         cr_assert_eq(a.trained_tokens, b.trained_tokens);
         multistep_result_free(&a);
         multistep_result_free(&b);
+    }
+    unload(3, tr);
+}
+
+/* BASE+tlt: the base's driver and sample accounting, TLT's keys in its
+ * rollouts, the drafter carried across its steps as policy_run carries it. */
+Test(policy_carry, tlt_combinations_carry_the_drafter, .timeout = 120)
+{
+    static const char *bases[] = {"sorted", "partial", "tailbatch", "async"};
+    ts_err e = {{0}};
+    trace *tr[3];
+    load(3, tr);
+    size_t nc, nr;
+    const policy *const *co = policy_combos(&nc), *const *reg = policy_all(&nr);
+    cr_assert_eq(nc, 4);
+    for (size_t i = 0; i < nr; i++)
+        cr_assert_null(strchr(reg[i]->name, '+'), "combinations stay out of the default list");
+    cr_assert_null(policy_find("verl+tlt"));
+    cr_assert_null(policy_find("tlt+tlt"));
+    cr_assert_null(policy_find("partial+"));
+    for (size_t i = 0; i < nc; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s+tlt", bases[i]);
+        const policy *b = policy_find(bases[i]), *c = policy_find(name);
+        cr_assert_not_null(c, "%s", name);
+        cr_assert_eq(c, co[i]);
+        cr_assert_eq(c->run, b->run, "%s runs %s's driver", name, bases[i]);
+        cr_assert_eq(c->lossless, b->lossless);
+        scenario x = scn, y = scn;
+        c->apply(&x);
+        b->apply(&y);
+        cr_assert_str_eq(x.spec_mode, "adaptive");
+        cr_assert(x.spot && x.sp.ngram);
+        cr_assert_str_eq(y.spec_mode, "off");
+
+        multistep_result r, p;
+        cr_assert_eq(policy_run(&scn, c, &hw, &m7, tr, 3, 1, &r, NULL, &e), 0, "%s: %s", name,
+                     e.msg);
+        cr_assert_eq(policy_run(&scn, b, &hw, &m7, tr, 3, 1, &p, NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(r.quality[0], scn.sp.quality, "%s", name);
+        int64_t spec = 0, drafter = 0;
+        for (int k = 0; k < 3; k++) {
+            spec += r.step[k].ro.spec_iterations;
+            drafter += r.step[k].ro.drafter_gpu_steps;
+            cr_assert_eq(p.quality[k], 0.0, "%s decodes plainly", bases[i]);
+            cr_assert_eq(p.step[k].ro.spec_iterations, 0);
+            if (k > 0)
+                cr_assert_eq(r.quality[k],
+                             drafter_next_quality(&scn.dp, r.quality[k - 1],
+                                                  (double)r.step[k - 1].ro.drafter_gpu_steps),
+                             "%s step %d", name, k);
+        }
+        cr_assert_gt(spec, 0, "%s speculates in its tail", name);
+        /* a replica out of work trains the drafter; partial and async keep
+         * theirs busy (over-provisioned), so only a full tail is sure to */
+        if (c->lossless)
+            cr_assert_gt(drafter, 0, "%s's spot trainer trains", name);
+        /* the same sample accounting: what was generated was trained, is
+         * pending or was thrown away, and the same prompts train */
+        cr_assert_eq(generated(&r), r.trained_tokens + r.pending_tokens + r.wasted_tokens, "%s",
+                     name);
+        cr_assert_eq(r.launched_groups, p.launched_groups, "%s", name);
+        if (c->lossless)
+            cr_assert_eq(r.trained_tokens, p.trained_tokens);
+        multistep_result_free(&r);
+        multistep_result_free(&p);
     }
     unload(3, tr);
 }
