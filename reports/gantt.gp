@@ -1,13 +1,17 @@
 # GPU timeline (Gantt chart) of one tailsim run: one row per GPU (GPU 0 at
 # the top), x = seconds from the start of the step, each interval coloured by
 # state (busy, idle, drafter training); dashed lines mark where each phase
-# starts and the phase names label the top axis.  Written by report_write().
+# starts (of the first step, and where each later step starts) and their
+# names label the top axis.  Written by report_write().
 #
 #   gnuplot -d -c reports/gantt.gp gantt.dat gantt.png ["title"]
 #
 # gantt.dat, block 0 (index 0): gpu phase state t0_s t1_s
 #                                 (state 0 = busy, 1 = idle, 2 = train)
 #            block 1 (index 1): phase name t_start_s t_end_s
+#                                 (a run of several RL steps: the first
+#                                 step's phases, then -1 "step k" t t for
+#                                 where each later step starts)
 # Needs at least one interval.
 
 dat = ARG1

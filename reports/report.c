@@ -98,11 +98,15 @@ static int write_gantt_dat(const run_record *r, const char *path, ts_err *e)
         const tl_interval *t = &r->tl[i];
         fprintf(f, "%d %d %d %.9g %.9g\n", t->gpu, t->phase, t->state, t->t0, t->t1);
     }
-    fprintf(f, "\n\n# block 1: phase name t_start_s t_end_s\n");
+    /* the phases of the first step (all of a one-step run) */
+    double end = r->n_steps > 1 ? r->step_t0[1] : INFINITY;
+    fprintf(f, "\n\n# block 1: phase name t_start_s t_end_s%s\n",
+            r->n_steps > 1 ? " (the first RL step; then -1 \"step k\" t t: where step k starts)"
+                           : "");
     for (int p = 0; p < PH_COUNT; p++) {
         double lo = INFINITY, hi = -INFINITY;
         for (size_t i = 0; i < r->n_tl; i++) {
-            if (r->tl[i].phase != p)
+            if (r->tl[i].phase != p || r->tl[i].t0 >= end)
                 continue;
             lo = fmin(lo, r->tl[i].t0);
             hi = fmax(hi, r->tl[i].t1);
@@ -110,6 +114,9 @@ static int write_gantt_dat(const run_record *r, const char *path, ts_err *e)
         if (lo <= hi)
             fprintf(f, "%d %s %.9g %.9g\n", p, tl_phase_name[p], lo, hi);
     }
+    /* then the start of every later step, in the same columns (phase -1) */
+    for (size_t k = 1; k < r->n_steps; k++)
+        fprintf(f, "-1 \"step %zu\" %.9g %.9g\n", k + 1, r->step_t0[k], r->step_t0[k]);
     return ts_atomic_commit(&a, e);
 }
 

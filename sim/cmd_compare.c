@@ -50,7 +50,7 @@ static void usage(FILE *f)
                "(with one train strategy at most).  -o DIR also writes DIR/index.md and\n"
                "DIR/index.html: the table, a Gantt chart and length CDF per policy, the\n"
                "speedup bars and, for a speculative policy, accepted length vs draft depth\n"
-               "(one RL step, one train strategy; needs gnuplot).  Policies:\n");
+               "(all --steps on one timeline; one train strategy; needs gnuplot).  Policies:\n");
     for (size_t i = 0; i < n; i++)
         fprintf(f, "  %-10s %s  [%s]\n", all[i]->name, all[i]->summary, all[i]->source);
     const policy *const *co = policy_combos(&n);
@@ -259,12 +259,6 @@ int cmd_compare(int argc, char **argv)
         fprintf(stderr, "tailsim compare: expected exactly one SCENARIO (try --help)\n");
         return 2;
     }
-    /* the report draws one synchronous RL step per policy, as `tailsim paper` does */
-    if (out_dir && steps > 1) {
-        fprintf(stderr, "tailsim compare: --steps %d cannot be drawn with -o: the report draws one "
-                        "RL step per policy (drop --steps, or drop -o)\n", steps);
-        return 2;
-    }
     if (out_dir && trains) {
         fprintf(stderr, "tailsim compare: --train cannot be drawn with -o: the report draws one "
                         "train strategy (use --set train.strategy=S instead)\n");
@@ -400,8 +394,10 @@ int cmd_compare(int argc, char **argv)
     if (out_dir) {
         char cmdline[2048];
         command_line(argc, argv, cmdline, sizeof cmdline);
-        const paper_compare_opts po = {out_dir, argv[optind], pols, sets, n_sets, have_seed,
-                                       seed, trace_file, nboot, nboot ? &boot : NULL, cmdline};
+        const paper_compare_opts po = {out_dir, argv[optind], pols,  sets,
+                                       n_sets,  have_seed,    seed,  trace_file,
+                                       steps,   nboot,        nboot ? &boot : NULL,
+                                       cmdline};
         fflush(stdout);
         if (write_report(&po, &tab, &e))
             goto fail;

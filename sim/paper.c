@@ -335,6 +335,7 @@ int paper_run_compare(const paper_compare_opts *a, paper_doc *d, ts_err *e)
     c->have_seed = a->have_seed;
     c->seed = a->seed;
     c->trace = a->trace;
+    c->steps = a->steps > 1 ? a->steps : 1;
     c->boot_done = a->boot;
     snprintf(d->title, sizeof d->title, "tailsim compare: %s", a->scenario);
     snprintf(d->setup, sizeof d->setup, "%s", a->setup ? a->setup : "");
@@ -350,9 +351,12 @@ int paper_run_compare(const paper_compare_opts *a, paper_doc *d, ts_err *e)
     char boot[96] = "no bootstrap";
     if (c->boot)
         snprintf(boot, sizeof boot, "bootstrap: %d resamples of the prompts", c->boot);
-    snprintf(d->meta, sizeof d->meta, "tailsim %s; calibration: %s; seed %llu; %s; one RL step "
+    char steps[48] = "one RL step";
+    if (c->steps > 1)
+        snprintf(steps, sizeof steps, "%d RL steps", c->steps);
+    snprintf(d->meta, sizeof d->meta, "tailsim %s; calibration: %s; seed %llu; %s; %s "
              "per policy; no published numbers are set against it.",
-             d->version, d->calibration, d->seed, boot);
+             d->version, d->calibration, d->seed, boot, steps);
     rc = 0;
 done:
     return ctx_end(c, d, rc);

@@ -48,6 +48,7 @@ typedef struct paper_compare_opts {
     int have_seed;                 /* 1: seed replaces the scenario's */
     uint64_t seed;
     const char *trace;             /* trace file in place of the scenario's, or NULL */
+    int steps;                     /* RL steps per policy (< 2: one) */
     int bootstrap;                 /* resamples of the prompts (0: none) */
     const struct boot_result *boot; /* that bootstrap already run over the same policies, step
                                     * and seed (`tailsim compare` has), or NULL: run it */

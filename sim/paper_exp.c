@@ -203,10 +203,11 @@ static const char *const keys[] = {"step_s", "rollout_s", "bubble_fraction", "tr
                                    "tail_fraction", "accept_len", "off_policy_fraction"};
 #define NK (int)(sizeof keys / sizeof keys[0])
 
-/* Runs policy p on the step, records the Gantt chart and CDF, fills v[NK]. */
+/* Runs policy p on the n steps tr, records the Gantt chart and CDF (of all
+ * n), fills v[NK] (means over the steps, as `tailsim compare` prints). */
 static int run_policy(const paper_exp *x, paper_ctx *c, const scenario *s, const policy *p,
-                      const hw_desc *hw, const llm_desc *m, trace *tr, int first, double *v,
-                      ts_err *e)
+                      const hw_desc *hw, const llm_desc *m, trace *const *tr, int n, int first,
+                      double *v, ts_err *e)
 {
     multistep_result r;
     run_record *rec = run_record_new();
@@ -214,12 +215,12 @@ static int run_policy(const paper_exp *x, paper_ctx *c, const scenario *s, const
     if (!rec)
         return ts_errf(e, "out of memory");
     int rc = -1;
-    if (policy_run(s, p, hw, m, &tr, 1, 1, &r, rec, e)) {
+    if (policy_run(s, p, hw, m, tr, n, 1, &r, rec, e)) {
         ts_err_prefix(e, "policy %s: ", p->name);
         run_record_free(rec);
         return -1;
     }
-    if (run_multistep_metrics(rec, &r, &tr, 1, NULL)) {
+    if (run_multistep_metrics(rec, &r, tr, 1, NULL)) {
         ts_errf(e, "out of memory");
         goto done;
     }
@@ -235,8 +236,11 @@ static int run_policy(const paper_exp *x, paper_ctx *c, const scenario *s, const
     if (report_write(rec, dir, e))
         goto done;
     snprintf(path, sizeof path, "%s/gantt.png", sub);
-    snprintf(cap, sizeof cap, "%s, policy %s: per-GPU timeline of one RL step (busy, idle, drafter training)",
-             s->name, p->name);
+    char what[32] = "one RL step";
+    if (n > 1)
+        snprintf(what, sizeof what, "%d RL steps", n);
+    snprintf(cap, sizeof cap, "%s, policy %s: per-GPU timeline of %s (busy, idle, drafter training)",
+             s->name, p->name, what);
     if (paper_doc_fig(c->doc, c->adhoc ? "Per-GPU timelines" : x->title, path, cap, e))
         goto done;
     if (first && !c->adhoc) {
@@ -264,8 +268,8 @@ static int adhoc_figures(const paper_exp *x, paper_ctx *c, const scenario *s,
     int spec = 0;
     for (int i = 0; i < np; i++) {
         snprintf(path, sizeof path, "%s-%s/cdf.png", x->id, plist[i]->name);
-        snprintf(cap, sizeof cap, "%s, policy %s: response-length CDF of the step", s->name,
-                 plist[i]->name);
+        snprintf(cap, sizeof cap, "%s, policy %s: response-length CDF of the %s", s->name,
+                 plist[i]->name, c->steps > 1 ? "steps" : "step");
         if (paper_doc_fig(c->doc, "Length CDFs", path, cap, e))
             return -1;
         scenario a = *s;
@@ -321,15 +325,19 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
         return 0;
     }
     paper_note_calibration(c, hw.calibration);
-    trace *tr = NULL;
+    int ns = c->steps > 1 ? c->steps : 1;
+    trace **tr = calloc((size_t)ns, sizeof *tr);
     double(*v)[NK] = calloc((size_t)np, sizeof *v);
     boot_result b = {0};
-    if (!v)
+    if (!v || !tr) {
+        free(v);
+        free(tr);
         return ts_errf(e, "out of memory");
-    if (policy_load_steps(&s, c->trace, 1, &tr, e))
+    }
+    if (policy_load_steps(&s, c->trace, ns, tr, e))
         goto done;
     for (int i = 0; i < np; i++)
-        if (run_policy(x, c, &s, plist[i], &hw, &m, tr, i == 0, v[i], e))
+        if (run_policy(x, c, &s, plist[i], &hw, &m, tr, ns, i == 0, v[i], e))
             goto done;
     if (c->adhoc && adhoc_figures(x, c, &s, plist, np, e))
         goto done;
@@ -357,7 +365,7 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
         char n[32];
         snprintf(n, sizeof n, "%d", c->boot);
         paper_progress(c, "  bootstrap: %s resamples of %s", n, s.name);
-        if (boot_compare(&s, blist, nb, &hw, &m, &tr, 1, c->boot, keys, NK, &b, e))
+        if (boot_compare(&s, blist, nb, &hw, &m, tr, ns, c->boot, keys, NK, &b, e))
             goto done;
     }
     char title[400];
@@ -365,9 +373,14 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
     paper_table *t = paper_doc_table(c->doc, title, np + 1, 9, e);
     if (!t)
         goto done;
-    size_t nr = trace_n_responses(tr);
+    size_t nr = 0;
+    for (int k = 0; k < ns; k++)
+        nr += trace_n_responses(tr[k]);
+    char what[64] = "One RL step";
+    if (ns > 1)
+        snprintf(what, sizeof what, "%d RL steps (means over the steps)", ns);
     snprintf(t->note, sizeof t->note,
-             "One RL step, %zu responses, seed %llu. Speedups are over %s%s.", nr,
+             "%s, %zu responses, seed %llu. Speedups are over %s%s.", what, nr,
              (unsigned long long)s.seed, plist[0]->name,
              c->boot ? "; in parentheses the bootstrap 5-95% range over resampled prompts "
                        "(policies without one are not rerun by the bootstrap)" : "");
@@ -424,7 +437,9 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
     rc = 0;
 done:
     boot_result_free(&b);
-    trace_free(tr);
+    for (int k = 0; k < ns; k++)
+        trace_free(tr[k]);
+    free(tr);
     free(v);
     return rc;
 }

@@ -257,6 +257,17 @@ void policy_count_sync_step(multistep_result *res, const trace *t, const rlstep_
     res->trained_tokens += st->ro.decode_tokens; /* lossless: the capped trace lengths */
 }
 
+/* The steps' starts on rec's timeline, when there are several. */
+static int record_steps(run_record *rec, multistep_result *res, ts_err *e)
+{
+    for (int k = 0; rec && res->steps > 1 && k < res->steps; k++)
+        if (run_add_step(rec, res->t0[k])) {
+            multistep_result_free(res);
+            return ts_errf(e, "out of memory for the timeline");
+        }
+    return 0;
+}
+
 int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm_desc *m,
                trace *const *steps, int n, int full, multistep_result *res, run_record *rec,
                ts_err *e)
@@ -274,7 +285,7 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
             multistep_result_free(res);
             return -1;
         }
-        return 0;
+        return record_steps(rec, res, e);
     }
     double q = s.sp.quality, t0 = 0;
     for (int k = 0; k < n; k++) {
@@ -294,5 +305,5 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
         q = policy_drafter_next(&s, &res->step[k], q);
         policy_count_sync_step(res, steps[k], &res->step[k]);
     }
-    return 0;
+    return record_steps(rec, res, e);
 }

@@ -35,6 +35,7 @@ void run_record_free(run_record *r)
     free(r->metrics);
     free(r->tl);
     free(r->resp);
+    free(r->step_t0);
     free(r);
 }
 
@@ -101,6 +102,16 @@ int run_add_response(run_record *r, int32_t replica, int32_t prompt_tokens,
         return -1;
     r->resp = p;
     r->resp[r->n_resp++] = (resp_outcome){replica, prompt_tokens, length, finish_s};
+    return 0;
+}
+
+int run_add_step(run_record *r, double t0)
+{
+    void *p = r->step_t0;
+    if (grow(&p, r->n_steps, &r->cap_steps, sizeof(double)) != 0)
+        return -1;
+    r->step_t0 = p;
+    r->step_t0[r->n_steps++] = t0;
     return 0;
 }
 

@@ -51,6 +51,11 @@ typedef struct run_record {
     metric *metrics; size_t n_metrics, cap_metrics;
     tl_interval *tl; size_t n_tl, cap_tl;
     resp_outcome *resp; size_t n_resp, cap_resp;
+    /* Start of each RL step on the timeline, s, for a run of several
+     * (policy_run fills it; empty for one step).  The report draws the
+     * first step's phases and a line at every later step's start.  Not
+     * saved by the store. */
+    double *step_t0; size_t n_steps, cap_steps;
 } run_record;
 
 /* Returns a zeroed record, or NULL on allocation failure. */
@@ -68,6 +73,7 @@ int run_add_interval(run_record *r, int32_t gpu, int32_t phase, int32_t state,
                      double t0, double t1);
 int run_add_response(run_record *r, int32_t replica, int32_t prompt_tokens,
                      int32_t length, double finish_s);
+int run_add_step(run_record *r, double t0);
 /* Looks a metric up; returns 0 and sets *v, or -1 when absent. */
 int run_get_metric(const run_record *r, const char *key, double *v);
 

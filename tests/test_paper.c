@@ -208,6 +208,48 @@ Test(paper, compare_report, .timeout = 60)
     free(dat);
 }
 
+/* compare -o --steps N: the report runs and draws all N steps (the table
+ * means over them, as the terminal's; each Gantt chart marks where the
+ * later steps start). */
+Test(paper, compare_report_of_several_steps, .timeout = 60)
+{
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot not on PATH");
+    const char *dir = "build/test-compare-steps";
+    const char *args = "qwen7b-64gpu --policies verl,partial+tlt --steps 3 --set trace.prompts=8";
+    char cmd[512], path[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && build/tailsim compare %s -o %s 2>/dev/null", dir, args,
+             dir);
+    char *with = run_capture(cmd);
+    snprintf(cmd, sizeof cmd, "build/tailsim compare %s", args);
+    char *without = run_capture(cmd);
+    cr_assert_str_eq(with, without, "-o changed the terminal output");
+    cr_assert(strstr(without, "steps 3 (means over steps)"), "%s", without);
+    snprintf(path, sizeof path, "%s/index.md", dir);
+    char *md = slurp(path);
+    cr_assert(strstr(md, without), "index.md lacks the terminal table");
+    cr_assert(strstr(md, "3 RL steps per policy"), "%s", md);
+    cr_assert(strstr(md, "3 RL steps (means over the steps)"), "%s", md);
+    cr_assert(strstr(md, "per-GPU timeline of 3 RL steps"), "%s", md);
+    /* the report's step time is the terminal's mean step time */
+    const char *row = strstr(without, "\npartial+tlt ");
+    cr_assert_not_null(row, "%s", without);
+    double step_s;
+    cr_assert_eq(sscanf(row, " partial+tlt %lf", &step_s), 1);
+    char cell[64];
+    snprintf(cell, sizeof cell, "| partial+tlt | %.1f | ", step_s);
+    cr_assert(strstr(md, cell), "index.md lacks %s", cell);
+    snprintf(path, sizeof path, "%s/compare-partial+tlt/gantt.dat", dir);
+    char *dat = slurp(path);
+    cr_assert(strstr(dat, "-1 \"step 2\" ") && strstr(dat, "-1 \"step 3\" "), "%s", dat);
+    cr_assert_null(strstr(dat, "\"step 4\""));
+    cr_assert_eq(check_images_in(dir, md, "]("), 6);
+    free(with);
+    free(without);
+    free(md);
+    free(dat);
+}
+
 /* compare -o --bootstrap: the report's speedup ranges are the comparison's
  * own bootstrap (not run a second time), so they read as the terminal's
  * 5% and 95% rounded. */

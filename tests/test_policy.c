@@ -98,6 +98,36 @@ Test(policy, every_policy_is_lossless, .timeout = 120)
     trace_free(tr[1]);
 }
 
+/* A run of several steps puts their starts on the record (the report's
+ * step lines); one step puts none. */
+Test(policy, record_has_the_steps_starts, .timeout = 60)
+{
+    ts_err e = {{0}};
+    trace *tr[3];
+    cr_assert_eq(policy_load_steps(&scn, NULL, 3, tr, &e), 0, "%s", e.msg);
+    static const char *names[] = {"verl", "partial+tlt", "async"};
+    for (size_t i = 0; i < 3; i++) {
+        multistep_result r;
+        run_record *rec = run_record_new();
+        cr_assert_eq(policy_run(&scn, policy_find(names[i]), &hw, &m7, tr, 3, 1, &r, rec, &e), 0,
+                     "%s", e.msg);
+        cr_assert_eq(rec->n_steps, 3, "%s", names[i]);
+        for (int k = 0; k < 3; k++)
+            cr_assert_eq(rec->step_t0[k], r.t0[k], "%s step %d", names[i], k);
+        cr_assert(rec->step_t0[1] > rec->step_t0[0] && rec->step_t0[2] > rec->step_t0[1]);
+        multistep_result_free(&r);
+        run_record_free(rec);
+        rec = run_record_new();
+        cr_assert_eq(policy_run(&scn, policy_find(names[i]), &hw, &m7, tr, 1, 1, &r, rec, &e), 0,
+                     "%s", e.msg);
+        cr_assert_eq(rec->n_steps, 0);
+        multistep_result_free(&r);
+        run_record_free(rec);
+    }
+    for (int k = 0; k < 3; k++)
+        trace_free(tr[k]);
+}
+
 Test(policy, same_seed_same_result, .timeout = 60)
 {
     ts_err e = {{0}};
