@@ -403,6 +403,7 @@ int cmd_compare(int argc, char **argv)
             goto fail;
         fprintf(stderr, "tailsim compare: report: %s/index.html (and index.md)\n", out_dir);
     }
+    run_note_carry("tailsim compare", pols, steps, ", and read goodput");
     rc = 0;
     goto done;
 fail:

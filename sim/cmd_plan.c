@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "reports/plan_report.h"
 #include "sim/cmd.h"
+#include "sim/cmd_run.h"
 #include "sim/cmd_sweep.h"
 
 static void usage(FILE *f)
@@ -336,6 +337,7 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "tailsim plan: wrote %s/plan.dat and %s/plan_front.png\n", out_dir,
                 out_dir);
     }
+    run_note_carry("tailsim plan", pols, g.steps, NULL);
     rc = 0;
     goto done;
 fail:

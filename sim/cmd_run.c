@@ -196,6 +196,36 @@ static int step_metrics(run_record *rec, const rlstep_result *res, const trace *
     return oom ? -1 : 0;
 }
 
+void run_note_carry(const char *cmd, const char *policies, int steps, const char *hint)
+{
+    if (steps >= CARRY_FAIR_STEPS)
+        return;
+    char names[256] = "", buf[512];
+    size_t n = 0, len = 0;
+    int count = 0;
+    const policy *const *all = policy_all(&n);
+    snprintf(buf, sizeof buf, "%s", policies ? policies : "");
+    char *tok = policies ? strtok(buf, ",") : NULL;
+    for (size_t i = 0; policies ? tok != NULL : i < n; i++) {
+        const policy *p = policies ? policy_find(tok) : all[i];
+        if (p && p->run && !p->lossless && len + strlen(p->name) + 3 < sizeof names) {
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
+                                    p->name);
+            count++;
+        }
+        if (policies)
+            tok = strtok(NULL, ",");
+    }
+    if (len)
+        fprintf(stderr,
+                "%s: note: %s %s work across steps, so %d step%s misstate%s %s (one step of "
+                "partial or tailbatch leaves its long responses for later, one of async has "
+                "nothing to overlap): use --steps %d or more%s\n",
+                cmd, names, count > 1 ? "carry" : "carries", steps, steps > 1 ? "s" : "",
+                steps > 1 ? "" : "s", count > 1 ? "them" : "it", CARRY_FAIR_STEPS,
+                hint ? hint : "");
+}
+
 int run_multistep_metrics(run_record *rec, const multistep_result *r, trace *const *steps,
                           int full, json_t **per_step)
 {

@@ -20,4 +20,14 @@ int run_setup(const char *name, const char *const *sets, int n_sets, int have_se
 int run_multistep_metrics(run_record *rec, const multistep_result *r, trace *const *steps,
                           int full, json_t **per_step);
 
+/* Run with fewer than CARRY_FAIR_STEPS steps, the policies of the
+ * comma-separated list (NULL: every registered one) that carry work across
+ * steps (a driver of their own, not lossless: partial, tailbatch, async and
+ * their +tlt) are misstated: one step of partial or tailbatch leaves its long
+ * responses for later, one of async has nothing to overlap.  Prints a note
+ * naming them on stderr, as "<cmd>: note: ...", hint (or NULL) appended to
+ * its advice.  Cannot fail. */
+#define CARRY_FAIR_STEPS 5
+void run_note_carry(const char *cmd, const char *policies, int steps, const char *hint);
+
 #endif

@@ -332,6 +332,30 @@ Test(policy_carry, tlt_combinations_carry_the_drafter, .timeout = 120)
     unload(3, tr);
 }
 
+/* One step misstates the policies that carry work: compare and plan say so
+ * on stderr, naming them, and stay quiet with enough steps or none of them. */
+Test(policy_carry, one_step_of_a_carrying_policy_gets_a_note, .timeout = 120)
+{
+    char *a = run_capture("build/tailsim compare build/test-policy-carry.ini --policies "
+                          "verl,sorted,partial,async+tlt 2>&1 >/dev/null");
+    cr_assert(strstr(a, "note: partial, async+tlt carry work across steps, so 1 step misstates "
+                        "them") && strstr(a, "--steps 5 or more"), "%s", a);
+    char *b = run_capture("build/tailsim compare build/test-policy-carry.ini --policies "
+                          "verl,partial --steps 5 2>&1 >/dev/null");
+    cr_assert_str_eq(b, "");
+    char *c = run_capture("build/tailsim compare build/test-policy-carry.ini --policies "
+                          "verl,tlt,sorted+tlt 2>&1 >/dev/null");
+    cr_assert_str_eq(c, "");
+    char *d = run_capture("build/tailsim plan build/test-policy-carry.ini --gpus 8 --tp 2 "
+                          "--policies verl,tailbatch --steps 2 2>&1 >/dev/null");
+    cr_assert(strstr(d, "tailsim plan: note: tailbatch carries work across steps, so 2 steps "
+                        "misstate it"), "%s", d);
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+}
+
 Test(policy_carry, compare_prints_the_off_policy_cost, .timeout = 120)
 {
     char *a = run_capture("build/tailsim compare build/test-policy-carry.ini --policies "
