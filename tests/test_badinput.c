@@ -122,7 +122,6 @@ static const bad_case cases[] = {
     {"plan_unknown_strategy", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --train bucket,fastest -o $D/out", 1, "--train", "train.strategy", "out"},
     {"plan_empty_tp", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --tp , -o $D/out", 1, "--tp", "empty item", "out"},
     /* compare -o: what the report cannot draw is refused before anything runs */
-    {"compare_o_steps", NULL, NULL, T "compare qwen7b-64gpu --policies verl,tlt --steps 2 -o $D/out", 2, "--steps 2", "-o", "out"},
     {"compare_o_train", NULL, NULL, T "compare qwen7b-64gpu --policies verl,tlt --train bucket -o $D/out", 2, "--train", "-o", "out"},
     {"compare_o_no_gnuplot", NULL, NULL, "PATH=/nonexistent-tailsim-bin " T "compare qwen7b-64gpu --policies verl,tlt -o $D/out", 1, "gnuplot not found", "-o", "out"},
     {"compare_o_not_a_dir", "f", "a file\n", T "compare qwen7b-64gpu --policies verl,tlt -o $D/f/out", 1, "not a directory", "-o", NULL},
