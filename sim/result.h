@@ -53,8 +53,8 @@ typedef struct run_record {
     resp_outcome *resp; size_t n_resp, cap_resp;
     /* Start of each RL step on the timeline, s, for a run of several
      * (policy_run fills it; empty for one step).  The report draws the
-     * first step's phases and a line at every later step's start.  Not
-     * saved by the store. */
+     * first step's phases and a line at every later step's start; the
+     * store keeps them (table `steps`). */
     double *step_t0; size_t n_steps, cap_steps;
 } run_record;
 

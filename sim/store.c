@@ -2,7 +2,8 @@
  * Results store on SQLite.  One database file per user (default tailsim.db)
  * holds every run: its identity row in `runs`, its scalar metrics in
  * `metrics` (order kept in `ord`), its per-GPU timeline in `timeline`
- * (insertion order = rowid order) and its responses in `responses`.
+ * (insertion order = rowid order), its responses in `responses` and, for a
+ * run of several RL steps, where each starts in `steps`.
  * Commands call store_open() once, store_save_run() per finished run and
  * store_close(); the report command calls store_load_run().
  *
@@ -37,7 +38,7 @@
 
 struct store {
     sqlite3 *db;
-    sqlite3_stmt *ins_run, *ins_metric, *ins_tl, *ins_resp; /* reused per save */
+    sqlite3_stmt *ins_run, *ins_metric, *ins_tl, *ins_resp, *ins_step; /* reused per save */
     sqlite3_stmt *ins_sweep_run;
     char path[4096];
 };
@@ -98,6 +99,13 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     " error TEXT,"               /* why the configuration failed, else NULL */
     " PRIMARY KEY(sweep_id, config),"
     " CONSTRAINT run_or_error CHECK((run_id IS NULL) <> (error IS NULL)));",
+    /* 2 -> 3: where each RL step of a run of several starts on its timeline
+     * (run_record.step_t0; none for one step). */
+    "CREATE TABLE steps("
+    " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " k INTEGER NOT NULL CONSTRAINT step_index CHECK(k >= 0),"
+    " t0 REAL NOT NULL,"
+    " PRIMARY KEY(run_id, k));",
 };
 
 static int db_err(ts_err *e, const store *s, const char *what)
@@ -267,6 +275,7 @@ int store_open(const char *path, store **out, ts_err *e)
                    " VALUES(?,?,?,?,?,?)", &s->ins_tl, e) ||
         prepare(s, "INSERT INTO responses(run_id, idx, replica, prompt_tokens, length,"
                    " finish_s) VALUES(?,?,?,?,?,?)", &s->ins_resp, e) ||
+        prepare(s, "INSERT INTO steps(run_id, k, t0) VALUES(?,?,?)", &s->ins_step, e) ||
         prepare(s, "INSERT INTO sweep_runs(sweep_id, config, run_id, params, error)"
                    " VALUES(?,?,?,?,?)", &s->ins_sweep_run, e))
         goto cleanup;
@@ -286,6 +295,7 @@ void store_close(store *s)
     sqlite3_finalize(s->ins_metric);
     sqlite3_finalize(s->ins_tl);
     sqlite3_finalize(s->ins_resp);
+    sqlite3_finalize(s->ins_step);
     sqlite3_finalize(s->ins_sweep_run);
     sqlite3_close(s->db); /* NULL is a harmless no-op */
     free(s);
@@ -380,6 +390,16 @@ static int insert_run(store *s, const run_record *r, const char *created, sqlite
             step_insert(st)) {
             ts_errf(e, "%s: saving run: response %zu (length %d): %s", s->path, i,
                     o->length, sqlite3_errmsg(s->db));
+            goto cleanup;
+        }
+    }
+
+    st = s->ins_step;
+    for (size_t k = 0; k < r->n_steps; k++) {
+        if (sqlite3_bind_int64(st, 1, id) || sqlite3_bind_int64(st, 2, (sqlite3_int64)k) ||
+            bind_real(st, 3, r->step_t0[k]) || step_insert(st)) {
+            ts_errf(e, "%s: saving run: step %zu (start %g): %s", s->path, k, r->step_t0[k],
+                    sqlite3_errmsg(s->db));
             goto cleanup;
         }
     }
@@ -503,7 +523,7 @@ static double real_col(sqlite3_stmt *st, int col)
 }
 
 /* Runs one per-run child query (bound to run_id) and appends each row to r
- * as metric (kind 'm'), interval ('t') or response ('r'). */
+ * as metric (kind 'm'), interval ('t'), response ('r') or step start ('s'). */
 static int load_rows(store *s, const char *sql, char kind, run_record *r, ts_err *e)
 {
     int rc = -1, src = SQLITE_DONE, bad = 0;
@@ -521,9 +541,11 @@ static int load_rows(store *s, const char *sql, char kind, run_record *r, ts_err
             bad = run_add_interval(r, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
                                    sqlite3_column_int(st, 2), real_col(st, 3),
                                    real_col(st, 4));
-        } else {
+        } else if (kind == 'r') {
             bad = run_add_response(r, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
                                    sqlite3_column_int(st, 2), real_col(st, 3));
+        } else {
+            bad = run_add_step(r, real_col(st, 0));
         }
     }
     if (bad) {
@@ -545,7 +567,7 @@ int store_load_run(store *s, int64_t id, run_record **out, ts_err *e)
     int rc = -1;
     run_record *r = NULL;
     sqlite3_stmt *st = NULL;
-    /* One read transaction: the four queries see the same snapshot. */
+    /* One read transaction: the five queries see the same snapshot. */
     if (exec_sql(s, "BEGIN", "cannot begin reading", e))
         goto cleanup;
     const char *sql = id > 0
@@ -590,7 +612,8 @@ int store_load_run(store *s, int64_t id, run_record **out, ts_err *e)
         load_rows(s, "SELECT gpu, phase, state, t0, t1 FROM timeline WHERE run_id = ?"
                      " ORDER BY rowid", 't', r, e) ||
         load_rows(s, "SELECT replica, prompt_tokens, length, finish_s FROM responses"
-                     " WHERE run_id = ? ORDER BY idx", 'r', r, e))
+                     " WHERE run_id = ? ORDER BY idx", 'r', r, e) ||
+        load_rows(s, "SELECT t0 FROM steps WHERE run_id = ? ORDER BY k", 's', r, e))
         goto cleanup;
     if (exec_sql(s, "COMMIT", "cannot end reading", e))
         goto cleanup;

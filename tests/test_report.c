@@ -209,6 +209,41 @@ Test(report, writes_all_files)
     run_record_free(r);
 }
 
+/* Two steps on one timeline: the chart names the first step's phases (not
+ * spans over the whole run) and marks where the second starts. */
+Test(report, several_steps_mark_each_start)
+{
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot not on PATH");
+    run_record *r = make_step(16);
+    size_t n = r->n_tl;
+    double T = 0;
+    for (size_t i = 0; i < n; i++)
+        T = fmax(T, r->tl[i].t1);
+    for (size_t i = 0; i < n; i++) {
+        tl_interval c = r->tl[i];
+        cr_assert_eq(run_add_interval(r, c.gpu, c.phase, c.state, c.t0 + T, c.t1 + T), 0);
+    }
+    cr_assert_eq(run_add_step(r, 0.0), 0);
+    cr_assert_eq(run_add_step(r, T), 0);
+    ts_err e = {""};
+    cr_assert_eq(report_write(r, tmpdir, &e), 0, "%s", e.msg);
+    assert_png(tmpdir, "gantt.png");
+    const char *dat = slurp(tmpdir, "gantt.dat");
+    const char *b1 = strstr(dat, "# block 1");
+    cr_assert_not_null(b1);
+    double lo, hi;
+    const char *upd = strstr(b1, "\n5 update ");
+    cr_assert_not_null(upd, "%s", b1);
+    cr_assert_eq(sscanf(upd, " 5 update %lf %lf", &lo, &hi), 2);
+    cr_assert_leq(hi, T, "the update row spans the first step only");
+    const char *st = strstr(b1, "\n-1 \"step 2\" ");
+    cr_assert_not_null(st, "%s", b1);
+    cr_assert_eq(sscanf(st, " -1 \"step 2\" %lf %lf", &lo, &hi), 2);
+    cr_assert(fabs(lo - T) < 1e-6 * T && lo == hi);
+    run_record_free(r);
+}
+
 Test(report, many_gpus)
 {
     if (!have_gnuplot())

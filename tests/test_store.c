@@ -142,6 +142,9 @@ static void assert_same_run(const run_record *a, const run_record *b)
         cr_assert(x->gpu == y->gpu && x->phase == y->phase && x->state == y->state &&
                   x->t0 == y->t0 && x->t1 == y->t1, "interval %zu differs", i);
     }
+    cr_assert_eq(a->n_steps, b->n_steps);
+    for (size_t k = 0; k < a->n_steps; k++)
+        cr_assert_eq(a->step_t0[k], b->step_t0[k], "step %zu starts elsewhere", k);
     cr_assert_eq(a->n_resp, b->n_resp);
     for (size_t i = 0; i < a->n_resp; i++) {
         const resp_outcome *x = &a->resp[i], *y = &b->resp[i];
@@ -179,6 +182,8 @@ Test(store, round_trip)
     run_record *r = make_run(7, 1000);
     run_add_metric(r, "not_a_number", NAN);
     r->seed = UINT64_MAX; /* high bit set: must survive the signed column */
+    for (int k = 0; k < 3; k++) /* a run of three RL steps */
+        cr_assert_eq(run_add_step(r, 12.5 * k + 0.1), 0);
     ts_err e = {""};
     cr_assert_eq(store_save_run(s, r, &e), 0, "%s", e.msg);
     cr_assert_gt(r->id, 0);
@@ -266,9 +271,9 @@ Test(store, refuses_newer_schema)
     cr_assert(strstr(e.msg, dbpath) && strstr(e.msg, "99") && strstr(e.msg, want), "%s", e.msg);
 }
 
-/* A version-1 database (no sweep tables) is migrated to version 2 on open,
- * keeping its runs. */
-Test(store, migrates_version_1_to_2)
+/* A version-1 database (no sweep tables, no steps) is migrated to the
+ * current version on open, keeping its runs. */
+Test(store, migrates_version_1_to_current)
 {
     store *s = open_ok(dbpath);
     ts_err e = {""};
@@ -277,14 +282,62 @@ Test(store, migrates_version_1_to_2)
     store_close(s);
     sqlite3 *db = NULL;
     cr_assert_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
-    cr_assert_eq(sqlite3_exec(db, "DROP TABLE sweep_runs; DROP TABLE sweeps;"
+    cr_assert_eq(sqlite3_exec(db, "DROP TABLE steps; DROP TABLE sweep_runs; DROP TABLE sweeps;"
                                   " PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     s = open_ok(dbpath);
     store_close(s);
-    cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), 2);
+    cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
     cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM sweeps"), 0);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM steps"), 0);
     cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM runs"), 1);
+    run_record_free(r);
+}
+
+/* A version-2 database (runs without step starts) gets the steps table on
+ * open; its runs load with none, and new runs keep theirs. */
+Test(store, migrates_version_2_to_3)
+{
+    store *s = open_ok(dbpath);
+    ts_err e = {""};
+    run_record *r = make_run(7, 10);
+    cr_assert_eq(store_save_run(s, r, &e), 0, "%s", e.msg);
+    store_close(s);
+    sqlite3 *db = NULL;
+    cr_assert_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, "DROP TABLE steps; PRAGMA user_version = 2", NULL, NULL, NULL),
+                 SQLITE_OK);
+    sqlite3_close(db);
+    s = open_ok(dbpath);
+    cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), 3);
+    run_record *back = NULL;
+    cr_assert_eq(store_load_run(s, r->id, &back, &e), 0, "%s", e.msg);
+    cr_assert_eq(back->n_steps, 0);
+    run_record_free(back);
+    run_record *two = make_run(7, 10);
+    cr_assert_eq(run_add_step(two, 0.0), 0);
+    cr_assert_eq(run_add_step(two, 40.0), 0);
+    cr_assert_eq(store_save_run(s, two, &e), 0, "%s", e.msg);
+    cr_assert_eq(store_load_run(s, two->id, &back, &e), 0, "%s", e.msg);
+    assert_same_run(two, back);
+    run_record_free(back);
+    run_record_free(two);
+    store_close(s);
+    run_record_free(r);
+}
+
+/* A step start that is not a number is refused, and the run with it. */
+Test(store, nan_step_start_is_refused)
+{
+    store *s = open_ok(dbpath);
+    ts_err e = {""};
+    run_record *r = make_run(2, 5);
+    cr_assert_eq(run_add_step(r, 0.0), 0);
+    cr_assert_eq(run_add_step(r, NAN), 0);
+    cr_assert_eq(store_save_run(s, r, &e), -1);
+    cr_assert(strstr(e.msg, "step 1"), "%s", e.msg);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM runs"), 0, "nothing half-written");
+    store_close(s);
     run_record_free(r);
 }
 
