@@ -65,6 +65,9 @@ void policy_apply_plain(scenario *s);
  * apply() of `tlt`, and the second half of every BASE+tlt combination's.
  * Cannot fail. */
 void policy_apply_tlt(scenario *s);
+/* policy_apply_plain() then policy_apply_tlt(): the apply() of the BASE+tlt
+ * combinations (every base among them decodes plainly).  Cannot fail. */
+void policy_apply_plain_tlt(scenario *s);
 
 /* The policy called name (a registered one or a BASE+tlt combination), or
  * NULL. */

@@ -161,13 +161,7 @@ const policy policy_async = {
     "async", "AReaL: disjoint rollout/trainer pools, interruptible rollout, bounded staleness",
     "AReaL (arXiv 2505.24298), github.com/inclusionAI/AReaL", policy_apply_plain, 0, async_run};
 
-static void async_tlt_apply(scenario *s)
-{
-    policy_apply_plain(s);
-    policy_apply_tlt(s);
-}
-
 const policy policy_async_tlt = {
     "async+tlt", "async's rollout pool with TLT's adaptive speculation and spot trainer",
     "AReaL (arXiv 2505.24298) + TLT (arXiv 2511.16665); the combination is tailsim's",
-    async_tlt_apply, 0, async_run};
+    policy_apply_plain_tlt, 0, async_run};

@@ -239,6 +239,12 @@ void policy_apply_plain(scenario *s)
     s->spot = 0;
 }
 
+void policy_apply_plain_tlt(scenario *s)
+{
+    policy_apply_plain(s);
+    policy_apply_tlt(s);
+}
+
 void policy_shift_record(run_record *rec, size_t first, double dt, int gpus)
 {
     if (!rec)

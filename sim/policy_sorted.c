@@ -126,13 +126,7 @@ const policy policy_sorted = {
     "sorted", "length-aware: longest predicted first, LPT placement (default predictor: oracle)",
     "SortedRL (arXiv 2603.23414), its length-aware scheduling only; LPT", policy_apply_plain, 1, sorted_run};
 
-static void sorted_tlt_apply(scenario *s)
-{
-    policy_apply_plain(s);
-    policy_apply_tlt(s);
-}
-
 const policy policy_sorted_tlt = {
     "sorted+tlt", "sorted's length-aware rollout with TLT's adaptive speculation and spot trainer",
     "SortedRL's scheduling (arXiv 2603.23414) + TLT (arXiv 2511.16665); the combination is tailsim's",
-    sorted_tlt_apply, 1, sorted_run};
+    policy_apply_plain_tlt, 1, sorted_run};

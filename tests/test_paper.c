@@ -167,12 +167,11 @@ Test(paper, bad_usage_exits_2)
     cr_assert_eq(system("build/tailsim paper extra >/dev/null 2>&1") >> 8, 2);
 }
 
-Test(paper, compare_report, .timeout = 60)
+/* Runs `tailsim compare ARGS -o DIR` into a fresh dir, checks that its
+ * terminal output is the same as without -o, and returns that output and
+ * DIR/index.md (free both). */
+static char *compare_o(const char *dir, const char *args, char **md)
 {
-    if (!have_gnuplot())
-        cr_skip_test("gnuplot not on PATH");
-    const char *dir = "build/test-compare-report";
-    const char *args = "qwen7b-64gpu --policies verl,tlt --set trace.prompts=8";
     char cmd[512], path[512];
     snprintf(cmd, sizeof cmd, "rm -rf %s && build/tailsim compare %s -o %s 2>/dev/null", dir, args,
              dir);
@@ -180,8 +179,19 @@ Test(paper, compare_report, .timeout = 60)
     snprintf(cmd, sizeof cmd, "build/tailsim compare %s", args);
     char *without = run_capture(cmd);
     cr_assert_str_eq(with, without, "-o changed the terminal output");
+    free(with);
     snprintf(path, sizeof path, "%s/index.md", dir);
-    char *md = slurp(path);
+    *md = slurp(path);
+    return without;
+}
+
+Test(paper, compare_report, .timeout = 60)
+{
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot not on PATH");
+    const char *dir = "build/test-compare-report";
+    char path[512], *md;
+    char *without = compare_o(dir, "qwen7b-64gpu --policies verl,tlt --set trace.prompts=8", &md);
     snprintf(path, sizeof path, "%s/index.html", dir);
     char *html = slurp(path);
     /* the table as the terminal prints it, and the report's own table */
@@ -201,7 +211,6 @@ Test(paper, compare_report, .timeout = 60)
     snprintf(path, sizeof path, "%s/speedup.dat", dir);
     char *dat = slurp(path);
     cr_assert(strstr(dat, "\"verl\" 1 ") && strstr(dat, "\"tlt\" "), "%s", dat);
-    free(with);
     free(without);
     free(md);
     free(html);
@@ -216,17 +225,10 @@ Test(paper, compare_report_of_several_steps, .timeout = 60)
     if (!have_gnuplot())
         cr_skip_test("gnuplot not on PATH");
     const char *dir = "build/test-compare-steps";
-    const char *args = "qwen7b-64gpu --policies verl,partial+tlt --steps 3 --set trace.prompts=8";
-    char cmd[512], path[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s && build/tailsim compare %s -o %s 2>/dev/null", dir, args,
-             dir);
-    char *with = run_capture(cmd);
-    snprintf(cmd, sizeof cmd, "build/tailsim compare %s", args);
-    char *without = run_capture(cmd);
-    cr_assert_str_eq(with, without, "-o changed the terminal output");
+    char path[512], *md;
+    char *without = compare_o(
+        dir, "qwen7b-64gpu --policies verl,partial+tlt --steps 3 --set trace.prompts=8", &md);
     cr_assert(strstr(without, "steps 3 (means over steps)"), "%s", without);
-    snprintf(path, sizeof path, "%s/index.md", dir);
-    char *md = slurp(path);
     cr_assert(strstr(md, without), "index.md lacks the terminal table");
     cr_assert(strstr(md, "3 RL steps per policy"), "%s", md);
     cr_assert(strstr(md, "3 RL steps (means over the steps)"), "%s", md);
@@ -244,7 +246,6 @@ Test(paper, compare_report_of_several_steps, .timeout = 60)
     cr_assert(strstr(dat, "-1 \"step 2\" ") && strstr(dat, "-1 \"step 3\" "), "%s", dat);
     cr_assert_null(strstr(dat, "\"step 4\""));
     cr_assert_eq(check_images_in(dir, md, "]("), 6);
-    free(with);
     free(without);
     free(md);
     free(dat);

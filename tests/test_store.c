@@ -271,9 +271,10 @@ Test(store, refuses_newer_schema)
     cr_assert(strstr(e.msg, dbpath) && strstr(e.msg, "99") && strstr(e.msg, want), "%s", e.msg);
 }
 
-/* A version-1 database (no sweep tables, no steps) is migrated to the
- * current version on open, keeping its runs. */
-Test(store, migrates_version_1_to_current)
+/* Saves one run into a fresh database, then takes the file back to an
+ * older schema with sql (run through SQLite directly).  Returns the run
+ * (free it). */
+static run_record *saved_then_downgraded(const char *sql)
 {
     store *s = open_ok(dbpath);
     ts_err e = {""};
@@ -282,10 +283,18 @@ Test(store, migrates_version_1_to_current)
     store_close(s);
     sqlite3 *db = NULL;
     cr_assert_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
-    cr_assert_eq(sqlite3_exec(db, "DROP TABLE steps; DROP TABLE sweep_runs; DROP TABLE sweeps;"
-                                  " PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
     sqlite3_close(db);
-    s = open_ok(dbpath);
+    return r;
+}
+
+/* A version-1 database (no sweep tables, no steps) is migrated to the
+ * current version on open, keeping its runs. */
+Test(store, migrates_version_1_to_current)
+{
+    run_record *r = saved_then_downgraded("DROP TABLE steps; DROP TABLE sweep_runs;"
+                                          " DROP TABLE sweeps; PRAGMA user_version = 1");
+    store *s = open_ok(dbpath);
     store_close(s);
     cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
     cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM sweeps"), 0);
@@ -298,17 +307,9 @@ Test(store, migrates_version_1_to_current)
  * open; its runs load with none, and new runs keep theirs. */
 Test(store, migrates_version_2_to_3)
 {
-    store *s = open_ok(dbpath);
+    run_record *r = saved_then_downgraded("DROP TABLE steps; PRAGMA user_version = 2");
     ts_err e = {""};
-    run_record *r = make_run(7, 10);
-    cr_assert_eq(store_save_run(s, r, &e), 0, "%s", e.msg);
-    store_close(s);
-    sqlite3 *db = NULL;
-    cr_assert_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
-    cr_assert_eq(sqlite3_exec(db, "DROP TABLE steps; PRAGMA user_version = 2", NULL, NULL, NULL),
-                 SQLITE_OK);
-    sqlite3_close(db);
-    s = open_ok(dbpath);
+    store *s = open_ok(dbpath);
     cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), 3);
     run_record *back = NULL;
     cr_assert_eq(store_load_run(s, r->id, &back, &e), 0, "%s", e.msg);
