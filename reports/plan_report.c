@@ -23,9 +23,10 @@ size_t plan_pareto(plan_point *p, size_t n)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        int dominated = 0;
+        int dominated = p[i].excluded;
         for (size_t j = 0; j < n && !dominated; j++)
-            dominated = j != i && p[j].step_s <= p[i].step_s && p[j].gpu_h <= p[i].gpu_h &&
+            dominated = j != i && !p[j].excluded && p[j].step_s <= p[i].step_s &&
+                        p[j].gpu_h <= p[i].gpu_h &&
                         (p[j].step_s < p[i].step_s || p[j].gpu_h < p[i].gpu_h);
         p[i].front = !dominated;
         k += p[i].front;
@@ -37,7 +38,7 @@ long plan_cheapest(const plan_point *p, size_t n, double target_s)
 {
     long best = -1;
     for (size_t i = 0; i < n; i++) {
-        if (!(p[i].step_s <= target_s))
+        if (p[i].excluded || !(p[i].step_s <= target_s))
             continue;
         if (best < 0 || p[i].gpu_h < p[best].gpu_h ||
             (p[i].gpu_h == p[best].gpu_h && p[i].step_s < p[best].step_s))

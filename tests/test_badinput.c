@@ -121,6 +121,8 @@ static const bad_case cases[] = {
     {"plan_bad_target", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --target-step 30x -o $D/out", 2, "--target-step", "", "out"},
     {"plan_unknown_strategy", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --train bucket,fastest -o $D/out", 1, "--train", "train.strategy", "out"},
     {"plan_empty_tp", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --tp , -o $D/out", 1, "--tp", "empty item", "out"},
+    {"plan_bad_max_off_policy", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --max-off-policy 40% -o $D/out", 2, "--max-off-policy", "fraction", "out"},
+    {"plan_max_off_policy_above_1", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --max-off-policy 1.5 -o $D/out", 2, "--max-off-policy", "[0, 1]", "out"},
     /* compare -o: what the report cannot draw is refused before anything runs */
     {"compare_o_train", NULL, NULL, T "compare qwen7b-64gpu --policies verl,tlt --train bucket -o $D/out", 2, "--train", "-o", "out"},
     {"compare_o_no_gnuplot", NULL, NULL, "PATH=/nonexistent-tailsim-bin " T "compare qwen7b-64gpu --policies verl,tlt -o $D/out", 1, "gnuplot not found", "-o", "out"},

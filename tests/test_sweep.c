@@ -8,6 +8,7 @@
  * run and draws its front.
  */
 #include <criterion/criterion.h>
+#include <jansson.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,13 +177,16 @@ Test(sweep, pareto_and_cheapest_match_brute_force)
             p[i].gpus = 8 << (x >> 61);
             p[i].step_s = 10 + (double)((x >> 20) % 50);
             p[i].gpu_h = plan_gpu_hours(p[i].gpus, p[i].step_s);
+            /* the second half of the trials leaves some points out (an
+             * off-policy limit): they neither sit on the front nor dominate */
+            p[i].excluded = trial >= 25 && ((x >> 33) % 3 == 0);
         }
         size_t k = plan_pareto(p, n), count = 0;
         for (size_t i = 0; i < n; i++) {
-            int dom = 0;
+            int dom = p[i].excluded;
             for (size_t j = 0; j < n; j++)
-                if ((p[j].step_s < p[i].step_s && p[j].gpu_h <= p[i].gpu_h) ||
-                    (p[j].step_s <= p[i].step_s && p[j].gpu_h < p[i].gpu_h))
+                if (!p[j].excluded && ((p[j].step_s < p[i].step_s && p[j].gpu_h <= p[i].gpu_h) ||
+                                       (p[j].step_s <= p[i].step_s && p[j].gpu_h < p[i].gpu_h)))
                     dom = 1;
             cr_assert_eq(p[i].front, !dom, "trial %d point %zu", trial, i);
             count += p[i].front;
@@ -191,10 +195,11 @@ Test(sweep, pareto_and_cheapest_match_brute_force)
         double target = 30;
         long best = plan_cheapest(p, n, target);
         for (size_t i = 0; i < n; i++)
-            if (p[i].step_s <= target)
+            if (p[i].step_s <= target && !p[i].excluded)
                 cr_assert(best >= 0 && p[best].gpu_h <= p[i].gpu_h);
         if (best >= 0)
-            cr_assert(p[best].step_s <= target && p[best].front, "the cheapest is on the front");
+            cr_assert(p[best].step_s <= target && p[best].front && !p[best].excluded,
+                      "the cheapest is on the front");
     }
     cr_assert_eq(plan_gpu_hours(64, 36), 640.0);
 }
@@ -353,4 +358,60 @@ Test(sweep, plan_searches_training_strategies, .timeout = 300)
     free(a);
     cr_assert_neq(system("build/tailsim plan qwen7b-64gpu --gpus 32 --train bucket,nope"
                          " >/dev/null 2>&1"), 0);
+}
+
+/* plan shows what each configuration's speed costs in off-policy training,
+ * and --max-off-policy keeps those above the limit off the front and the
+ * pick (listed, marked x). */
+Test(sweep, plan_shows_and_limits_the_off_policy_cost, .timeout = 300)
+{
+    const char *base = "build/tailsim plan qwen7b-64gpu --gpus 16 --tp 4 --policies verl,tlt,partial"
+                       " --set trace.prompts=8 --steps 2";
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s --json 2>/dev/null", base);
+    char *js = run_capture(cmd);
+    json_error_t je;
+    json_t *o = json_loads(js, 0, &je);
+    cr_assert_not_null(o, "%s: %s", je.text, js);
+    cr_assert_eq(json_real_value(json_object_get(o, "max_off_policy")), 1.0);
+    json_t *all = json_object_get(o, "feasible");
+    cr_assert_eq(json_array_size(all), 3);
+    double partial_offtok = -1;
+    for (size_t i = 0; i < 3; i++) {
+        json_t *p = json_array_get(all, i);
+        const char *lb = json_string_value(json_object_get(p, "label"));
+        double off = json_real_value(json_object_get(p, "off_policy_tokens"));
+        cr_assert(json_is_real(json_object_get(p, "mean_staleness")), "%s", lb);
+        cr_assert(json_is_false(json_object_get(p, "excluded")), "%s", lb);
+        if (!strncmp(lb, "partial", 7))
+            partial_offtok = off;
+        else
+            cr_assert_eq(off, 0.0, "%s trains on-policy", lb);
+    }
+    cr_assert_gt(partial_offtok, 0.0, "partial resumes responses across steps");
+    json_decref(o);
+    /* on-policy only: partial listed, marked, off the front and the pick */
+    snprintf(cmd, sizeof cmd, "%s --max-off-policy 0 --json 2>/dev/null", base);
+    char *js0 = run_capture(cmd);
+    o = json_loads(js0, 0, &je);
+    cr_assert_not_null(o, "%s", js0);
+    all = json_object_get(o, "feasible");
+    for (size_t i = 0; i < json_array_size(all); i++) {
+        json_t *p = json_array_get(all, i);
+        const char *lb = json_string_value(json_object_get(p, "label"));
+        int part = !strncmp(lb, "partial", 7);
+        cr_assert_eq(json_is_true(json_object_get(p, "excluded")), part, "%s", lb);
+        if (part)
+            cr_assert(json_is_false(json_object_get(p, "pareto")));
+    }
+    const char *pick = json_string_value(json_object_get(json_object_get(o, "cheapest"), "label"));
+    cr_assert(pick && strncmp(pick, "partial", 7), "picked %s", pick ? pick : "nothing");
+    json_decref(o);
+    snprintf(cmd, sizeof cmd, "%s --max-off-policy 0 2>/dev/null", base);
+    char *txt = run_capture(cmd);
+    cr_assert(strstr(txt, "offtok") && strstr(txt, "(x: offtok above --max-off-policy 0"), "%s",
+              txt);
+    free(js);
+    free(js0);
+    free(txt);
 }
