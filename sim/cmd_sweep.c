@@ -171,12 +171,15 @@ static void usage(FILE *f)
 
 /* The metrics the table shows, per simulated command. */
 static const char *const shown_rlstep[] = {"step_s", "rollout_s", "bubble_fraction",
-                                           "rollout_utilization", "accept_len"};
+                                           "rollout_utilization", "accept_len",
+                                           "off_policy_tokens"};
 static const char *const shown_rollout[] = {"rollout_s", "bubble_fraction", "tail_fraction",
-                                            "rollout_utilization", "accept_len"};
-/* their column headers */
-static const char *const head_rlstep[] = {"step_s", "rollout_s", "bubble", "util", "accept"};
-static const char *const head_rollout[] = {"rollout_s", "bubble", "tail", "util", "accept"};
+                                            "rollout_utilization", "accept_len", NULL};
+/* their column headers (an RL step's speed is shown with its off-policy cost) */
+static const char *const head_rlstep[] = {"step_s", "rollout_s", "bubble", "util", "accept",
+                                          "offtok"};
+static const char *const head_rollout[] = {"rollout_s", "bubble", "tail", "util", "accept", NULL};
+#define N_SHOWN_MAX 6
 
 static int print_results(const grid *g, const sweep_collect *c, int json, ts_err *e)
 {
@@ -216,14 +219,14 @@ static int print_results(const grid *g, const sweep_collect *c, int json, ts_err
     printf("sweep  scenario %s  %s  steps %d  %zu configs\n\n", g->scenario, g->command,
            g->steps, g->n_configs);
     printf("%6s", "config");
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < N_SHOWN_MAX && head[k]; k++)
         printf(" %10s", head[k]);
     printf("  params\n");
     for (size_t i = 0; i < g->n_configs; i++) {
         char sets[GRID_MAX_DIMS][GRID_SET_MAX];
         size_t n = grid_config_sets(g, i, sets);
         printf("%6zu", i);
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < N_SHOWN_MAX && shown[k]; k++) {
             double v = 0;
             if (c->rec[i] && run_get_metric(c->rec[i], shown[k], &v) == 0)
                 printf(" %10.4f", v);

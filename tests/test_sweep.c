@@ -415,3 +415,23 @@ Test(sweep, plan_shows_and_limits_the_off_policy_cost, .timeout = 300)
     free(js0);
     free(txt);
 }
+
+/* A sweep's table shows an RL step's speed with its off-policy cost. */
+Test(sweep, sweep_table_shows_the_off_policy_cost, .timeout = 300)
+{
+    sh("rm -rf " DIR "/o && mkdir -p " DIR "/o");
+    write_text(DIR "/o/g.ini", "[sweep]\nscenario = qwen7b-64gpu\npolicy = verl,partial\nsteps = 2\n"
+                               "[rollout]\ntp = 4\n[trace]\nprompts = 8\n");
+    char *a = run_capture("build/tailsim sweep " DIR "/o/g.ini 2>/dev/null");
+    cr_assert(strstr(a, " offtok  params\n"), "%s", a);
+    const char *v = strstr(a, "\n     0 "), *p = strstr(a, "\n     1 ");
+    cr_assert(v && p, "%s", a);
+    double col[6];
+    cr_assert_eq(sscanf(v, " 0 %lf %lf %lf %lf %lf %lf", &col[0], &col[1], &col[2], &col[3],
+                        &col[4], &col[5]), 6);
+    cr_assert_eq(col[5], 0.0, "verl trains on-policy");
+    cr_assert_eq(sscanf(p, " 1 %lf %lf %lf %lf %lf %lf", &col[0], &col[1], &col[2], &col[3],
+                        &col[4], &col[5]), 6);
+    cr_assert_gt(col[5], 0.0, "partial trains resumed responses: %s", a);
+    free(a);
+}
