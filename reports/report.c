@@ -308,6 +308,10 @@ static int write_md(const run_record *r, const char *path, const int32_t *len,
     fprintf(f, "# tailsim run %lld: %.*s\n\n", (long long)r->id, FIELD(r->command));
     fprintf(f, "| field | value |\n|---|---|\n| run | %lld |\n| command | ", (long long)r->id);
     md_cell(f, r->command, sizeof r->command);
+    if (r->policy[0]) {
+        fputs(" |\n| policy | ", f);
+        md_cell(f, r->policy, sizeof r->policy);
+    }
     fputs(" |\n| scenario | ", f);
     md_cell(f, r->scenario, sizeof r->scenario);
     fprintf(f, " |\n| seed | %llu |\n| calibration | ", (unsigned long long)r->seed);

@@ -67,8 +67,9 @@ static void run_usage(FILE *f, const char *cmd)
             "  --trace FILE        replay FILE (JSONL, CSV or Vidur CSV) instead of the scenario's trace\n"
             "  --seed S            seed of the generated trace (overrides trace.seed)\n"
             "  --set SEC.KEY=VAL   override a scenario key (repeatable), e.g. --set rollout.tp=4\n"
-            "  --policy NAME       long-tail policy: verl, tlt-base, tlt (default: policy.name,\n"
-            "                      else the scenario's [spec] keys as given)\n"
+            "  --policy NAME       long-tail policy: verl, tlt-base, tlt, sorted, partial,\n"
+            "                      tailbatch, async, or BASE+tlt (`tailsim compare --help`;\n"
+            "                      default: policy.name, else the scenario's [spec] keys)\n"
             "  --steps N           replay N RL steps (trace steps from trace.step on, or generated\n"
             "                      with seed trace.seed + k), carrying the drafter across steps;\n"
             "                      metrics are means over the steps, per_step holds each step's\n"
@@ -390,6 +391,7 @@ static int run_common(int argc, char **argv, int full)
         goto fail;
     run_set_identity(rec, full ? "rlstep" : "rollout", s.name, hw.calibration, s.seed,
                      res.step[0].gpus, res.step[0].replicas, res.step[0].tp);
+    run_set_policy(rec, pol ? pol->name : NULL);
     int oom = run_multistep_metrics(rec, &res, steps, full, o.json && o.steps > 1 ? &per_step : NULL);
     if (!o.no_wall && !oom) {
         double ev = 0;

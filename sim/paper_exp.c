@@ -231,6 +231,7 @@ static int run_policy(const paper_exp *x, paper_ctx *c, const scenario *s, const
         }
     run_set_identity(rec, p->name, s->name, hw->calibration, s->seed, r.step[0].gpus,
                      r.step[0].replicas, r.step[0].tp);
+    run_set_policy(rec, p->name);
     snprintf(sub, sizeof sub, "%s-%s", x->id, p->name);
     snprintf(dir, sizeof dir, "%s/%s", c->o->dir, sub);
     if (report_write(rec, dir, e))

@@ -53,6 +53,11 @@ void run_set_identity(run_record *r, const char *command, const char *scenario,
     r->tp = tp;
 }
 
+void run_set_policy(run_record *r, const char *policy)
+{
+    snprintf(r->policy, sizeof r->policy, "%s", policy ? policy : "");
+}
+
 /* Makes room for one more element of size `elem` in *arr (n used, *cap
  * slots), doubling the capacity.  Returns 0, or -1 leaving *arr untouched. */
 static int grow(void **arr, size_t n, size_t *cap, size_t elem)

@@ -42,6 +42,8 @@ typedef struct metric {
 typedef struct run_record {
     int64_t id;             /* set by the store */
     char command[32];       /* "rollout", "rlstep", ... */
+    char policy[32];        /* the policy that ran ("" when none: the scenario's own
+                             * [spec] keys, or a command without one) */
     char scenario[256];     /* scenario name */
     char calibration[128];
     char version[32];
@@ -67,6 +69,8 @@ void run_record_free(run_record *r);
 void run_set_identity(run_record *r, const char *command, const char *scenario,
                       const char *calibration, uint64_t seed, int32_t gpus, int32_t replicas,
                       int32_t tp);
+/* Sets r->policy (cut to the field; NULL: ""). Cannot fail. */
+void run_set_policy(run_record *r, const char *policy);
 /* Appenders: return 0, or -1 on allocation failure. */
 int run_add_metric(run_record *r, const char *key, double value);
 int run_add_interval(run_record *r, int32_t gpu, int32_t phase, int32_t state,

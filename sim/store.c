@@ -106,6 +106,8 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     " k INTEGER NOT NULL CONSTRAINT step_index CHECK(k >= 0),"
     " t0 REAL NOT NULL,"
     " PRIMARY KEY(run_id, k));",
+    /* 3 -> 4: the policy a run ran (older runs: ''). */
+    "ALTER TABLE runs ADD COLUMN policy TEXT NOT NULL DEFAULT '';",
 };
 
 static int db_err(ts_err *e, const store *s, const char *what)
@@ -267,7 +269,7 @@ int store_open(const char *path, store **out, ts_err *e)
     if (v < STORE_SCHEMA_VERSION && migrate(s, e))
         goto cleanup;
     if (prepare(s, "INSERT INTO runs(created, command, scenario, seed, calibration,"
-                   " version, gpus, replicas, tp) VALUES(?,?,?,?,?,?,?,?,?)",
+                   " version, gpus, replicas, tp, policy) VALUES(?,?,?,?,?,?,?,?,?,?)",
                 &s->ins_run, e) ||
         prepare(s, "INSERT INTO metrics(run_id, key, value, ord) VALUES(?,?,?,?)",
                 &s->ins_metric, e) ||
@@ -346,7 +348,8 @@ static int insert_run(store *s, const run_record *r, const char *created, sqlite
         bind_field(st, 5, r->calibration, sizeof r->calibration) ||
         bind_field(st, 6, r->version, sizeof r->version) ||
         sqlite3_bind_int(st, 7, r->gpus) || sqlite3_bind_int(st, 8, r->replicas) ||
-        sqlite3_bind_int(st, 9, r->tp) || step_insert(st)) {
+        sqlite3_bind_int(st, 9, r->tp) || bind_field(st, 10, r->policy, sizeof r->policy) ||
+        step_insert(st)) {
         db_err(e, s, "saving run");
         goto cleanup;
     }
@@ -572,9 +575,9 @@ int store_load_run(store *s, int64_t id, run_record **out, ts_err *e)
         goto cleanup;
     const char *sql = id > 0
         ? "SELECT id, created, command, scenario, seed, calibration, version, gpus,"
-          " replicas, tp FROM runs WHERE id = ?"
+          " replicas, tp, policy FROM runs WHERE id = ?"
         : "SELECT id, created, command, scenario, seed, calibration, version, gpus,"
-          " replicas, tp FROM runs ORDER BY id DESC LIMIT 1";
+          " replicas, tp, policy FROM runs ORDER BY id DESC LIMIT 1";
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
         db_err(e, s, "cannot query runs");
         goto cleanup;
@@ -607,6 +610,7 @@ int store_load_run(store *s, int64_t id, run_record **out, ts_err *e)
     r->gpus = sqlite3_column_int(st, 7);
     r->replicas = sqlite3_column_int(st, 8);
     r->tp = sqlite3_column_int(st, 9);
+    copy_col(r->policy, sizeof r->policy, st, 10);
     if (load_rows(s, "SELECT key, value FROM metrics WHERE run_id = ? ORDER BY ord",
                   'm', r, e) ||
         load_rows(s, "SELECT gpu, phase, state, t0, t1 FROM timeline WHERE run_id = ?"

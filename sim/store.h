@@ -15,7 +15,7 @@
 #include "common/err.h"
 #include "sim/result.h"
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 typedef struct store store;
 

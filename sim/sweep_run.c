@@ -110,6 +110,7 @@ int sweep_config_run(const grid *g, size_t config, sweep_result *out)
         goto failed;
     run_set_identity(rec, g->command, s->name, hw.calibration, s->seed, res.step[0].gpus,
                      res.step[0].replicas, res.step[0].tp);
+    run_set_policy(rec, pol ? pol->name : NULL);
     if (run_multistep_metrics(rec, &res, steps, full, NULL)) {
         rc = -1;
         goto cleanup;
@@ -159,7 +160,7 @@ typedef struct pack_head {
     uint64_t seed;
     uint32_t n_metrics;
     char err[TS_ERR_MAX];
-    char command[32], scenario[256], calibration[128], version[32];
+    char command[32], scenario[256], calibration[128], version[32], policy[32];
 } pack_head;
 
 int sweep_result_pack(const sweep_result *r, unsigned char **buf, size_t *n)
@@ -182,6 +183,7 @@ int sweep_result_pack(const sweep_result *r, unsigned char **buf, size_t *n)
         memcpy(h.scenario, rec->scenario, sizeof h.scenario);
         memcpy(h.calibration, rec->calibration, sizeof h.calibration);
         memcpy(h.version, rec->version, sizeof h.version);
+        memcpy(h.policy, rec->policy, sizeof h.policy);
     }
     *n = sizeof h + nm * sizeof(metric);
     if (!(*buf = malloc(*n)))
@@ -218,6 +220,8 @@ int sweep_result_unpack(const unsigned char *buf, size_t n, sweep_result *r, ts_
     memcpy(rec->scenario, h.scenario, sizeof rec->scenario);
     memcpy(rec->calibration, h.calibration, sizeof rec->calibration);
     memcpy(rec->version, h.version, sizeof rec->version);
+    memcpy(rec->policy, h.policy, sizeof rec->policy);
+    rec->policy[sizeof rec->policy - 1] = 0;
     rec->command[sizeof rec->command - 1] = rec->scenario[sizeof rec->scenario - 1] = 0;
     rec->calibration[sizeof rec->calibration - 1] = rec->version[sizeof rec->version - 1] = 0;
     for (uint32_t i = 0; i < h.n_metrics; i++) {

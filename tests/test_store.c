@@ -121,6 +121,7 @@ static void assert_same_run(const run_record *a, const run_record *b)
     cr_assert_eq(a->id, b->id);
     cr_assert_str_eq(a->created, b->created);
     cr_assert_str_eq(a->command, b->command);
+    cr_assert_str_eq(a->policy, b->policy);
     cr_assert_str_eq(a->scenario, b->scenario);
     cr_assert_str_eq(a->calibration, b->calibration);
     cr_assert_str_eq(a->version, b->version);
@@ -184,6 +185,7 @@ Test(store, round_trip)
     r->seed = UINT64_MAX; /* high bit set: must survive the signed column */
     for (int k = 0; k < 3; k++) /* a run of three RL steps */
         cr_assert_eq(run_add_step(r, 12.5 * k + 0.1), 0);
+    run_set_policy(r, "partial+tlt");
     ts_err e = {""};
     cr_assert_eq(store_save_run(s, r, &e), 0, "%s", e.msg);
     cr_assert_gt(r->id, 0);
@@ -292,8 +294,9 @@ static run_record *saved_then_downgraded(const char *sql)
  * current version on open, keeping its runs. */
 Test(store, migrates_version_1_to_current)
 {
-    run_record *r = saved_then_downgraded("DROP TABLE steps; DROP TABLE sweep_runs;"
-                                          " DROP TABLE sweeps; PRAGMA user_version = 1");
+    run_record *r = saved_then_downgraded("DROP TABLE steps; ALTER TABLE runs DROP COLUMN policy;"
+                                          " DROP TABLE sweep_runs; DROP TABLE sweeps;"
+                                          " PRAGMA user_version = 1");
     store *s = open_ok(dbpath);
     store_close(s);
     cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
@@ -303,19 +306,22 @@ Test(store, migrates_version_1_to_current)
     run_record_free(r);
 }
 
-/* A version-2 database (runs without step starts) gets the steps table on
+/* A version-2 database (runs without policy or step starts) gets them on
  * open; its runs load with none, and new runs keep theirs. */
-Test(store, migrates_version_2_to_3)
+Test(store, migrates_version_2_to_current)
 {
-    run_record *r = saved_then_downgraded("DROP TABLE steps; PRAGMA user_version = 2");
+    run_record *r = saved_then_downgraded("DROP TABLE steps; ALTER TABLE runs DROP COLUMN policy;"
+                                          " PRAGMA user_version = 2");
     ts_err e = {""};
     store *s = open_ok(dbpath);
-    cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), 3);
+    cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
     run_record *back = NULL;
     cr_assert_eq(store_load_run(s, r->id, &back, &e), 0, "%s", e.msg);
     cr_assert_eq(back->n_steps, 0);
+    cr_assert_str_eq(back->policy, "");
     run_record_free(back);
     run_record *two = make_run(7, 10);
+    run_set_policy(two, "tailbatch+tlt");
     cr_assert_eq(run_add_step(two, 0.0), 0);
     cr_assert_eq(run_add_step(two, 40.0), 0);
     cr_assert_eq(store_save_run(s, two, &e), 0, "%s", e.msg);
@@ -323,6 +329,34 @@ Test(store, migrates_version_2_to_3)
     assert_same_run(two, back);
     run_record_free(back);
     run_record_free(two);
+    store_close(s);
+    run_record_free(r);
+}
+
+/* A version-3 database (step starts, no policy) gets the policy column on
+ * open, its runs reading '' and keeping their steps. */
+Test(store, migrates_version_3_to_4)
+{
+    store *s = open_ok(dbpath);
+    ts_err e = {""};
+    run_record *r = make_run(7, 10);
+    cr_assert_eq(run_add_step(r, 0.0), 0);
+    cr_assert_eq(run_add_step(r, 33.0), 0);
+    cr_assert_eq(store_save_run(s, r, &e), 0, "%s", e.msg);
+    store_close(s);
+    sqlite3 *db = NULL;
+    cr_assert_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, "ALTER TABLE runs DROP COLUMN policy; PRAGMA user_version = 3",
+                              NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+    sqlite3_close(db);
+    s = open_ok(dbpath);
+    cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), 4);
+    run_record *back = NULL;
+    cr_assert_eq(store_load_run(s, r->id, &back, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(back->policy, "");
+    cr_assert_eq(back->n_steps, 2);
+    cr_assert_eq(back->step_t0[1], 33.0);
+    run_record_free(back);
     store_close(s);
     run_record_free(r);
 }

@@ -135,6 +135,7 @@ Test(sweep, pack_round_trip)
     r.rec = run_record_new();
     snprintf(r.rec->command, sizeof r.rec->command, "rlstep");
     snprintf(r.rec->scenario, sizeof r.rec->scenario, "qwen7b-64gpu");
+    run_set_policy(r.rec, "async+tlt");
     r.rec->seed = 0xfedcba9876543210ull;
     r.rec->gpus = 64;
     r.rec->tp = 2;
@@ -152,6 +153,7 @@ Test(sweep, pack_round_trip)
     cr_assert_eq(back.config, 41);
     cr_assert_eq(back.rec->seed, r.rec->seed);
     cr_assert_str_eq(back.rec->scenario, "qwen7b-64gpu");
+    cr_assert_str_eq(back.rec->policy, "async+tlt");
     cr_assert_eq(back.rec->n_metrics, 30);
     for (int i = 0; i < 30; i++)
         cr_assert(back.rec->metrics[i].value == r.rec->metrics[i].value);
@@ -422,7 +424,7 @@ Test(sweep, sweep_table_shows_the_off_policy_cost, .timeout = 300)
     sh("rm -rf " DIR "/o && mkdir -p " DIR "/o");
     write_text(DIR "/o/g.ini", "[sweep]\nscenario = qwen7b-64gpu\npolicy = verl,partial\nsteps = 2\n"
                                "[rollout]\ntp = 4\n[trace]\nprompts = 8\n");
-    char *a = run_capture("build/tailsim sweep " DIR "/o/g.ini 2>/dev/null");
+    char *a = run_capture("build/tailsim sweep " DIR "/o/g.ini --db " DIR "/o/s.db 2>/dev/null");
     cr_assert(strstr(a, " offtok  params\n"), "%s", a);
     const char *v = strstr(a, "\n     0 "), *p = strstr(a, "\n     1 ");
     cr_assert(v && p, "%s", a);
