@@ -89,6 +89,8 @@ static const bad_case cases[] = {
     {"db_not_a_database", "r.db", "this is not a database, just text\n", T "rlstep dapo-32b-polytrace --set trace.file= --set trace.prompts=4 --db $D/r.db", 1, "r.db", "not a database", NULL},
     {"db_missing_dir", NULL, NULL, T "rlstep dapo-32b-polytrace --set trace.file= --set trace.prompts=4 --db $D/no/dir/r.db", 1, "r.db", "", NULL},
     {"report_no_db", NULL, NULL, T "report --db $D/none.db -o $D/out", 1, "none.db", "", "out"},
+    {"report_runs_twice", NULL, NULL, T "report --db $D/none.db --run 3,3 -o $D/out", 2, "--run", "twice", "out"},
+    {"report_runs_bad_id", NULL, NULL, T "report --db $D/none.db --run 3,,4 -o $D/out", 2, "--run", "not a run id", "out"},
     {"report_corrupt_db", "r.db", "garbage garbage garbage garbage garbage garbage garbage garbage garbage", T "report --db $D/r.db -o $D/out", 1, "r.db", "not a database", "out/report.md"},
     /* calibration CSV */
     {"calib_not_vidur", "p.csv", "a,b\n1,2\n", T "calib vidur $D/p.csv --hw h100", 1, "p.csv:1", "", NULL},

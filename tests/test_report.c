@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "reports/report.h"
+#include "reports/runs_report.h"
 #include "sim/result.h"
 #include "tests/helpers.h"
 
@@ -294,4 +295,78 @@ Test(report, output_path_is_a_file)
     cr_assert_eq(report_write(r, out, &e), -1);
     cr_assert(strstr(e.msg, "file"), "%s", e.msg);
     run_record_free(r);
+}
+
+/* Two runs side by side: each one's report in run-<id>/, the page's table
+ * with a row per run and the second's speedup over the first, and every
+ * Gantt chart and CDF linked. */
+Test(report, runs_side_by_side)
+{
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot not on PATH");
+    run_record *a = make_step(16), *b = make_step(16);
+    b->id = 43;
+    run_set_policy(a, "verl");
+    run_set_policy(b, "tlt|x"); /* a '|' must not break the table */
+    for (size_t i = 0; i < b->n_metrics; i++)
+        if (!strcmp(b->metrics[i].key, "step_s"))
+            b->metrics[i].value /= 2; /* twice as fast */
+    run_record *both[2] = {a, b};
+    ts_err e = {""};
+    cr_assert_eq(runs_report_write(both, 2, "t.db", tmpdir, &e), 0, "%s", e.msg);
+    char sub[400];
+    snprintf(sub, sizeof sub, "%s/run-43", tmpdir);
+    assert_png(sub, "gantt.png");
+    assert_png(tmpdir, "speedup.png");
+    const char *md = slurp(tmpdir, "index.md");
+    cr_assert(strstr(md, "# tailsim report: runs 42, 43"), "%s", md);
+    cr_assert(strstr(md, "| 42 | rlstep | verl | tlt_qwen7b/demo | 16 | 1.00x |"), "%s", md);
+    cr_assert(strstr(md, "| 43 | rlstep | tlt/x | tlt_qwen7b/demo | 16 | 2.00x |"), "%s", md);
+    cr_assert(strstr(md, "(run-42/gantt.png)") && strstr(md, "(run-43/gantt.png)") &&
+                  strstr(md, "(run-42/cdf.png)") && strstr(md, "(run-43/cdf.png)"),
+              "%s", md);
+    run_record *one[1] = {a};
+    cr_assert_eq(runs_report_write(one, 1, "t.db", tmpdir, &e), -1);
+    run_record_free(a);
+    run_record_free(b);
+}
+
+/* The CLI: --run A,B writes the page and each run's report; a repeated or
+ * bad id is a usage error, an unknown one a runtime error that writes
+ * nothing. */
+Test(report, cli_runs_side_by_side, .timeout = 120)
+{
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot not on PATH");
+    char cmd[1024], db[400], out[400];
+    snprintf(db, sizeof db, "%s/r.db", tmpdir);
+    snprintf(out, sizeof out, "%s/side", tmpdir);
+    const char *pols[] = {"verl", "tlt"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "build/tailsim rlstep qwen7b-64gpu --set trace.prompts=8 "
+                                  "--policy %s --db %s >/dev/null 2>&1", pols[i], db);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+    }
+    snprintf(cmd, sizeof cmd, "build/tailsim report --db %s --run 1,2 -o %s 2>&1", db, out);
+    char *txt = run_capture(cmd);
+    cr_assert(strstr(txt, "/side/index.html\n") && strstr(txt, "/side/run-2/\n"), "%s", txt);
+    const char *md = slurp(out, "index.md");
+    cr_assert(strstr(md, "| 1 | rlstep | verl | qwen7b-64gpu |") &&
+                  strstr(md, "| 2 | rlstep | tlt | qwen7b-64gpu |"),
+              "%s", md);
+    free(txt);
+    snprintf(cmd, sizeof cmd, "build/tailsim report --db %s --run 1,1 -o %s/x >/dev/null 2>&1", db,
+             tmpdir);
+    cr_assert_eq(system(cmd) >> 8, 2);
+    snprintf(cmd, sizeof cmd, "build/tailsim report --db %s --run 1,two -o %s/x >/dev/null 2>&1",
+             db, tmpdir);
+    cr_assert_eq(system(cmd) >> 8, 2);
+    snprintf(cmd, sizeof cmd, "build/tailsim report --db %s --run 1,9 -o %s/x 2>%s/err.txt",
+             db, tmpdir, tmpdir);
+    cr_assert_eq(system(cmd) >> 8, 1);
+    const char *err = slurp(tmpdir, "err.txt");
+    cr_assert(strstr(err, "no run with id 9"), "%s", err);
+    snprintf(out, sizeof out, "%s/x", tmpdir);
+    struct stat st;
+    cr_assert_neq(stat(out, &st), 0, "an unknown run wrote %s", out);
 }
