@@ -201,23 +201,33 @@ void run_note_carry(const char *cmd, const char *policies, int steps, const char
 {
     if (steps >= CARRY_FAIR_STEPS)
         return;
-    char names[256] = "", buf[512];
-    size_t n = 0, len = 0;
-    int count = 0;
-    const policy *const *all = policy_all(&n);
-    snprintf(buf, sizeof buf, "%s", policies ? policies : "");
-    char *tok = policies ? strtok(buf, ",") : NULL;
-    for (size_t i = 0; policies ? tok != NULL : i < n; i++) {
-        const policy *p = policies ? policy_find(tok) : all[i];
-        if (p && p->run && !p->lossless && len + strlen(p->name) + 3 < sizeof names) {
-            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
-                                    p->name);
-            count++;
-        }
-        if (policies)
-            tok = strtok(NULL, ",");
+    /* the policies named (or every registered one) */
+    const policy *list[64];
+    size_t np = 0;
+    if (policies) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", policies);
+        for (char *tok = strtok(buf, ","); tok && np < 64; tok = strtok(NULL, ","))
+            if ((list[np] = policy_find(tok)))
+                np++;
+    } else {
+        size_t n;
+        const policy *const *all = policy_all(&n);
+        for (size_t i = 0; i < n && np < 64; i++)
+            list[np++] = all[i];
     }
-    if (len)
+    /* those that carry work across steps */
+    char names[256] = "";
+    size_t len = 0;
+    int count = 0;
+    for (size_t i = 0; i < np; i++) {
+        const policy *p = list[i];
+        if (!p->run || p->lossless || len + strlen(p->name) + 3 >= sizeof names)
+            continue;
+        len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", p->name);
+        count++;
+    }
+    if (count)
         fprintf(stderr,
                 "%s: note: %s %s work across steps, so %d step%s misstate%s %s (one step of "
                 "partial or tailbatch leaves its long responses for later, one of async has "
