@@ -313,6 +313,7 @@ int cmd_compare(int argc, char **argv)
     int ntr = nt ? nt : 1, nrow = np * ntr;
     double (*val)[N_SHOWN] = calloc((size_t)nrow, sizeof *val);
     double upd[MAX_POL * MAX_TRAIN]; /* update_s per row, shown with --train */
+    json_t *per_step[MAX_POL * MAX_TRAIN] = {0}; /* --json over several steps: each step's */
     json_t *out = json_object(), *arr = json_array();
     boot_result boot = {0};
     if (!tr || !val || !out || !arr) {
@@ -341,7 +342,7 @@ int cmd_compare(int argc, char **argv)
             run_record_free(rec);
             goto fail;
         }
-        int bad = run_multistep_metrics(rec, &r, tr, 1, NULL);
+        int bad = run_multistep_metrics(rec, &r, tr, 1, json && steps > 1 ? &per_step[row] : NULL);
         for (size_t k = 0; k < N_SHOWN && !bad; k++)
             bad = run_get_metric(rec, shown[k], &val[row][k]);
         if (!bad)
@@ -381,6 +382,10 @@ int cmd_compare(int argc, char **argv)
                                 json_real(val[0][I_TOK_S] > 0 ? val[i][I_TOK_S] / val[0][I_TOK_S] : 0.0));
             if (nboot)
                 json_object_set_new(p, "bootstrap", boot_json(&boot, i));
+            if (per_step[i]) {
+                json_object_set_new(p, "per_step", per_step[i]);
+                per_step[i] = NULL;
+            }
             json_array_append_new(arr, p);
         }
         if (nboot)
@@ -410,6 +415,8 @@ fail:
     fprintf(stderr, "tailsim compare: %s\n", e.msg);
 done:
     boot_result_free(&boot);
+    for (int i = 0; i < nrow; i++)
+        json_decref(per_step[i]);
     json_decref(arr);
     json_decref(out);
     if (tr)

@@ -376,6 +376,14 @@ Test(policy_carry, compare_prints_the_off_policy_cost, .timeout = 120)
             cr_assert_gt(off, 0.0, "%s", name);
         else
             cr_assert_eq(off, 0.0, "%s", name);
+        /* each step's figures, whose mean is the row's */
+        json_t *st = json_object_get(json_object_get(p, "per_step"), "step_s");
+        cr_assert_eq(json_array_size(st), 3, "%s: per_step.step_s", name);
+        double sum = 0;
+        for (size_t k = 0; k < 3; k++)
+            sum += json_number_value(json_array_get(st, k));
+        double mean = json_number_value(json_object_get(p, "step_s"));
+        cr_assert_lt(fabs(sum / 3 - mean), 1e-9 * mean, "%s", name);
     }
     json_decref(o);
     free(a);
