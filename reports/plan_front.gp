@@ -5,7 +5,8 @@
 #
 #   gnuplot -d -c reports/plan_front.gp plan.dat plan_front.png ["title"]
 #
-# plan.dat, block 0: gpu_hours step_s "label"   (every feasible configuration)
+# plan.dat, block 0: gpu_hours step_s "label" excluded   (every feasible
+#                    configuration; excluded 1: above --max-off-policy, drawn x)
 #           block 1: the same for the front, by GPU-hours
 #           block 2: gpu_hours step_s "label" target_s   (NaN point when none meets
 #                    the target; target_s 0 when there is no target)
@@ -32,12 +33,17 @@ set key top right
 
 stats dat index 2 using 4 nooutput
 tgt = STATS_max
+stats dat index 0 using 4 nooutput
+nexcl = STATS_sum
 stats dat index 0 using 1:2 nooutput
 yhi = (tgt > STATS_max_y) ? tgt : STATS_max_y
 set xrange [0 : STATS_max_x * 1.08]
 set yrange [0 : yhi * 1.12]
 
-plot dat index 0 using 1:2 with points pt 7 ps 0.9 lc rgb "#9aa7b8" title "configurations", \
+plot dat index 0 using 1:($4 > 0 ? 1/0 : $2) with points pt 7 ps 0.9 lc rgb "#9aa7b8" \
+         title "configurations", \
+     dat index 0 using 1:($4 > 0 ? $2 : 1/0) with points pt 2 ps 1.1 lc rgb "#9aa7b8" \
+         title (nexcl > 0 ? "above the off-policy limit" : ""), \
      dat index 1 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#3b6fb6" title "Pareto front", \
      dat index 1 using 1:2:3 with labels left offset 0.8,0.4 font ",9" tc rgb "#3b6fb6" notitle, \
      (tgt > 0 ? tgt : 1/0) with lines dt 2 lw 1.5 lc rgb "#b03a2e" title "target step time", \

@@ -75,9 +75,11 @@ int plan_plot(const plan_point *p, size_t n, double target_s, long cheapest, con
     if (ts_atomic_open(&a, dat, e))
         goto cleanup;
     fprintf(a.f, "# tailsim plan: every feasible configuration\n"
-                 "# gpu_hours_per_1000_steps step_s label\n");
+                 "# gpu_hours_per_1000_steps step_s label excluded (1: above the off-policy "
+                 "limit)\n");
     for (size_t i = 0; i < n; i++)
-        fprintf(a.f, "%.6g %.6g \"%s\"\n", p[i].gpu_h, p[i].step_s, p[i].label);
+        fprintf(a.f, "%.6g %.6g \"%s\" %d\n", p[i].gpu_h, p[i].step_s, p[i].label,
+                p[i].excluded ? 1 : 0);
     fprintf(a.f, "\n\n# the Pareto front, by GPU-hours\n");
     for (size_t i = 0; i < n; i++)
         if (p[i].front)

@@ -409,10 +409,25 @@ Test(sweep, plan_shows_and_limits_the_off_policy_cost, .timeout = 300)
     const char *pick = json_string_value(json_object_get(json_object_get(o, "cheapest"), "label"));
     cr_assert(pick && strncmp(pick, "partial", 7), "picked %s", pick ? pick : "nothing");
     json_decref(o);
-    snprintf(cmd, sizeof cmd, "%s --max-off-policy 0 2>/dev/null", base);
+    sh("rm -rf " DIR "/offpol");
+    snprintf(cmd, sizeof cmd, "%s --max-off-policy 0 -o " DIR "/offpol 2>/dev/null", base);
     char *txt = run_capture(cmd);
     cr_assert(strstr(txt, "offtok") && strstr(txt, "(x: offtok above --max-off-policy 0"), "%s",
               txt);
+    /* the figure's data marks the excluded configurations (drawn as x) */
+    FILE *f = fopen(DIR "/offpol/plan.dat", "r");
+    cr_assert_not_null(f);
+    char line[256];
+    int seen = 0;
+    while (fgets(line, sizeof line, f) && line[0] != '\n')
+        if (line[0] != '#') {
+            int part = strstr(line, "\"partial ") != NULL;
+            size_t l = strlen(line);
+            cr_assert(l > 2 && line[l - 2] == (part ? '1' : '0'), "%s", line);
+            seen++;
+        }
+    fclose(f);
+    cr_assert_eq(seen, 3);
     free(js);
     free(js0);
     free(txt);
