@@ -323,7 +323,12 @@ Test(policy_carry, tlt_combinations_carry_the_drafter, .timeout = 120)
          * pending or was thrown away, and the same prompts train */
         cr_assert_eq(generated(&r), r.trained_tokens + r.pending_tokens + r.wasted_tokens, "%s",
                      name);
-        cr_assert_eq(r.launched_groups, p.launched_groups, "%s", name);
+        /* partial tops up to a fixed number in flight, async to its staleness
+         * bound, sorted launches the step's prompts: the same launches
+         * whatever the speed (tailbatch's long rounds come when enough
+         * prompts are deferred, which speed changes) */
+        if (strcmp(bases[i], "tailbatch"))
+            cr_assert_eq(r.launched_groups, p.launched_groups, "%s", name);
         if (c->lossless)
             cr_assert_eq(r.trained_tokens, p.trained_tokens);
         multistep_result_free(&r);
