@@ -61,6 +61,17 @@ static int matches(const char *arg, const char *name)
     return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
 }
 
+/* 1 when the database file exists, else 0 after saying so: this command
+ * never creates one. */
+static int db_exists(const char *db)
+{
+    if (access(db, F_OK) == 0)
+        return 1;
+    fprintf(stderr, "tailsim: %s: no such database (run a simulation first, or pass --db FILE)\n",
+            db);
+    return 0;
+}
+
 /* --run ID,ID,...: every run loaded before anything is written. */
 static int report_many(const char *db, const char *list, const char *out)
 {
@@ -93,11 +104,8 @@ static int report_many(const char *db, const char *list, const char *out)
         }
         ids[n++] = id;
     }
-    if (access(db, F_OK) != 0) {
-        fprintf(stderr, "tailsim: %s: no such database (run a simulation first, or "
-                        "pass --db FILE)\n", db);
+    if (!db_exists(db))
         return 1;
-    }
     int rc = 1;
     ts_err e = {""};
     store *s = NULL;
@@ -164,11 +172,8 @@ int cmd_report(int argc, char **argv)
                         "integer or 'latest')\n", run);
         return 2;
     }
-    if (access(db, F_OK) != 0) {
-        fprintf(stderr, "tailsim: %s: no such database (run a simulation first, or "
-                        "pass --db FILE)\n", db);
+    if (!db_exists(db))
         return 1;
-    }
 
     int rc = 1;
     ts_err e = {""};

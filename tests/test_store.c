@@ -273,14 +273,15 @@ Test(store, refuses_newer_schema)
     cr_assert(strstr(e.msg, dbpath) && strstr(e.msg, "99") && strstr(e.msg, want), "%s", e.msg);
 }
 
-/* Saves one run into a fresh database, then takes the file back to an
- * older schema with sql (run through SQLite directly).  Returns the run
- * (free it). */
-static run_record *saved_then_downgraded(const char *sql)
+/* Saves run r (NULL: a fresh one) into a fresh database, then takes the
+ * file back to an older schema with sql (run through SQLite directly).
+ * Returns the run (free it). */
+static run_record *saved_then_downgraded(run_record *r, const char *sql)
 {
     store *s = open_ok(dbpath);
     ts_err e = {""};
-    run_record *r = make_run(7, 10);
+    if (!r)
+        r = make_run(7, 10);
     cr_assert_eq(store_save_run(s, r, &e), 0, "%s", e.msg);
     store_close(s);
     sqlite3 *db = NULL;
@@ -294,7 +295,8 @@ static run_record *saved_then_downgraded(const char *sql)
  * current version on open, keeping its runs. */
 Test(store, migrates_version_1_to_current)
 {
-    run_record *r = saved_then_downgraded("DROP TABLE steps; ALTER TABLE runs DROP COLUMN policy;"
+    run_record *r = saved_then_downgraded(NULL, "DROP TABLE steps;"
+                                          " ALTER TABLE runs DROP COLUMN policy;"
                                           " DROP TABLE sweep_runs; DROP TABLE sweeps;"
                                           " PRAGMA user_version = 1");
     store *s = open_ok(dbpath);
@@ -310,7 +312,8 @@ Test(store, migrates_version_1_to_current)
  * open; its runs load with none, and new runs keep theirs. */
 Test(store, migrates_version_2_to_current)
 {
-    run_record *r = saved_then_downgraded("DROP TABLE steps; ALTER TABLE runs DROP COLUMN policy;"
+    run_record *r = saved_then_downgraded(NULL, "DROP TABLE steps;"
+                                          " ALTER TABLE runs DROP COLUMN policy;"
                                           " PRAGMA user_version = 2");
     ts_err e = {""};
     store *s = open_ok(dbpath);
@@ -337,19 +340,12 @@ Test(store, migrates_version_2_to_current)
  * open, its runs reading '' and keeping their steps. */
 Test(store, migrates_version_3_to_4)
 {
-    store *s = open_ok(dbpath);
-    ts_err e = {""};
     run_record *r = make_run(7, 10);
     cr_assert_eq(run_add_step(r, 0.0), 0);
     cr_assert_eq(run_add_step(r, 33.0), 0);
-    cr_assert_eq(store_save_run(s, r, &e), 0, "%s", e.msg);
-    store_close(s);
-    sqlite3 *db = NULL;
-    cr_assert_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
-    cr_assert_eq(sqlite3_exec(db, "ALTER TABLE runs DROP COLUMN policy; PRAGMA user_version = 3",
-                              NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
-    sqlite3_close(db);
-    s = open_ok(dbpath);
+    saved_then_downgraded(r, "ALTER TABLE runs DROP COLUMN policy; PRAGMA user_version = 3");
+    ts_err e = {""};
+    store *s = open_ok(dbpath);
     cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), 4);
     run_record *back = NULL;
     cr_assert_eq(store_load_run(s, r->id, &back, &e), 0, "%s", e.msg);
