@@ -228,46 +228,6 @@ done:
     return rc;
 }
 
-/* Whether the training phases without a DCP strategy (which plans its own
- * memory) fit: FSDP shards the model states over all GPUs (ZeRO-3, mixed-
- * precision Adam: 16 bytes a parameter), and a GPU holds the activations of
- * its largest micro-batch: train.micro_batch_tokens, or its longest
- * sequence (over the train.sp GPUs of a rank in VeRL's mode) when longer;
- * with recomputation each layer's bf16 input plus one layer's activations
- * (dcp.act_factor x hidden a token), without it every layer's.  Logits and
- * working buffers are left out, so this is a floor: a plan it refuses
- * cannot run, one it passes may still need a smaller micro-batch.  Returns
- * 0, or -1 naming the keys that would help. */
-static int train_mem_check(const scenario *s, const hw_desc *hw, const llm_desc *m,
-                           const trace *t, ts_err *e)
-{
-    int sp = s->mini_batch_prompts > 0 && s->train_sp > 1 ? s->train_sp : 1;
-    double longest = 0;
-    for (size_t i = 0; i < t->n_prompts; i++)
-        for (int32_t j = 0; j < t->prompts[i].n_resp; j++)
-            longest = fmax(longest, (double)t->prompts[i].prompt_tokens +
-                                        scenario_cap_response(s, t->prompts[i].resp[j]));
-    double tok = fmax((double)s->micro_batch_tokens, ceil(longest / sp));
-    double af = s->dcp.act_factor > 0 ? s->dcp.act_factor : 34.0;
-    double per_tok = s->recompute ? m->layers * mem_act_layer_per_token(m, af, 1) +
-                                        mem_act_layer_per_token(m, af, 0)
-                                  : m->layers * mem_act_layer_per_token(m, af, 0);
-    double states = mem_model_states(m, 3, s->gpus), act = tok * per_tok;
-    if (states + act <= hw->hbm_bytes)
-        return 0;
-    if (states > hw->hbm_bytes)
-        return ts_errf(e, "%s: train: the model states of %s alone, %.1f GB a GPU sharded over "
-                          "%d GPUs, exceed one %s's %.1f GB: use more GPUs",
-                       s->path, m->name, states / 1e9, s->gpus, hw->name, hw->hbm_bytes / 1e9);
-    return ts_errf(e, "%s: train: a micro-batch of %.0f tokens per GPU needs at least %.1f GB "
-                      "(model states %.1f GB, sharded over %d GPUs, and activations %.1f GB%s), "
-                      "more than one %s's %.1f GB: use more GPUs or a smaller "
-                      "train.micro_batch_tokens%s",
-                   s->path, tok, (states + act) / 1e9, states / 1e9, s->gpus, act / 1e9,
-                   s->recompute ? "" : " without recomputation", hw->name, hw->hbm_bytes / 1e9,
-                   s->recompute ? "" : ", or set train.recompute = true");
-}
-
 /* Reward, old log-prob, reference and update of batch t from time now on
  * all s->gpus GPUs; per_gpu is scratch of s->gpus entries.  Returns the time
  * the update ends, or -1 with e set. */
@@ -276,8 +236,6 @@ static double train_phases(const scenario *s, const hw_desc *hw, const llm_desc 
                            run_record *rec, ts_err *e)
 {
     int gpus = s->gpus;
-    if (!strcmp(s->train_strategy, "none") && train_mem_check(s, hw, m, t, e))
-        return -1;
     /* reward, on the CPU */
     double reward = s->reward_step_s +
                     s->reward_per_response_s * (double)trace_n_responses(t) / gpus;

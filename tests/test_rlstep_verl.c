@@ -122,32 +122,3 @@ Test(rlstep_verl, bad_settings_are_errors)
     cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, NULL, &e), -1);
     cr_assert(strstr(e.msg, "train.sp") != NULL, "%s", e.msg);
 }
-
-/* Training memory without a DCP strategy: FSDP model states over all GPUs
- * plus the largest micro-batch's activations, at the boundary.  The
- * micro-batch that just fits trains; one token-budget step above is
- * refused, naming the key.  Both trainers (VeRL's, the plain one). */
-Test(rlstep_verl, training_memory_floor_at_the_boundary)
-{
-    ts_err e = {{0}};
-    scenario x = s;
-    x.gpus = 8;
-    x.tp = 4;
-    x.recompute = 1;
-    double states = mem_model_states(&m, 3, x.gpus);
-    double per_tok = m.layers * mem_act_layer_per_token(&m, x.dcp.act_factor, 1) +
-                     mem_act_layer_per_token(&m, x.dcp.act_factor, 0);
-    int fit = (int)floor((hw.hbm_bytes - states) / per_tok);
-    for (int mini = 0; mini <= 4; mini += 4) {
-        x.mini_batch_prompts = mini;
-        rlstep_result r;
-        x.micro_batch_tokens = fit;
-        cr_assert_eq(rlstep_train_half(&x, &hw, &m, tr, &r, NULL, &e), 0, "%s", e.msg);
-        rlstep_result_free(&r);
-        x.micro_batch_tokens = fit + 1;
-        cr_assert_eq(rlstep_train_half(&x, &hw, &m, tr, &r, NULL, &e), -1);
-        cr_assert(strstr(e.msg, "train.micro_batch_tokens") && strstr(e.msg, "needs at least"),
-                  "%s", e.msg);
-        e.msg[0] = 0;
-    }
-}
