@@ -1,5 +1,5 @@
 # GPU timeline (Gantt chart) of one tailsim run: one row per GPU (GPU 0 at
-# the top), x = seconds from the start of the step, each interval coloured by
+# the top), x = seconds from the start of the run, each interval coloured by
 # state (busy, idle, drafter training); dashed lines mark where each phase
 # starts (of the first step, and where each later step starts) and their
 # names label the top axis.  Written by report_write().
@@ -45,7 +45,7 @@ col(s) = (s == 0) ? c_busy : (s == 1) ? c_idle : c_train
 hh = (ngpu > 48) ? 0.5 : 0.42
 
 set title ttl
-set xlabel "time from step start (s)"
+set xlabel "time from the start of the run (s)"
 set ylabel "GPU"
 set xrange [tmin : tmax]
 set yrange [ngpu - 0.5 : -0.5]
