@@ -41,13 +41,14 @@ static void usage(FILE *f)
     const policy *const *all = policy_all(&n);
     fprintf(f, "usage: tailsim compare SCENARIO [--policies P1,P2,...] [--steps N] [--seed S]\n"
                "                       [--trace FILE] [--set SEC.KEY=VAL] [--train S1,S2,...]\n"
-               "                       [--bootstrap N] [--json] [-o DIR]\n\n"
+               "                       [--bootstrap N] [--per-step] [--json] [-o DIR]\n\n"
                "Runs the same RL steps under each policy and compares them; speedups are over\n"
                "the first policy listed (default: all policies, verl first).  --train runs each\n"
                "policy under each train.strategy (none, bucket, packed, dcp-intra, dcp-inter,\n"
                "dcp-inter+pac).  --bootstrap N reruns on N resamples of the prompts (with\n"
                "replacement, whole groups) and adds the median and 5-95%% range of each metric\n"
-               "(with one train strategy at most).  -o DIR also writes DIR/index.md and\n"
+               "(with one train strategy at most).  --per-step adds each row's step time per\n"
+               "RL step (JSON: per_step, with --steps above 1).  -o DIR also writes DIR/index.md and\n"
                "DIR/index.html: the table, a Gantt chart and length CDF per policy, the\n"
                "speedup bars and, for a speculative policy, accepted length vs draft depth\n"
                "(all --steps on one timeline; one train strategy; needs gnuplot).  Policies:\n");
@@ -126,6 +127,7 @@ typedef struct cmp_table {
     const double (*val)[N_SHOWN]; /* shown[] per row */
     const double *upd;            /* update_s per row */
     const boot_result *boot;      /* NULL: no bootstrap */
+    const double *step_s;         /* --per-step: nrow x steps step times, else NULL */
 } cmp_table;
 
 /* The comparison table (and the bootstrap's) as the terminal shows it. */
@@ -156,6 +158,22 @@ static void table_print(FILE *f, const cmp_table *t)
     }
     if (t->boot)
         boot_print(f, t->boot, t->plist, np, s->seed);
+    if (t->step_s) {
+        fprintf(f, "\nstep_s per RL step\n%-*s ", w, "policy");
+        if (nt)
+            fprintf(f, "%-13s ", "strategy");
+        for (int k = 0; k < t->steps; k++)
+            fprintf(f, " %8d", k + 1);
+        fprintf(f, "\n");
+        for (int i = 0; i < t->nrow; i++) {
+            fprintf(f, "%-*s ", w, t->plist[i % np]->name);
+            if (nt)
+                fprintf(f, "%-13s ", t->row_train[i]);
+            for (int k = 0; k < t->steps; k++)
+                fprintf(f, " %8.2f", t->step_s[(size_t)i * (size_t)t->steps + (size_t)k]);
+            fprintf(f, "\n");
+        }
+    }
 }
 
 /* The command line without -o DIR, for the report's page; call after
@@ -208,9 +226,10 @@ int cmd_compare(int argc, char **argv)
         {"seed", required_argument, 0, 's'},     {"trace", required_argument, 0, 't'},
         {"set", required_argument, 0, 'S'},      {"json", no_argument, 0, 'j'},
         {"train", required_argument, 0, 'T'},   {"bootstrap", required_argument, 0, 'B'},
+        {"per-step", no_argument, 0, 'X'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *pols = NULL, *trains = NULL, *trace_file = NULL, *out_dir = NULL, *sets[64];
-    int n_sets = 0, steps = 1, json = 0, have_seed = 0, nboot = 0;
+    int n_sets = 0, steps = 1, json = 0, have_seed = 0, nboot = 0, per_step_table = 0;
     uint64_t seed = 0;
     int64_t v;
     optind = 1;
@@ -222,6 +241,7 @@ int cmd_compare(int argc, char **argv)
         case 'T': trains = optarg; break;
         case 't': trace_file = optarg; break;
         case 'j': json = 1; break;
+        case 'X': per_step_table = 1; break;
         case 'h': usage(stdout); return 0;
         case 'n':
             if (ts_parse_i64(optarg, 1, 100000, &v)) {
@@ -314,9 +334,10 @@ int cmd_compare(int argc, char **argv)
     double (*val)[N_SHOWN] = calloc((size_t)nrow, sizeof *val);
     double upd[MAX_POL * MAX_TRAIN]; /* update_s per row, shown with --train */
     json_t *per_step[MAX_POL * MAX_TRAIN] = {0}; /* --json over several steps: each step's */
+    double *step_s = per_step_table ? calloc((size_t)nrow * (size_t)steps, sizeof *step_s) : NULL;
     json_t *out = json_object(), *arr = json_array();
     boot_result boot = {0};
-    if (!tr || !val || !out || !arr) {
+    if (!tr || !val || !out || !arr || (per_step_table && !step_s)) {
         ts_errf(&e, "out of memory");
         goto fail;
     }
@@ -342,6 +363,8 @@ int cmd_compare(int argc, char **argv)
             run_record_free(rec);
             goto fail;
         }
+        for (int k = 0; step_s && k < steps; k++)
+            step_s[(size_t)row * (size_t)steps + (size_t)k] = r.step[k].step_s;
         int bad = run_multistep_metrics(rec, &r, tr, 1, json && steps > 1 ? &per_step[row] : NULL);
         for (size_t k = 0; k < N_SHOWN && !bad; k++)
             bad = run_get_metric(rec, shown[k], &val[row][k]);
@@ -358,7 +381,7 @@ int cmd_compare(int argc, char **argv)
         goto fail;
     const cmp_table tab = {&s, &m, &hw, steps, np, nt, nrow, plist,
                            (const char(*)[32])row_train, (const double(*)[N_SHOWN])val, upd,
-                           nboot ? &boot : NULL};
+                           nboot ? &boot : NULL, step_s};
     if (json) {
         json_object_set_new(out, "command", json_string("compare"));
         json_object_set_new(out, "scenario", json_string(s.name));
@@ -424,5 +447,6 @@ done:
             trace_free(tr[k]);
     free(tr);
     free(val);
+    free(step_s);
     return rc;
 }

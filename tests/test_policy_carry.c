@@ -394,6 +394,28 @@ Test(policy_carry, compare_prints_the_off_policy_cost, .timeout = 120)
     free(a);
 }
 
+/* compare --per-step: a row per policy with its step time in each RL step,
+ * whose mean is the table's step_s. */
+Test(policy_carry, compare_per_step_table, .timeout = 120)
+{
+    char *a = run_capture("build/tailsim compare build/test-policy-carry.ini --policies "
+                          "verl,tailbatch+tlt --steps 3 --per-step 2>/dev/null");
+    const char *t = strstr(a, "\nstep_s per RL step\n");
+    cr_assert_not_null(t, "%s", a);
+    static const char *names[] = {"verl", "tailbatch+tlt"};
+    for (int i = 0; i < 2; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "\n%s ", names[i]);
+        const char *mean_row = strstr(a, key), *row = strstr(t, key);
+        cr_assert(mean_row && row && mean_row < t, "%s", a);
+        double mean, x[3];
+        cr_assert_eq(sscanf(mean_row + strlen(key), "%lf", &mean), 1);
+        cr_assert_eq(sscanf(row + strlen(key), "%lf %lf %lf", &x[0], &x[1], &x[2]), 3, "%s", row);
+        cr_assert_lt(fabs((x[0] + x[1] + x[2]) / 3 - mean), 0.01, "%s: %s", names[i], a);
+    }
+    free(a);
+}
+
 Test(policy_carry, steps_from_a_trace_directory_in_name_order)
 {
     const char *dir = "build/test-policy-carry-dir";
