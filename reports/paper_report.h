@@ -81,7 +81,7 @@ typedef struct paper_bar {
     double b, b_lo, b_hi;  /* second bar, the same */
 } paper_bar;
 
-#define PAPER_MAX_FIGS 48
+#define PAPER_MAX_FIGS 64
 #define PAPER_MAX_TABLES 16
 #define PAPER_MAX_PLOTS 8
 #define PAPER_MAX_SPEEDUPS 16

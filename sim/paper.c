@@ -142,35 +142,47 @@ double paper_published_value(const char *key)
     "matched to the median and p99 of the real Qwen2.5-32B DAPO rollouts (PolyTrace; median "   \
     "465, sigma 0.758, cap 32768). A substitution for the paper's unpublished length "         \
     "distribution, not a fit to its speedup; the published rows stay against the main scenarios."
+/* The stacking experiment: no published number either (no paper runs the
+ * combinations); five steps, one tailbatch cycle, the fewest that show the
+ * policies that carry work fairly (README "Stacking a policy with TLT"). */
+#define STACK_NOTE                                                                             \
+    "No published row: each long-tail policy alone and with TLT's adaptive speculation and "   \
+    "spot trainer (BASE+tlt, tailsim's combinations), over five RL steps (one tailbatch cycle; " \
+    "a single step flatters the policies that defer work). Read partial and async with their " \
+    "off-policy column: the share of trained samples an older policy started."
 static const paper_exp experiments[] = {
     {"specdec", "TLT speculative-decoding microbenchmark (Qwen2.5-7B, TP 4, H100)", "qwen7b-64gpu",
-     paper_exp_specdec, NULL, NULL, {NULL}, {NULL}, NULL},
+     paper_exp_specdec, NULL, NULL, {NULL}, {NULL}, NULL, 0},
     {"tlt-7b", "TLT end to end, Qwen2.5-7B on 64 H100", "qwen7b-64gpu", paper_exp_compare,
-     "verl,tlt-base,tlt", "verl,tlt", {NULL}, {NULL}, NULL},
+     "verl,tlt-base,tlt", "verl,tlt", {NULL}, {NULL}, NULL, 0},
     {"tlt-32b", "TLT end to end, Qwen2.5-32B on 64 H100", "qwen32b-64gpu", paper_exp_compare,
-     "verl,tlt-base,tlt", "verl,tlt", {NULL}, {"trace.prompts=32", NULL}, NULL},
+     "verl,tlt-base,tlt", "verl,tlt", {NULL}, {"trace.prompts=32", NULL}, NULL, 0},
     {"sens-7b", "sensitivity: Qwen2.5-shaped lengths, 7B",
      "qwen7b-64gpu-qwenlens", paper_exp_compare, "verl,tlt-base,tlt", "verl,tlt", {NULL},
-     {NULL}, SENS_NOTE},
+     {NULL}, SENS_NOTE, 0},
     {"sens-32b", "sensitivity: Qwen2.5-shaped lengths, 32B",
      "qwen32b-64gpu-qwenlens", paper_exp_compare, "verl,tlt-base,tlt", "verl,tlt", {NULL},
-     {"trace.prompts=32", NULL}, SENS_NOTE},
+     {"trace.prompts=32", NULL}, SENS_NOTE, 0},
     {"dapo", "PolyTrace DAPO replay (Qwen2.5-32B, 8 H100), every registered policy",
-     "dapo-32b-polytrace", paper_exp_compare, NULL, NULL, {NULL}, {NULL}, NULL},
+     "dapo-32b-polytrace", paper_exp_compare, NULL, NULL, {NULL}, {NULL}, NULL, 0},
+    {"stack-7b", "Stacking the tail policies with TLT, Qwen2.5-7B on 64 H100", "qwen7b-64gpu",
+     paper_exp_compare,
+     "verl,tlt,sorted+tlt,partial,partial+tlt,tailbatch,tailbatch+tlt,async,async+tlt", "",
+     {NULL}, {"trace.prompts=16", NULL}, STACK_NOTE, 5},
     {"joint-bucket", "Joint step, Qwen2.5-7B on 64 H100: update planned by bucket parallel",
      "joint-qwen7b-64gpu", paper_exp_compare, "verl,tlt", "", {"train.strategy=bucket", NULL},
-     {"trace.prompts=64", NULL}, NULL},
+     {"trace.prompts=64", NULL}, NULL, 0},
     {"joint-dcp", "Joint step, Qwen2.5-7B on 64 H100: update planned by DCP-inter",
      "joint-qwen7b-64gpu", paper_exp_compare, "verl,tlt", "", {"train.strategy=dcp-inter", NULL},
-     {"trace.prompts=64", NULL}, NULL},
+     {"trace.prompts=64", NULL}, NULL, 0},
     {"dcp-mix1", "DCP, STDiT3 on 32 H200, image mix 1", "dcp-stdit3-32xh200-mix1", paper_exp_dcp,
-     "scale", NULL, {NULL}, {NULL}, NULL},
+     "scale", NULL, {NULL}, {NULL}, NULL, 0},
     {"dcp-mix2", "DCP, STDiT3 on 32 H200, image mix 2", "dcp-stdit3-32xh200-mix2", paper_exp_dcp,
-     NULL, NULL, {NULL}, {NULL}, NULL},
+     NULL, NULL, {NULL}, {NULL}, NULL, 0},
     {"dcp-mix5", "DCP, STDiT3 on 32 H200, image mix 5", "dcp-stdit3-32xh200-mix5", paper_exp_dcp,
-     NULL, NULL, {NULL}, {NULL}, NULL},
+     NULL, NULL, {NULL}, {NULL}, NULL, 0},
     {"dcp-1d", "DCP 1D: Llama-3.1-8B SFT sequences on 32 H200", "dcp-llama8b-32xh200",
-     paper_exp_dcp, NULL, NULL, {NULL}, {NULL}, NULL},
+     paper_exp_dcp, NULL, NULL, {NULL}, {NULL}, NULL, 0},
 };
 #define N_EXP (sizeof experiments / sizeof experiments[0])
 
@@ -340,7 +352,7 @@ int paper_run_compare(const paper_compare_opts *a, paper_doc *d, ts_err *e)
     snprintf(d->title, sizeof d->title, "tailsim compare: %s", a->scenario);
     snprintf(d->setup, sizeof d->setup, "%s", a->setup ? a->setup : "");
     const paper_exp x = {"compare", "Policy comparison", a->scenario, paper_exp_compare,
-                         a->policies, NULL, {NULL}, {NULL}, NULL};
+                         a->policies, NULL, {NULL}, {NULL}, NULL, 0};
     int rc = -1;
     if (report_mkdir_p(a->dir, e) || x.run(&x, c, e))
         goto done;

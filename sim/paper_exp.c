@@ -246,7 +246,8 @@ static int run_policy(const paper_exp *x, paper_ctx *c, const scenario *s, const
         goto done;
     if (first && !c->adhoc) {
         snprintf(path, sizeof path, "%s/cdf.png", sub);
-        snprintf(cap, sizeof cap, "%s: response-length CDF of the step", s->name);
+        snprintf(cap, sizeof cap, "%s: response-length CDF of the %s", s->name,
+                 n > 1 ? "steps" : "step");
         if (paper_doc_fig(c->doc, x->title, path, cap, e))
             goto done;
     }
@@ -326,7 +327,7 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
         return 0;
     }
     paper_note_calibration(c, hw.calibration);
-    int ns = c->steps > 1 ? c->steps : 1;
+    int ns = c->steps > 1 ? c->steps : x->steps > 1 ? x->steps : 1;
     trace **tr = calloc((size_t)ns, sizeof *tr);
     double(*v)[NK] = calloc((size_t)np, sizeof *v);
     boot_result b = {0};

@@ -56,6 +56,7 @@ typedef struct paper_exp {
     const char *sets[PAPER_MAX_SETS];       /* scenario overrides, NULL-terminated */
     const char *quick_sets[PAPER_MAX_SETS]; /* added under --quick */
     const char *note;      /* compare: appended to the result table's note (NULL: none) */
+    int steps;             /* compare: RL steps per policy (0 or 1: one) */
 } paper_exp;
 
 /* Runners: 0, or -1 with a message.  An absent input is not an error: the
