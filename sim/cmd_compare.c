@@ -48,10 +48,11 @@ static void usage(FILE *f)
                "dcp-inter+pac).  --bootstrap N reruns on N resamples of the prompts (with\n"
                "replacement, whole groups) and adds the median and 5-95%% range of each metric\n"
                "(with one train strategy at most).  --per-step adds each row's step time per\n"
-               "RL step (JSON: per_step, with --steps above 1).  -o DIR also writes DIR/index.md and\n"
-               "DIR/index.html: the table, a Gantt chart and length CDF per policy, the\n"
-               "speedup bars and, for a speculative policy, accepted length vs draft depth\n"
-               "(all --steps on one timeline; one train strategy; needs gnuplot).  Policies:\n");
+               "RL step (JSON: per_step, with --steps above 1).  -o DIR also writes\n"
+               "DIR/index.md and DIR/index.html: the table, a Gantt chart and length CDF per\n"
+               "policy, the speedup bars and, for a speculative policy, accepted length vs\n"
+               "draft depth (all --steps on one timeline; one train strategy; needs\n"
+               "gnuplot).  Policies:\n");
     for (size_t i = 0; i < n; i++)
         fprintf(f, "  %-10s %s  [%s]\n", all[i]->name, all[i]->summary, all[i]->source);
     const policy *const *co = policy_combos(&n);
