@@ -85,14 +85,23 @@ static int32_t pct(const int32_t *v, size_t n, double p)
     return v[k ? k - 1 : 0];
 }
 
+/* What ran, for titles: "rlstep tlt", or the command alone without a
+ * policy. */
+static const char *run_what(const run_record *r, char *buf, size_t n)
+{
+    snprintf(buf, n, "%.*s%s%.*s", FIELD(r->command), r->policy[0] ? " " : "", FIELD(r->policy));
+    return buf;
+}
+
 static int write_gantt_dat(const run_record *r, const char *path, ts_err *e)
 {
     ts_atomic a;
     if (ts_atomic_open(&a, path, e))
         return -1;
     FILE *f = a.f;
-    fprintf(f, "# tailsim GPU timeline, run %lld (%.*s, %.*s)\n", (long long)r->id,
-            FIELD(r->command), FIELD(r->scenario));
+    char what[80];
+    fprintf(f, "# tailsim GPU timeline, run %lld (%s, %.*s)\n", (long long)r->id,
+            run_what(r, what, sizeof what), FIELD(r->scenario));
     fprintf(f, "# block 0: gpu phase state t0_s t1_s   (state 0 busy, 1 idle, 2 train)\n");
     for (size_t i = 0; i < r->n_tl; i++) {
         const tl_interval *t = &r->tl[i];
@@ -127,8 +136,9 @@ static int write_cdf_dat(const run_record *r, const int32_t *len, size_t n,
     if (ts_atomic_open(&a, path, e))
         return -1;
     FILE *f = a.f;
-    fprintf(f, "# tailsim response-length CDF, run %lld (%.*s, %.*s), %zu responses\n",
-            (long long)r->id, FIELD(r->command), FIELD(r->scenario), n);
+    char what[80];
+    fprintf(f, "# tailsim response-length CDF, run %lld (%s, %.*s), %zu responses\n",
+            (long long)r->id, run_what(r, what, sizeof what), FIELD(r->scenario), n);
     fprintf(f, "# block 0: length_tokens fraction_le\n");
     if (n)
         fprintf(f, "%d 0\n", len[0]);
@@ -305,7 +315,8 @@ static int write_md(const run_record *r, const char *path, const int32_t *len,
     if (ts_atomic_open(&a, path, e))
         return -1;
     FILE *f = a.f;
-    fprintf(f, "# tailsim run %lld: %.*s\n\n", (long long)r->id, FIELD(r->command));
+    char what[80];
+    fprintf(f, "# tailsim run %lld: %s\n\n", (long long)r->id, run_what(r, what, sizeof what));
     fprintf(f, "| field | value |\n|---|---|\n| run | %lld |\n| command | ", (long long)r->id);
     md_cell(f, r->command, sizeof r->command);
     if (r->policy[0]) {
@@ -368,6 +379,7 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
     int32_t *len = NULL;
     size_t n = r->n_resp;
     char gp[PATH_CAP], dat[PATH_CAP], png[PATH_CAP], md[PATH_CAP], title[512], run_tag[40] = "";
+    char what[80];
     if (r->id > 0) /* a stored run; an unsaved one (the paper report's) has no id */
         snprintf(run_tag, sizeof run_tag, "run %lld: ", (long long)r->id);
     if (report_mkdir_p(dir, e))
@@ -386,8 +398,8 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
         write_gantt_dat(r, dat, e))
         goto cleanup;
     if (r->n_tl) {
-        snprintf(title, sizeof title, "%s%.*s %.*s, %d GPUs - GPU timeline by phase", run_tag,
-                 FIELD(r->command), FIELD(r->scenario), r->gpus);
+        snprintf(title, sizeof title, "%s%s %.*s, %d GPUs - GPU timeline by phase", run_tag,
+                 run_what(r, what, sizeof what), FIELD(r->scenario), r->gpus);
         if (ts_find_data("reports", "gantt", ".gp", gp, sizeof gp, e) ||
             report_gnuplot(gp, dat, png, title, dir, e))
             goto cleanup;
@@ -400,8 +412,8 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
         write_cdf_dat(r, len, n, dat, e))
         goto cleanup;
     if (n) {
-        snprintf(title, sizeof title, "%s%.*s %.*s - response lengths (%zu responses)", run_tag,
-                 FIELD(r->command), FIELD(r->scenario), n);
+        snprintf(title, sizeof title, "%s%s %.*s - response lengths (%zu responses)", run_tag,
+                 run_what(r, what, sizeof what), FIELD(r->scenario), n);
         if (ts_find_data("reports", "cdf", ".gp", gp, sizeof gp, e) ||
             report_gnuplot(gp, dat, png, title, dir, e))
             goto cleanup;

@@ -117,17 +117,15 @@ int runs_report_write(run_record *const *runs, size_t n, const char *source, con
         }
     }
     snprintf(d.speedup_ref, sizeof d.speedup_ref, "run %lld", (long long)runs[0]->id);
-    /* the figures report_write drew, the Gantt charts first, then the CDFs */
+    /* the figures report_write drew (a chart for a run with a timeline, a CDF
+     * for one with responses), the Gantt charts first, then the CDFs */
     for (int kind = 0; kind < 2; kind++)
         for (size_t i = 0; i < n; i++) {
-            char path[128], cap[200], full[4400], lb[64];
+            if (!(kind ? runs[i]->n_resp : runs[i]->n_tl))
+                continue;
+            char path[128], cap[200], lb[64];
             snprintf(path, sizeof path, "run-%lld/%s", (long long)runs[i]->id,
                      kind ? "cdf.png" : "gantt.png");
-            snprintf(full, sizeof full, "%s/%s", dir, path);
-            FILE *f = fopen(full, "rb");
-            if (!f)
-                continue; /* no timeline or no responses stored: nothing drawn */
-            fclose(f);
             run_label(lb, sizeof lb, runs[i]);
             snprintf(cap, sizeof cap, "%s, %.*s: %s", lb, 64, runs[i]->scenario,
                      kind ? "response-length CDF" : "per-GPU timeline (busy, idle, drafter training)");

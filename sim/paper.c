@@ -347,12 +347,11 @@ int paper_run_compare(const paper_compare_opts *a, paper_doc *d, ts_err *e)
     c->have_seed = a->have_seed;
     c->seed = a->seed;
     c->trace = a->trace;
-    c->steps = a->steps > 1 ? a->steps : 1;
     c->boot_done = a->boot;
     snprintf(d->title, sizeof d->title, "tailsim compare: %s", a->scenario);
     snprintf(d->setup, sizeof d->setup, "%s", a->setup ? a->setup : "");
     const paper_exp x = {"compare", "Policy comparison", a->scenario, paper_exp_compare,
-                         a->policies, NULL, {NULL}, {NULL}, NULL, 0};
+                         a->policies, NULL, {NULL}, {NULL}, NULL, a->steps};
     int rc = -1;
     if (report_mkdir_p(a->dir, e) || x.run(&x, c, e))
         goto done;
@@ -364,8 +363,8 @@ int paper_run_compare(const paper_compare_opts *a, paper_doc *d, ts_err *e)
     if (c->boot)
         snprintf(boot, sizeof boot, "bootstrap: %d resamples of the prompts", c->boot);
     char steps[48] = "one RL step";
-    if (c->steps > 1)
-        snprintf(steps, sizeof steps, "%d RL steps", c->steps);
+    if (a->steps > 1)
+        snprintf(steps, sizeof steps, "%d RL steps", a->steps);
     snprintf(d->meta, sizeof d->meta, "tailsim %s; calibration: %s; seed %llu; %s; %s "
              "per policy; no published numbers are set against it.",
              d->version, d->calibration, d->seed, boot, steps);

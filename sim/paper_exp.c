@@ -229,8 +229,8 @@ static int run_policy(const paper_exp *x, paper_ctx *c, const scenario *s, const
             ts_errf(e, "no metric %s", keys[k]);
             goto done;
         }
-    run_set_identity(rec, p->name, s->name, hw->calibration, s->seed, r.step[0].gpus,
-                     r.step[0].replicas, r.step[0].tp);
+    run_set_identity(rec, c->adhoc ? "compare" : "paper", s->name, hw->calibration, s->seed,
+                     r.step[0].gpus, r.step[0].replicas, r.step[0].tp);
     run_set_policy(rec, p->name);
     snprintf(sub, sizeof sub, "%s-%s", x->id, p->name);
     snprintf(dir, sizeof dir, "%s/%s", c->o->dir, sub);
@@ -271,7 +271,7 @@ static int adhoc_figures(const paper_exp *x, paper_ctx *c, const scenario *s,
     for (int i = 0; i < np; i++) {
         snprintf(path, sizeof path, "%s-%s/cdf.png", x->id, plist[i]->name);
         snprintf(cap, sizeof cap, "%s, policy %s: response-length CDF of the %s", s->name,
-                 plist[i]->name, c->steps > 1 ? "steps" : "step");
+                 plist[i]->name, x->steps > 1 ? "steps" : "step");
         if (paper_doc_fig(c->doc, "Length CDFs", path, cap, e))
             return -1;
         scenario a = *s;
@@ -327,7 +327,7 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
         return 0;
     }
     paper_note_calibration(c, hw.calibration);
-    int ns = c->steps > 1 ? c->steps : x->steps > 1 ? x->steps : 1;
+    int ns = x->steps > 1 ? x->steps : 1;
     trace **tr = calloc((size_t)ns, sizeof *tr);
     double(*v)[NK] = calloc((size_t)np, sizeof *v);
     boot_result b = {0};

@@ -37,7 +37,6 @@ typedef struct paper_ctx {
     int have_seed;                 /* 1: seed replaces the scenario's */
     uint64_t seed;
     const char *trace;             /* trace file in place of the scenario's, or NULL */
-    int steps;                     /* RL steps per policy (0 or 1: one; `tailsim paper`: 0) */
     const struct boot_result *boot_done; /* the comparison's bootstrap, already run (or NULL) */
 } paper_ctx;
 

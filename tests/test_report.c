@@ -327,8 +327,17 @@ Test(report, runs_side_by_side)
               "%s", md);
     run_record *one[1] = {a};
     cr_assert_eq(runs_report_write(one, 1, "t.db", tmpdir, &e), -1);
+    /* a run stored without a timeline (a sweep's) gets its CDF, no chart */
+    run_record *c = make_step(16);
+    c->id = 44;
+    c->n_tl = 0;
+    run_record *three[3] = {a, b, c};
+    cr_assert_eq(runs_report_write(three, 3, "t.db", tmpdir, &e), 0, "%s", e.msg);
+    md = slurp(tmpdir, "index.md");
+    cr_assert(strstr(md, "(run-44/cdf.png)") && !strstr(md, "(run-44/gantt.png)"), "%s", md);
     run_record_free(a);
     run_record_free(b);
+    run_record_free(c);
 }
 
 /* The CLI: --run A,B writes the page and each run's report; a repeated or
