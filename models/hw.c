@@ -81,6 +81,9 @@ static const key_spec hw_keys[] = {
     HW_D("host", eager_launch_s, 0, 1e-3, 0),
     HW_D("host", sched_s, 0, 1, 0),
     HW_D("host", sched_req_s, 0, 1e-2, 0),
+    HW_D("host", pcie_bw, 1e8, 1e13, 0),
+    HW_D("host", host_mem_bw, 1e9, 1e14, 0),
+    HW_D("host", host_bytes, 1e9, 1e15, 0),
     {"efficiency", "calibration", KT_STRING, offsetof(hw_desc, calibration),
      sizeof ((hw_desc *)0)->calibration, 0, 0, 0},
 };
@@ -269,6 +272,9 @@ static int load_ini(const char *name, hw_desc *hw, char *ini, ts_err *e)
     d.eager_launch_s = 10e-6;
     d.sched_s = 0.5e-3;
     d.sched_req_s = 2e-6;
+    d.pcie_bw = 50e9;
+    d.host_mem_bw = 450e9;
+    d.host_bytes = 2.0e12;
     snprintf(d.calibration, sizeof d.calibration, "defaults (uncalibrated)");
     _Static_assert(sizeof hw_keys / sizeof hw_keys[0] <= MAX_KEYS, "raise MAX_KEYS");
     if (parse_file("models/hw", name, hw_keys, sizeof hw_keys / sizeof hw_keys[0], &d,

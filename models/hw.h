@@ -32,6 +32,10 @@ typedef struct hw_desc {
     double eager_launch_s;  /* s, host time to launch one kernel outside a CUDA graph */
     double sched_s;         /* s, scheduler CPU time per engine step */
     double sched_req_s;     /* s, scheduler CPU time per running request per step */
+    /* host of a node, for a trainer that offloads its states (sim/rlstep_mem.c) */
+    double pcie_bw;         /* bytes/s per direction between one GPU and host memory */
+    double host_mem_bw;     /* bytes/s, a node's CPU memory bandwidth (CPU optimizer step) */
+    double host_bytes;      /* bytes of host memory per node */
     char calibration[128];  /* where the efficiency values came from */
 } hw_desc;
 

@@ -13,9 +13,12 @@
  * Activations follow Korthikanti et al. (2022) with flash attention (no
  * s^2 term): 34 * hidden bytes per token per layer, or 2 * hidden (the layer
  * input) with full recomputation.  Pure functions, bytes; they cannot fail.
- * Used by the rollout replica (KV capacity) and by DCP (memory feasibility).
+ * Used by the rollout replica (KV capacity), by DCP (memory feasibility) and
+ * by the RL trainers (mem_train_fsdp: the actor update's peak).
  */
 #include "models/memory.h"
+
+#include <math.h>
 
 /* KV heads held by one GPU. */
 static double kv_heads_per_gpu(const llm_desc *m, int tp)
@@ -86,4 +89,27 @@ double mem_model_states_params(double params, int zero_stage, int dp)
     default:
         return 16.0 * p / n;
     }
+}
+
+void mem_train_fsdp(const llm_desc *m, int gpus, int gpus_per_node, double tokens, int recompute,
+                    double act_factor, int offload, mem_train *out)
+{
+    double n = gpus < 1 ? 1.0 : (double)gpus;
+    int local = gpus_per_node < 1 ? 1 : gpus_per_node;
+    if (local > gpus)
+        local = gpus < 1 ? 1 : gpus;
+    double P = llm_params(m), h = m->hidden;
+    /* VeRL keeps the actor in fp32 (model_dtype) with bf16 compute: fp32
+     * parameters and gradients and Adam's two fp32 moments, all sharded */
+    double states = 16.0 * P / n;
+    /* the largest FSDP unit: a decoder layer, or the embedding / LM head */
+    double layer_p = (P - (m->tied ? 1.0 : 2.0) * m->vocab * h - h) / (m->layers > 0 ? m->layers : 1);
+    double unit = fmax(layer_p, (double)m->vocab * h);
+    out->states = offload ? 0.0 : states;
+    out->host = offload ? states * local : 0.0;
+    out->gathered = 2.0 * 2.0 * unit;
+    out->kept = m->layers * mem_act_layer_per_token(m, act_factor, recompute) * tokens;
+    out->layer = recompute ? act_factor * h * tokens : 0.0;
+    out->logits = 4.0 * (double)m->vocab * tokens;
+    out->total = out->states + out->gathered + out->kept + out->layer + out->logits;
 }

@@ -32,4 +32,31 @@ double mem_act_layer_per_token(const llm_desc *m, double act_factor, int checkpo
  * dp GPUs, with the accounting of mem_model_states(), bytes. */
 double mem_model_states_params(double params, int zero_stage, int dp);
 
+/* Peak memory per GPU of an FSDP actor update (VeRL's FSDP workers), bytes:
+ * what mem_train_fsdp() counts, term by term. */
+typedef struct mem_train {
+    double states;   /* fp32 parameters, gradients, Adam m and v, sharded over the
+                      * trainer's GPUs (16 B/param / gpus); 0 when offloaded */
+    double gathered; /* two FSDP units' bf16 weights, all-gathered (the one
+                      * computing and the one prefetched) */
+    double kept;     /* activations kept for the backward: each layer's bf16
+                      * input when checkpointed, else every layer's act_factor */
+    double layer;    /* one checkpointed layer's activations while it is
+                      * recomputed and back-propagated */
+    double logits;   /* the LM head's bf16 logits and one tensor of their size
+                      * (their gradient), tokens x vocab x 4 B */
+    double total;    /* their sum, per GPU */
+    double host;     /* offloaded model states held by one node's host memory */
+} mem_train;
+
+/* Fills *out for an actor of `params` parameters (m's shapes) trained on
+ * `gpus` GPUs (gpus_per_node to a node), each holding `tokens` tokens of its
+ * largest micro-batch (its share of the sequences under sequence
+ * parallelism), with full activation checkpointing (recompute 1) or none,
+ * act_factor bytes per token per hidden unit for a kept layer, and the
+ * model states on the GPU (offload 0) or on the host (1, FSDP2's
+ * CPUOffloadPolicy).  Cannot fail. */
+void mem_train_fsdp(const llm_desc *m, int gpus, int gpus_per_node, double tokens, int recompute,
+                    double act_factor, int offload, mem_train *out);
+
 #endif

@@ -177,6 +177,8 @@ static int step_metrics(run_record *rec, const rlstep_result *res, const trace *
     add(rec, "rollout_utilization", ro->utilization, &oom);
     if (full)
         add(rec, "train_imbalance", res->train_imbalance, &oom);
+    if (full && !res->train_dcp)
+        add(rec, "train_mem_gb", res->train_mem_gb, &oom);
     if (full && res->train_dcp) {
         add(rec, "update_plan_steps", res->update_plan_steps, &oom);
         add(rec, "update_bound_s", res->update_bound_s, &oom);

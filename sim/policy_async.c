@@ -103,6 +103,7 @@ static int async_step(carry_state *cs, const scenario *sr, const scenario *st, c
     res->phase_s[PH_SYNC] = sync;
     res->phase_t0[PH_SYNC] = t1 - sync - s0;
     res->train_imbalance = tr.train_imbalance;
+    res->train_mem_gb = tr.train_mem_gb;
     res->gpus = gall;
     res->step_s = t1 - s0;
     clk->r_end = r1;

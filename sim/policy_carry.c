@@ -355,6 +355,7 @@ int carry_step(carry_state *cs, const scenario *s, const hw_desc *hw, const llm_
         res->phase_t0[ph] = tr.phase_t0[ph] + t_train;
     }
     res->train_imbalance = tr.train_imbalance;
+    res->train_mem_gb = tr.train_mem_gb;
     res->step_s = t_train + tr.step_s;
     return 0;
 }

@@ -34,6 +34,7 @@
 #include "models/comm.h"
 #include "models/cost.h"
 #include "models/memory.h"
+#include "sim/rlstep_mem.h"
 #include "sim/rlstep_train.h"
 
 int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
@@ -138,19 +139,32 @@ int rlstep_rollout(const scenario *s, const hw_desc *hw, const llm_desc *m, cons
     return rlstep_rollout_opts(s, hw, m, t, NULL, res, rec, e);
 }
 
-/* Time of one micro-batch: forward only (kind 0) or forward + backward. */
-static double micro_batch(const scenario *s, const hw_desc *hw, const llm_desc *m, int kind,
-                          double tokens, double sq)
+/* The longest sequence (prompt + capped response) of batch t, tokens. */
+static double longest_seq(const scenario *s, const trace *t)
 {
-    return kind ? cost_train_fwd_bwd(hw, m, tokens, sq, s->recompute)
-                : cost_train_fwd(hw, m, tokens, sq);
+    double most = 0;
+    for (size_t i = 0; i < t->n_prompts; i++)
+        for (int32_t j = 0; j < t->prompts[i].n_resp; j++)
+            most = fmax(most, (double)t->prompts[i].prompt_tokens +
+                                  scenario_cap_response(s, t->prompts[i].resp[j]));
+    return most;
+}
+
+/* Time of one micro-batch: forward only (kind 0) or forward + backward,
+ * and no shorter than its host copies under train.offload (host_s). */
+static double micro_batch(const scenario *s, const hw_desc *hw, const llm_desc *m, int kind,
+                          double tokens, double sq, double host_s)
+{
+    return fmax(host_s, kind ? cost_train_fwd_bwd(hw, m, tokens, sq, s->recompute)
+                             : cost_train_fwd(hw, m, tokens, sq));
 }
 
 /* Per-GPU time of a training phase.  `kind` 0: forward only; 1: forward +
- * backward (+ recomputation).  Response k of n goes to GPU k*gpus/n (equal
+ * backward (+ recomputation); host_s: a micro-batch's host copies under
+ * train.offload (0 without).  Response k of n goes to GPU k*gpus/n (equal
  * contiguous slices, trace order).  Writes gpus entries into per_gpu. */
 static void train_phase(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
-                        int kind, double *per_gpu)
+                        int kind, double host_s, double *per_gpu)
 {
     size_t n = trace_n_responses(t), k = 0;
     for (int g = 0; g < s->gpus; g++)
@@ -164,7 +178,7 @@ static void train_phase(const scenario *s, const hw_desc *hw, const llm_desc *m,
             int32_t len = scenario_cap_response(s, p->resp[j]);
             double seq = (double)p->prompt_tokens + len;
             if (mb_tok > 0 && (gk != g || mb_tok + seq > s->micro_batch_tokens)) {
-                per_gpu[g] += micro_batch(s, hw, m, kind, mb_tok, mb_sq);
+                per_gpu[g] += micro_batch(s, hw, m, kind, mb_tok, mb_sq, host_s);
                 mb_tok = mb_sq = 0;
             }
             g = gk;
@@ -173,7 +187,7 @@ static void train_phase(const scenario *s, const hw_desc *hw, const llm_desc *m,
         }
     }
     if (mb_tok > 0)
-        per_gpu[g] += micro_batch(s, hw, m, kind, mb_tok, mb_sq);
+        per_gpu[g] += micro_batch(s, hw, m, kind, mb_tok, mb_sq, host_s);
 }
 
 /* Adds a phase where GPU g is busy for busy[g] (NULL: all busy, or all idle
@@ -244,16 +258,26 @@ static double train_phases(const scenario *s, const hw_desc *hw, const llm_desc 
     if (reward > 0 && add_phase(rec, gpus, PH_REWARD, now, NULL, reward, TL_IDLE) < 0)
         return ts_errf(e, "out of memory for the timeline");
     now += reward;
-    if (strcmp(s->train_strategy, "none"))
+    if (strcmp(s->train_strategy, "none")) {
+        if (s->train_offload)
+            return ts_errf(e, "%s: train.offload is not modelled under train.strategy %s (its "
+                              "planners keep the model states on the GPU)",
+                           s->path, s->train_strategy);
         return dcp_phases(s, hw, m, t, now, res, rec, e) ? -1 : res->step_s;
+    }
     if (s->mini_batch_prompts > 0) /* as VeRL's FSDP workers run it (sim/rlstep_verl.c) */
         return rlstep_verl_phases(s, hw, m, t, now, res, rec, e) ? -1 : res->step_s;
+    /* memory: a GPU holds a micro-batch, the budget or one longer sequence */
+    train_mem tm;
+    if (train_mem_plan(s, hw, m, gpus, fmax(s->micro_batch_tokens, longest_seq(s, t)), &tm, e))
+        return -1;
+    res->train_mem_gb = tm.need.total / 1e9;
     /* old log-prob and reference forward passes */
     for (int ph = PH_OLD_LOGP; ph <= PH_REF; ph++) {
         res->phase_t0[ph] = now;
         if (ph == PH_REF && !s->ref_model)
             continue;
-        train_phase(s, hw, m, t, 0, per_gpu);
+        train_phase(s, hw, m, t, 0, ph == PH_REF ? tm.ref_s : tm.fwd_s, per_gpu);
         double len = 0;
         for (int g = 0; g < gpus; g++)
             len = fmax(len, per_gpu[g]);
@@ -263,9 +287,9 @@ static double train_phases(const scenario *s, const hw_desc *hw, const llm_desc 
         now += len;
     }
     /* actor update: epochs of forward+backward, one gradient sync each */
-    train_phase(s, hw, m, t, 1, per_gpu);
+    train_phase(s, hw, m, t, 1, tm.bwd_s, per_gpu);
     double grad = comm_reduce_scatter(hw, mem_weights(m, 1), gpus) +
-                  comm_allgather(hw, mem_weights(m, 1), gpus);
+                  comm_allgather(hw, mem_weights(m, 1), gpus) + tm.opt_s;
     double len = 0, sum = 0;
     for (int g = 0; g < gpus; g++) {
         per_gpu[g] = per_gpu[g] * s->update_epochs;

@@ -20,6 +20,8 @@ typedef struct rlstep_result {
     double step_s;            /* s */
     double train_imbalance;   /* update phase: mean over GPUs of (max - t_g) / max; with a
                                * train.strategy, DCP's (sim/rlstep_train.h) */
+    double train_mem_gb;      /* the actor update's peak per GPU, GB (sim/rlstep_mem.h;
+                               * 0 under a train.strategy, whose plan has its own) */
     int train_dcp;            /* 1: the training phases were planned by train.strategy */
     double update_plan_steps; /* train_dcp: the plan's steps (barriers) in the update, all epochs */
     double update_bound_s;    /* train_dcp: DCP's lower bound on the update, s */

@@ -39,6 +39,7 @@
 #include "models/comm.h"
 #include "models/memory.h"
 #include "models/train_cost.h"
+#include "sim/rlstep_mem.h"
 
 typedef struct verl_ctx {
     const hw_desc *hw;
@@ -46,6 +47,8 @@ typedef struct verl_ctx {
     tc_par par;
     double budget;          /* tokens per micro-batch of a rank */
     double ag_s, rs_s;      /* FSDP weight all-gather, gradient reduce-scatter, s */
+    double host_s;          /* train.offload: host copies of a forward micro-batch, s */
+    train_mem mem;          /* the update's memory and offload costs */
     double *bin;            /* scratch: tokens per micro-batch */
     int32_t *sort;          /* scratch: merge sort buffer (one per response) */
     tc_work *w;             /* scratch: work per micro-batch */
@@ -140,6 +143,7 @@ static double rank_time(verl_ctx *c, const int32_t *seq, int k, const double *L,
         nb++;
     }
     double t = 0, comm = bwd ? 2 * c->ag_s + c->rs_s : c->ag_s;
+    comm = fmax(comm, bwd ? c->mem.bwd_s : c->host_s);
     for (int b = 0; b < nb; b++) {
         tc_breakdown bd;
         double full = tc_microbatch_time(c->hw, &c->tm, &c->par, &c->w[b], &bd);
@@ -214,6 +218,11 @@ int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, 
         }
     /* balance: longest first into the lightest rank that has room */
     sort_idx(order, n, L, c.sort);
+    /* memory: a GPU holds its 1/sp of a micro-batch, the budget or one
+     * longer sequence */
+    if (train_mem_plan(s, hw, m, gpus, fmax(c.budget, L[order[0]]) / sp, &c.mem, e))
+        goto done;
+    res->train_mem_gb = c.mem.need.total / 1e9;
     int32_t cap = (int32_t)((n + (size_t)dp - 1) / (size_t)dp);
     for (size_t i = 0; i < n; i++) {
         int best = -1;
@@ -240,6 +249,7 @@ int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, 
             continue;
         double len = 0;
         size_t off = 0;
+        c.host_s = ph == PH_REF ? c.mem.ref_s : c.mem.fwd_s;
         for (int r = 0; r < dp; r++) {
             busy[r] = rank_time(&c, shard + off, cnt[r], L, 0, tmp);
             off += (size_t)cnt[r];
@@ -265,11 +275,11 @@ int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, 
         for (int r = 0; r < dp; r++) {
             int32_t take = cnt[r] - j < mini ? cnt[r] - j : mini;
             double tr = take > 0 ? rank_time(&c, shard + off + j, take, L, 1, tmp) : 0;
-            busy[r] += tr;
+            busy[r] += tr + c.mem.opt_s;
             slow = fmax(slow, tr);
             off += (size_t)cnt[r];
         }
-        len += slow;
+        len += slow + c.mem.opt_s; /* train.offload: the step on the host CPUs */
     }
     for (int r = 0; r < dp; r++) {
         busy[r] *= s->update_epochs;

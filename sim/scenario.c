@@ -49,6 +49,8 @@ static const key_def keys[] = {
     {"train", "ref_model", K_BOOL, OFF(ref_model), 0, 1, "reference-policy forward pass"},
     {"train", "sp", K_INT, OFF(train_sp), 1, 1024, "Ulysses SP size of VeRL's training phases"},
     {"train", "mini_batch_prompts", K_INT, OFF(mini_batch_prompts), 0, 1 << 20, "PPO mini-batch in prompts (0: one pass)"},
+    {"train", "offload", K_BOOL, OFF(train_offload), 0, 1, "model states on the host, optimizer step on the CPU"},
+    {"train", "mem_cap", K_DBL, OFF(train_mem_cap), 0.05, 1.0, "fraction of HBM the actor update may use"},
     {"train", "strategy", K_STR, OFF(train_strategy), 0, 32, "none | bucket | packed | dcp-intra | dcp-inter | dcp-inter+pac"},
     {"spec", "mode", K_STR, OFF(spec_mode), 0, 16, "off | always | adaptive"},
     {"spec", "patience", K_INT, OFF(spec_patience), 1, 1 << 20, "tail decode iterations before the switch"},
@@ -147,6 +149,8 @@ static void scenario_defaults(scenario *s)
     s->ref_model = 1;
     s->train_sp = 1;
     s->mini_batch_prompts = 0;
+    s->train_offload = 0;
+    s->train_mem_cap = 0.9;
     snprintf(s->train_strategy, sizeof s->train_strategy, "none");
     s->trace_step = -1;
     s->sort_noise = 0.0;

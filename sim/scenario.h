@@ -81,6 +81,8 @@ typedef struct scenario {
     int ref_model;           /* 1: a reference-policy forward pass (KL) */
     int train_sp;            /* Ulysses SP size of the VeRL training phases */
     int mini_batch_prompts;  /* PPO mini-batch, prompts (0: one update pass, no VeRL model) */
+    int train_offload;       /* 1: model states on the host (FSDP2 CPUOffloadPolicy) */
+    double train_mem_cap;    /* fraction of HBM the actor update may use */
     char train_strategy[32]; /* none (plain DP) | bucket | packed | dcp-intra | dcp-inter |
                               * dcp-inter+pac: the DCP planner of the training phases */
     /* [spec] */

@@ -453,6 +453,39 @@ Test(models, memory)
     cr_expect_lt(mem_act_per_token(&q7, 1), mem_act_per_token(&q7, 0));
 }
 
+/* The actor update's peak (models/memory.c, mem_train_fsdp), term by term on
+ * Qwen2.5-7B (28 layers, hidden 3584, vocab 152064, untied head). */
+Test(models, training_memory_terms)
+{
+    double p = llm_params(&q7), tok = 16384, h = 3584, V = 152064;
+    mem_train a, b, c;
+    mem_train_fsdp(&q7, 64, 8, tok, 1, 34.0, 0, &a);
+    cr_expect_float_eq(a.states, 16 * p / 64, 1e-6 * p);
+    cr_expect_float_eq(a.kept, 28 * 2 * h * tok, 1.0);       /* each layer's bf16 input */
+    cr_expect_float_eq(a.layer, 34 * h * tok, 1.0);          /* one layer recomputed */
+    cr_expect_float_eq(a.logits, 4 * V * tok, 1.0);
+    cr_expect_float_eq(a.gathered, 4 * V * h, 1.0);          /* two units: the embedding is the largest */
+    cr_expect_float_eq(a.total, a.states + a.gathered + a.kept + a.layer + a.logits, 1.0);
+    cr_expect_float_eq(a.host, 0.0, 1e-9);
+    /* offload moves the states to the host: a node holds its 8 GPUs' shards */
+    mem_train_fsdp(&q7, 64, 8, tok, 1, 34.0, 1, &b);
+    cr_expect_float_eq(b.states, 0.0, 1e-9);
+    cr_expect_float_eq(b.host, 8 * a.states, 1e-6 * p);
+    cr_expect_float_eq(b.total, a.total - a.states, 1.0);
+    /* without checkpointing every layer keeps its activations */
+    mem_train_fsdp(&q7, 64, 8, tok, 0, 34.0, 0, &c);
+    cr_expect_float_eq(c.kept, 28 * 34 * h * tok, 1.0);
+    cr_expect_float_eq(c.layer, 0.0, 1e-9);
+    cr_expect_gt(c.total, a.total);
+    /* fewer GPUs or more tokens never need less; a node of 4 holds 4 shards */
+    mem_train_fsdp(&q7, 8, 8, tok, 1, 34.0, 0, &c);
+    cr_expect_float_eq(c.states, 8 * a.states, 1e-6 * p);
+    mem_train_fsdp(&q7, 64, 8, 2 * tok, 1, 34.0, 0, &c);
+    cr_expect_gt(c.total, a.total);
+    mem_train_fsdp(&q7, 4, 8, tok, 1, 34.0, 1, &c);
+    cr_expect_float_eq(c.host, 16 * p, 1e-6 * p);
+}
+
 /* ---- Vidur CSVs -------------------------------------------------------------- */
 
 static const char *shared_dir(void)

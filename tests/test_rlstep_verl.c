@@ -122,3 +122,55 @@ Test(rlstep_verl, bad_settings_are_errors)
     cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, NULL, &e), -1);
     cr_assert(strstr(e.msg, "train.sp") != NULL, "%s", e.msg);
 }
+
+/* train.offload (sim/rlstep_mem.c): the states leave the GPU, and every
+ * mini-batch pays a CPU optimizer step and micro-batches no shorter than
+ * their host copies; in the plain trainer (mini_batch_prompts 0) too. */
+Test(rlstep_verl, offload_trades_gpu_memory_for_host_copies_and_a_cpu_step)
+{
+    ts_err e = {{0}};
+    double P = llm_params(&m), shard = P / s.gpus;
+    double opt = 28 * shard * 8 / hw.host_mem_bw, bwd = 8 * shard / hw.pcie_bw;
+    int minibatches = (int)tr->n_prompts / 4;
+    for (int mini = 4; mini >= 0; mini -= 4) {
+        rlstep_result a = run_mini(mini);
+        cr_assert_eq(scenario_set(&s, "train.offload=true", &e), 0, "%s", e.msg);
+        rlstep_result b = run_mini(mini);
+        cr_assert_eq(scenario_set(&s, "train.offload=false", &e), 0, "%s", e.msg);
+        cr_assert_gt(a.train_mem_gb, 1.0);
+        cr_assert_float_eq(a.train_mem_gb - b.train_mem_gb, 16 * shard / 1e9, 1e-9,
+                           "mini %d: %g -> %g GB", mini, a.train_mem_gb, b.train_mem_gb);
+        int steps = mini ? minibatches : 1;
+        cr_assert_geq(b.phase_s[PH_UPDATE], a.phase_s[PH_UPDATE] + steps * opt * (1 - 1e-9),
+                      "mini %d: update %g -> %g s, %d optimizer steps of %g s", mini,
+                      a.phase_s[PH_UPDATE], b.phase_s[PH_UPDATE], steps, opt);
+        cr_assert_geq(b.phase_s[PH_UPDATE], steps * (bwd + opt) * (1 - 1e-9));
+        cr_assert_geq(b.phase_s[PH_OLD_LOGP], a.phase_s[PH_OLD_LOGP]);
+        rlstep_result_free(&a);
+        rlstep_result_free(&b);
+    }
+    cr_assert_eq(scenario_set(&s, "train.mini_batch_prompts=4", &e), 0, "%s", e.msg);
+}
+
+/* An update over the memory cap is an error naming the keys that fix it and
+ * the same figure the run that fits reports. */
+Test(rlstep_verl, an_update_over_the_cap_is_an_error)
+{
+    ts_err e = {{0}};
+    rlstep_result a = run_mini(4), r;
+    char want[64];
+    snprintf(want, sizeof want, "needs %.1f GB per GPU", a.train_mem_gb);
+    char cap[64];
+    snprintf(cap, sizeof cap, "train.mem_cap=%g", 0.99 * a.train_mem_gb * 1e9 / hw.hbm_bytes);
+    cr_assert_eq(scenario_set(&s, cap, &e), 0, "%s", e.msg);
+    cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, NULL, &e), -1);
+    cr_assert(strstr(e.msg, want) && strstr(e.msg, "train.mem_cap") && strstr(e.msg, "train.sp") &&
+                  strstr(e.msg, "train.offload = true"),
+              "%s", e.msg);
+    cr_assert_eq(scenario_set(&s, "train.offload=true", &e), 0, "%s", e.msg);
+    cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, NULL, &e), 0, "offload frees the states: %s", e.msg);
+    rlstep_result_free(&r);
+    rlstep_result_free(&a);
+    cr_assert_eq(scenario_set(&s, "train.offload=false", &e), 0, "%s", e.msg);
+    cr_assert_eq(scenario_set(&s, "train.mem_cap=0.9", &e), 0, "%s", e.msg);
+}

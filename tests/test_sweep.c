@@ -288,7 +288,7 @@ Test(sweep, two_sweeps_write_one_database_at_once, .timeout = 300)
 Test(sweep, plan_skips_what_cannot_run_and_draws_the_front, .timeout = 300)
 {
     sh("rm -rf " DIR "/p && mkdir -p " DIR "/p");
-    const char *args = "plan qwen32b-64gpu --gpus 8,12 --tp 1,8 --policies verl,tlt"
+    const char *args = "plan qwen32b-64gpu --gpus 8,12,32 --tp 1,8 --policies verl,tlt"
                        " --set trace.prompts=8 --target-step 1h --json";
     char cmd[512];
     snprintf(cmd, sizeof cmd, "build/tailsim %s -j 1 2>/dev/null", args);
@@ -296,12 +296,16 @@ Test(sweep, plan_skips_what_cannot_run_and_draws_the_front, .timeout = 300)
     snprintf(cmd, sizeof cmd, "build/tailsim %s -j 2 -o " DIR "/p 2>/dev/null", args);
     char *b = run_capture(cmd);
     cr_assert_str_eq(a, b, "plan -j 1 and -j 2 differ");
-    cr_assert(strstr(a, "\"searched\": 8"), "%s", a);
+    cr_assert(strstr(a, "\"searched\": 12"), "%s", a);
     cr_assert(strstr(a, "does not divide"), "gpus 12 at tp 8 must be skipped: %s", a);
+    cr_assert(strstr(a, "the actor update of qwen2.5-32b on 8 GPUs needs"),
+              "32B's update does not fit 8 GPUs: %s", a);
     size_t skipped = 0;
     for (const char *q = a; (q = strstr(q, "\"reason\"")); q++)
         skipped++;
-    cr_assert_eq(skipped, 6, "tp 1 (32B does not fit) and tp 8 on 12 GPUs must be skipped: %s", a);
+    cr_assert_eq(skipped, 10,
+                 "tp 1 (32B does not fit), tp 8 on 12 GPUs and the update on 8 must be skipped: %s",
+                 a);
     cr_assert(strstr(a, "\"pareto\": true"), "%s", a);
     cr_assert(strstr(a, "\"cheapest\": {"), "%s", a);
     struct stat sb;

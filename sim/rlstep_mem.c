@@ -1,0 +1,59 @@
+/*
+ * Memory of the RL trainers' FSDP actor.
+ *
+ * The peak is the actor update's (models/memory.c, mem_train_fsdp): the
+ * forward-only phases (old log-prob, reference) hold no gradients or
+ * optimizer states' traffic and keep no activations for a backward, so they
+ * fit when the update does.  The rollout's KV capacity (rollout.mem_util)
+ * assumes the trainer's states are not on the GPU while it runs, as VeRL's
+ * param_offload / optimizer_offload or its sleep mode arrange.
+ *
+ * train.offload keeps the model states in host memory for the whole update
+ * (FSDP2's CPUOffloadPolicy): every micro-batch copies the GPU's fp32 shard
+ * in for its forward and again for its backward (the parameters are
+ * resharded after the forward) and copies the fp32 gradient shard out;
+ * prefetching overlaps the copies with compute as it does the all-gathers,
+ * so the trainers take the larger of the two.  The optimizer step runs on
+ * the host CPUs: Adam reads parameters, gradients and both moments and
+ * writes back three of them, 28 bytes per parameter, over a node's memory
+ * bandwidth for the shards of its GPUs.
+ */
+#include "sim/rlstep_mem.h"
+
+#include "models/hw.h"
+
+int train_mem_plan(const scenario *s, const hw_desc *hw, const llm_desc *m, int gpus,
+                   double tokens, train_mem *tm, ts_err *e)
+{
+    int gpn = s->gpus_per_node > 0 ? s->gpus_per_node : hw->gpus_per_node;
+    int local = gpn < gpus ? gpn : gpus;
+    mem_train_fsdp(m, gpus, gpn, tokens, s->recompute, s->dcp.act_factor, s->train_offload,
+                   &tm->need);
+    const mem_train *n = &tm->need;
+    double cap = s->train_mem_cap * hw->hbm_bytes;
+    if (n->total > cap)
+        return ts_errf(e, "%s: train: the actor update of %s on %d GPUs needs %.1f GB per GPU "
+                          "(model states %.1f, gathered weights %.1f, kept activations %.1f, "
+                          "one layer %.1f, logits %.1f; %.0f tokens per GPU), over "
+                          "train.mem_cap %.2f x %.1f GB of %s = %.1f GB; use more GPUs, a "
+                          "smaller train.micro_batch_tokens%s, or train.offload = true",
+                       s->path, m->name, gpus, n->total / 1e9, n->states / 1e9,
+                       n->gathered / 1e9, n->kept / 1e9, n->layer / 1e9, n->logits / 1e9,
+                       tokens, s->train_mem_cap, hw->hbm_bytes / 1e9, hw->name, cap / 1e9,
+                       s->mini_batch_prompts > 0 ? " or a larger train.sp" : "");
+    if (n->host > hw->host_bytes)
+        return ts_errf(e, "%s: train.offload: the model states of %s on %d GPUs take %.0f GB of "
+                          "host memory per node (%d GPUs' shards), over the %.0f GB of a %s "
+                          "node; use more GPUs",
+                       s->path, m->name, gpus, n->host / 1e9, local, hw->host_bytes / 1e9,
+                       hw->name);
+    tm->fwd_s = tm->ref_s = tm->bwd_s = tm->opt_s = 0;
+    if (s->train_offload) {
+        double shard = llm_params(m) / (gpus > 0 ? gpus : 1);
+        tm->fwd_s = 4.0 * shard / hw->pcie_bw;
+        tm->ref_s = 2.0 * shard / hw->pcie_bw;
+        tm->bwd_s = 8.0 * shard / hw->pcie_bw;
+        tm->opt_s = 28.0 * shard * local / hw->host_mem_bw;
+    }
+    return 0;
+}
