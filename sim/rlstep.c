@@ -14,12 +14,14 @@
  *   update    forward + backward (+ recomputation) per epoch, then one
  *             gradient reduce-scatter and parameter all-gather.
  *
- * With train.strategy = none (the default), training phases use plain data parallelism over all GPUs, as VeRL splits a
- * batch: responses in trace order, equal counts per GPU, each GPU packing its
+ * With train.strategy = none (the default), training phases use plain data
+ * parallelism over all GPUs, as VeRL splits a batch: responses in trace order, equal counts per GPU, each GPU packing its
  * sequences greedily into micro-batches of at most micro_batch_tokens (a
  * longer sequence is a micro-batch of its own).  A GPU is busy for its own
  * micro-batches and idle until the slowest GPU finishes: the imbalance of
- * variable lengths in training shows up here, as in DCP's motivation.  Any
+ * variable lengths in training shows up here, as in DCP's motivation.  The
+ * update must fit in memory, a GPU holding its largest micro-batch, and
+ * train.offload moves the model states to the host (sim/rlstep_mem.c).  Any
  * other train.strategy plans the three training phases with that DCP
  * strategy instead (sim/rlstep_train.c): per-group SP sizes, micro-batches
  * and accumulation counts, still one gradient sync per epoch.

@@ -28,8 +28,11 @@
  *   (ppo_mini_batch_size 4 on 7B, 8 on 32B): every mini-batch ends in an
  *   optimizer step, a barrier, so each costs its slowest rank, and
  *   train.update_epochs passes repeat it.
- * Parameter and optimizer offload (param_offload, optimizer_offload) move
- * each GPU's 1/gpus shard once per phase; not priced (well under a second).
+ * Parameter and optimizer offload between phases (param_offload,
+ * optimizer_offload) move each GPU's 1/gpus shard once per phase; not priced
+ * (well under a second).  The update's memory is checked, and keeping the
+ * states in host memory through the update (train.offload) is priced, by
+ * sim/rlstep_mem.c.
  */
 #include "sim/rlstep_verl.h"
 
