@@ -129,6 +129,42 @@ extern "C" void kt_free(void *d)
         (void)cudaFree(d);
 }
 
+static int host_malloc_checked(void **p, size_t bytes)
+{
+    CUDA_CHECK(cudaMallocHost(p, bytes ? bytes : 1));
+    return 0;
+}
+
+extern "C" void *kt_host_malloc(size_t bytes)
+{
+    void *p = NULL;
+    if (host_malloc_checked(&p, bytes)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kt_errbuf);
+        kt_seterr(__FILE__, __LINE__, "allocating %zu pinned host bytes: %s", bytes, msg);
+        return NULL;
+    }
+    return p;
+}
+
+extern "C" void kt_host_free(void *h)
+{
+    if (h)
+        (void)cudaFreeHost(h);
+}
+
+extern "C" int kt_copy_h2d(void *d_dst, const void *h_src, size_t bytes)
+{
+    CUDA_CHECK(cudaMemcpyAsync(d_dst, h_src, bytes, cudaMemcpyHostToDevice, 0));
+    return 0;
+}
+
+extern "C" int kt_copy_d2h(void *h_dst, const void *d_src, size_t bytes)
+{
+    CUDA_CHECK(cudaMemcpyAsync(h_dst, d_src, bytes, cudaMemcpyDeviceToHost, 0));
+    return 0;
+}
+
 extern "C" int kt_upload(void *d_dst, const void *src, size_t bytes)
 {
     CUDA_CHECK(cudaMemcpy(d_dst, src, bytes, cudaMemcpyHostToDevice));

@@ -61,6 +61,13 @@ int kt_download(void *dst, const void *d_src, size_t bytes);
 int kt_sync(void);              /* waits for the device; reports async errors */
 /* Device-to-device copy on the default stream (asynchronous). */
 int kt_copy(void *d_dst, const void *d_src, size_t bytes);
+/* Pinned (page-locked) host memory, cudaMallocHost; NULL on failure. */
+void *kt_host_malloc(size_t bytes);
+void kt_host_free(void *h);          /* NULL is a no-op */
+/* Host <-> device copies on the default stream (asynchronous, at the host
+ * link's full rate when the host buffer is pinned). */
+int kt_copy_h2d(void *d_dst, const void *h_src, size_t bytes);
+int kt_copy_d2h(void *h_dst, const void *d_src, size_t bytes);
 
 /* Fills n bf16 values with U(-scale, scale), never zero, from (seed, index)
  * on the device: the same seed gives the same data. */

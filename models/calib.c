@@ -37,6 +37,7 @@
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,6 +98,22 @@ double calib_predict(const hw_desc *hw, int kind, const calib_row *r)
 double cost_calib_op(const hw_desc *hw, const calib_row *row)
 {
     return calib_predict(hw, calib_op_kind(row->op), row);
+}
+
+int calib_host_bw(const calib_row *rows, size_t n, double *bw)
+{
+    double most[2] = {0, 0}, rate[2] = {0, 0};
+    for (size_t i = 0; i < n; i++) {
+        int d = !strcmp(rows[i].op, "d2h") ? 1 : !strcmp(rows[i].op, "h2d") ? 0 : -1;
+        if (d < 0 || !(rows[i].m > 0) || !(rows[i].median_us > 0) || rows[i].m <= most[d])
+            continue;
+        most[d] = rows[i].m;
+        rate[d] = rows[i].m / (rows[i].median_us * 1e-6);
+    }
+    if (rate[0] <= 0 && rate[1] <= 0)
+        return -1;
+    *bw = rate[0] <= 0 ? rate[1] : rate[1] <= 0 ? rate[0] : fmin(rate[0], rate[1]);
+    return 0;
 }
 
 void calib_row_shape(const calib_row *r, char *buf, size_t n)

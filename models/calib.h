@@ -84,6 +84,13 @@ double cost_calib_op(const hw_desc *hw, const calib_row *row);
  * Cannot fail (truncates). */
 void calib_row_shape(const calib_row *row, char *buf, size_t n);
 
+/* The host link's bandwidth measured by the rows' pinned copies (ops h2d and
+ * d2h, written by `tailsim-validate calibrate`'s host group): per direction
+ * the largest copy's bytes over its median time, and the slower direction
+ * into *bw, bytes/s.  Returns 0, or -1 (bw untouched) when no such row has a
+ * positive size and time. */
+int calib_host_bw(const calib_row *rows, size_t n, double *bw);
+
 /* hw_load() without the calibration step: the INI's own parameters and
  * calibration string (defined in models/hw.c).  Same errors as hw_load(). */
 int hw_load_ini(const char *name, hw_desc *hw, ts_err *e);

@@ -499,6 +499,10 @@ int fit_write_ini(const hw_desc *hw, const char *path, const char *comment, ts_e
                "ar_eff = %.9g\ncoll_lat_s = %.9g\ncalibration = %s\n",
             hw->gemm_eff, hw->gemm_half_flops, hw->gemm_lat_s, hw->tile_m, hw->tile_n,
             hw->mem_eff, hw->launch_s, hw->attn_eff, hw->ar_eff, hw->coll_lat_s, cal);
+    fprintf(f, "\n[host]\neager_launch_s = %.9g\nsched_s = %.9g\nsched_req_s = %.9g\n"
+               "pcie_bw = %.9g\nhost_mem_bw = %.9g\nhost_bytes = %.9g\n",
+            hw->eager_launch_s, hw->sched_s, hw->sched_req_s, hw->pcie_bw, hw->host_mem_bw,
+            hw->host_bytes);
     if (ferror(f)) {
         ts_atomic_abort(&a);
         return ts_errf(e, "%s: write failed", path);
@@ -512,6 +516,7 @@ int fit_write_calibrated_ini(const hw_desc *start, const calib_row *rows, size_t
 {
     if (fit_hw(start, rows, n, NULL, all, e))
         return ts_err_prefix(e, "fit on all rows of %s: ", csv_path);
+    int host = calib_host_bw(rows, n, &all->hw.pcie_bw) == 0;
     const char *slash = strrchr(csv_path, '/'), *base = slash ? slash + 1 : csv_path;
     snprintf(all->hw.calibration, sizeof all->hw.calibration, "%.50s (%zu rows of %.24s, %s)",
              base, all->rows, n ? rows[0].device : "", "fitted by calib check");
@@ -519,8 +524,9 @@ int fit_write_calibrated_ini(const hw_desc *start, const calib_row *rows, size_t
     snprintf(note, sizeof note,
              "Written by `%s %s -o %s`:\nthe INI %s with gemm_eff, gemm_half_flops, "
              "gemm_lat_s, launch_s, mem_eff and attn_eff\nfitted to all %zu modelled rows "
-             "(RMS relative error %.2f%% -> %.2f%%).",
+             "(RMS relative error %.2f%% -> %.2f%%)%s.",
              tool, csv_path, ini_path, start->name, all->rows, 100 * all->rms_before,
-             100 * all->rms_after);
+             100 * all->rms_after,
+             host ? ",\nand pcie_bw from the measured pinned host copies" : "");
     return fit_write_ini(&all->hw, ini_path, note, e);
 }

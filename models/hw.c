@@ -341,6 +341,7 @@ static int apply_calib(hw_desc *d, const char *ini, const char *csv, ts_err *e)
     if (stat(csv, &sb) == 0 && gmtime_r(&sb.st_mtime, &tm))
         strftime(date, sizeof date, "%Y-%m-%d", &tm);
     *d = fr.hw;
+    calib_host_bw(rows, n, &d->pcie_bw); /* measured pinned copies, when there are */
     char text[512]; /* formatted in full, then cut to the field's size */
     snprintf(text, sizeof text, "%s (%zu/%zu rows fitted at load, %.40s, file of %s)", shown,
              fr.rows, n, rows[0].device, date);

@@ -224,6 +224,11 @@ int calib_check_main(int argc, char **argv, const char *prog, int strict)
     fputs(text, stdout);
     if (json)
         fputc('\n', stdout);
+    double host_bw;
+    if (!json && calib_host_bw(rows, n, &host_bw) == 0)
+        printf("\nhost link (pinned h2d/d2h copies, the slower direction): %.1f GB/s "
+               "(pcie_bw; %s's INI: %.1f)\n",
+               host_bw / 1e9, start.name, start.pcie_bw / 1e9);
     if (ini) {
         fit_result all;
         if (fit_write_calibrated_ini(&start, rows, n, file, prog, ini, &all,

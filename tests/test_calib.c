@@ -737,3 +737,56 @@ Test(calib, calib_check_command)
     cr_expect_eq(fitted.sms, t.sms);
     cr_expect(strstr(fitted.calibration, "cmd.csv (") != NULL, "%s", fitted.calibration);
 }
+
+/* Pinned host copies in the CSV (the validation program's host group) set
+ * pcie_bw: the slower direction of the largest copies; the fitted INI that
+ * `calib check -o` writes keeps it and every [host] key. */
+Test(calib, host_copies_set_the_host_link)
+{
+    hw_desc t = truth_hw(), ini_hw, hw;
+    ts_err e = {{0}};
+    static synth s;
+    synth_rows(&s, &t, 0.02, 29);
+    char ini[700], csv[800];
+    make_root(tmpdir, NULL, &s, ini, sizeof ini);
+    cr_assert_eq(hw_load_ini(ini, &ini_hw, &e), 0, "%s", e.msg);
+    cr_assert_eq(hw_load(ini, &hw, &e), 0, "%s", e.msg);
+    cr_expect_eq(hw.pcie_bw, ini_hw.pcie_bw, "no host rows: the INI's");
+    snprintf(csv, sizeof csv, "%s/models/calib/h200.csv", tmpdir);
+    FILE *f = fopen(csv, "a");
+    cr_assert_not_null(f);
+    double small = 67108864.0, big = 1073741824.0;
+    fprintf(f, "\"Synthetic H200\",1980,3201,h2d,%.0f,0,0,0,0,0,0,%.3f,1,1,0,%.0f,0\n", small,
+            small / 30e9 * 1e6, small);
+    fprintf(f, "\"Synthetic H200\",1980,3201,d2h,%.0f,0,0,0,0,0,0,%.3f,1,1,0,%.0f,0\n", small,
+            small / 30e9 * 1e6, small);
+    fprintf(f, "\"Synthetic H200\",1980,3201,h2d,%.0f,0,0,0,0,0,0,%.3f,1,1,0,%.0f,0\n", big,
+            big / 52e9 * 1e6, big);
+    fprintf(f, "\"Synthetic H200\",1980,3201,d2h,%.0f,0,0,0,0,0,0,%.3f,1,1,0,%.0f,0\n", big,
+            big / 48e9 * 1e6, big);
+    fclose(f);
+    cr_assert_eq(hw_load(ini, &hw, &e), 0, "%s", e.msg);
+    expect_rel(hw.pcie_bw, 48e9, 1e-6, "pcie_bw");
+    expect_rel(hw.gemm_eff, t.gemm_eff, 0.03, "the host rows stay out of the fit");
+
+    calib_row *rows;
+    size_t n;
+    load(csv, &rows, &n);
+    double bw = 0;
+    cr_expect_eq(calib_host_bw(rows, n - 4, &bw), -1, "no host rows");
+    cr_expect_eq(calib_host_bw(rows, n - 1, &bw), 0);
+    expect_rel(bw, 30e9, 1e-6, "the largest d2h left is the 64 MiB one");
+    char out[800];
+    snprintf(out, sizeof out, "%s/fitted.ini", tmpdir);
+    fit_result all;
+    cr_assert_eq(fit_write_calibrated_ini(&ini_hw, rows, n, csv, "tailsim calib check", out,
+                                          &all, &e),
+                 0, "%s", e.msg);
+    free(rows);
+    hw_desc back;
+    cr_assert_eq(hw_load_ini(out, &back, &e), 0, "%s", e.msg);
+    expect_rel(back.pcie_bw, 48e9, 1e-6, "written pcie_bw");
+    cr_expect_eq(back.sched_s, ini_hw.sched_s);
+    cr_expect_eq(back.host_mem_bw, ini_hw.host_mem_bw);
+    cr_expect_eq(back.host_bytes, ini_hw.host_bytes);
+}

@@ -20,6 +20,8 @@
  *   rmsnorm, rope, swiglu, embed   rows 1..8192 at the model widths
  *   verify_accept  argmax over the vocabulary of b*(V+1) rows + acceptance
  *   copy           a 1 GiB device-to-device copy: the bandwidth ceiling
+ *   host           pinned host-to-device (h2d) and device-to-host (d2h)
+ *                  copies of 64 MiB and 1 GiB: the host link (hw pcie_bw)
  *   layer, drafter, train   the composite kernels (one decoder layer, the
  *                  EAGLE draft step, training forward/backward of a
  *                  two-layer stack): validate/calib_model.c
@@ -174,6 +176,44 @@ static int sweep_copy(calib *c)
     }
     kt_free(a.dst);
     kt_free((void *)a.src);
+    return rc;
+}
+
+/* ---- host link ----------------------------------------------------------- */
+
+typedef struct host_arg { void *dev, *host; size_t bytes; int d2h; } host_arg;
+
+static int launch_host(void *p)
+{
+    host_arg *a = p;
+    return a->d2h ? kt_copy_d2h(a->host, a->dev, a->bytes) : kt_copy_h2d(a->dev, a->host, a->bytes);
+}
+
+/* Pinned host <-> device copies of 64 MiB and 1 GiB each way: the host link
+ * a trainer that offloads its states uses (hw pcie_bw, sim/rlstep_mem.c). */
+static int sweep_host(calib *c)
+{
+    size_t most = (size_t)1 << 30;
+    host_arg a = {kt_malloc(most), kt_host_malloc(most), 0, 0};
+    int rc = -1;
+    if (!a.dev || !a.host) {
+        ts_errf(&c->err, "host-link buffers of %zu bytes: %s", most, kt_error());
+        goto done;
+    }
+    memset(a.host, 0x5a, most);
+    for (size_t bytes = (size_t)1 << 26; bytes <= most; bytes <<= 4)
+        for (a.d2h = 0; a.d2h < 2; a.d2h++) {
+            calib_row r = calib_row_init(a.d2h ? "d2h" : "h2d");
+            a.bytes = bytes;
+            r.m = (double)bytes;
+            r.bytes = (double)bytes;
+            if (calib_measure(c, launch_host, &a, &r))
+                goto done;
+        }
+    rc = 0;
+done:
+    kt_free(a.dev);
+    kt_host_free(a.host);
     return rc;
 }
 
@@ -656,7 +696,7 @@ int val_calibrate(int argc, char **argv)
     for (size_t i = 0; !c.quick && rc == 0 && i < NELEM(tp32); i++)
         rc = add_cfg(&c, &c.models[1], tp32[i]);
     struct { const char *name; int (*fn)(calib *); } groups[] = {
-        {"copy", sweep_copy}, {"gemm", sweep_gemm}, {"decode_attn", NULL},
+        {"copy", sweep_copy}, {"host", sweep_host}, {"gemm", sweep_gemm}, {"decode_attn", NULL},
         {"chunk_attn", NULL}, {"rows", sweep_rows}, {"verify", sweep_verify},
         {"layer", calib_sweep_layer}, {"drafter", calib_sweep_drafter},
         {"train", calib_sweep_train},
