@@ -15,6 +15,8 @@
  *   embed             m tokens, n dim
  *   verify_accept     m rows = batch*(q_len+1), n vocab, batch, q_len = V
  *   copy              m bytes copied device to device (the bandwidth ceiling)
+ *   h2d, d2h          m bytes copied between pinned host memory and the device
+ *                     (the host link, hw pcie_bw)
  *   layer_decode      one decoder layer, one new token per sequence: m tokens
  *                     (= batch), n hidden, k tp (shapes are the model's / tp),
  *                     batch, ctx_sum and ctx_max (context tokens attended,
