@@ -1,8 +1,9 @@
 /*
  * `tailsim plan SCENARIO --gpus 32,64,128 --tp 1,2,4,8 --policies verl,tlt
- *  [--train STRATEGIES] [--target-step 30m] [--steps N] [-j N] [--json] [-o DIR]`:
+ *  [--train STRATEGIES] [--offload false,true] [--target-step 30m] [--steps N] [-j N]
+ *  [--json] [-o DIR]`:
  * capacity planning.  The searched configurations are a sweep grid over
- * policy.name x cluster.gpus x rollout.tp (x train.strategy), built in memory
+ * policy.name x cluster.gpus x rollout.tp (x train.strategy x train.offload), built in memory
  * and run by the sweep runner (sim/sweep_run.h, locally or over MPI ranks).
  * Configurations that cannot run (TP not dividing the GPUs, the model not
  * fitting at that TP, ...) are skipped with the reason.  Prints every
@@ -33,8 +34,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tailsim plan SCENARIO [--gpus LIST] [--tp LIST] [--policies LIST]\n"
-            "                    [--train STRATEGIES] [--target-step T] [--steps N] [-j N]\n"
-            "                    [--max-off-policy F] [--set SEC.KEY=VAL] [--json] [-o DIR]\n\n"
+            "                    [--train STRATEGIES] [--offload false,true] [--target-step T]\n"
+            "                    [--steps N] [-j N] [--max-off-policy F] [--set SEC.KEY=VAL]\n"
+            "                    [--json] [-o DIR]\n\n"
             "Searches every combination of GPU count, rollout TP, policy (and training\n"
             "strategy), skipping those that cannot run, and prints the Pareto front of RL\n"
             "step time vs GPU-hours per 1,000 steps and the cheapest configuration meeting\n"
@@ -47,6 +49,8 @@ static void usage(FILE *f)
             "  --policies LIST     policies (default verl,tlt)\n"
             "  --train LIST        train.strategy values (none, bucket, packed, dcp-intra,\n"
             "                      dcp-inter, dcp-inter+pac), through the scenario key table\n"
+            "  --offload LIST      train.offload values (false,true: the actor's states on\n"
+            "                      the GPU or in host memory; \"offload\" in the label)\n"
             "  --target-step T     step-time target: seconds, or with a unit (90s, 30m, 1.5h)\n"
             "  --steps N           RL steps simulated per configuration (default 1)\n"
             "  --max-off-policy F  keep configurations whose offtok is above F (0-1) off the\n"
@@ -91,7 +95,11 @@ static void label(const grid *g, size_t i, char *buf, size_t n)
         const char *v = dm->vals[idx[d]];
         if (dm->n < 2 && strcmp(dm->key, "gpus") && strcmp(dm->key, "tp"))
             continue; /* a fixed --set: the same for every configuration */
-        if (!strcmp(dm->key, "gpus"))
+        int on;
+        if (!strcmp(dm->key, "offload") && !strcmp(dm->section, "train")) {
+            if (!ts_parse_bool(v, &on) && on) /* named when on, silent when off */
+                o += (size_t)snprintf(buf + o, n - o, "%soffload", o ? " " : "");
+        } else if (!strcmp(dm->key, "gpus"))
             o += (size_t)snprintf(buf + o, n - o, "%s%sx", o ? " " : "", v);
         else if (!strcmp(dm->key, "tp"))
             o += (size_t)snprintf(buf + o, n - o, "%stp%s", o ? " " : "", v);
@@ -208,15 +216,22 @@ static int print_plan(const grid *g, const plan_point *pt, size_t np, char **why
 }
 
 /* The reason text of a failure, without the "plan: config N (...): " prefix
- * and the scenario file's path (the same for every configuration). */
-static const char *reason_of(const char *msg)
+ * and the scenario file's path (the same for every configuration), wherever
+ * it stands ("step 0: PATH.ini: ..." -> "step 0: ..."); a copy (free it) or
+ * NULL when out of memory. */
+static char *reason_of(const char *msg)
 {
     const char *p = strstr(msg, "): ");
     p = p ? p + 3 : msg;
-    const char *ini = strstr(p, ".ini: ");
-    if (ini && !memchr(p, ' ', (size_t)(ini - p)))
-        p = ini + 6;
-    return p;
+    char *r = strdup(p);
+    char *ini = r ? strstr(r, ".ini: ") : NULL;
+    if (ini) {
+        char *tok = ini;
+        while (tok > r && tok[-1] != ' ')
+            tok--;
+        memmove(tok, ini + 6, strlen(ini + 6) + 1);
+    }
+    return r;
 }
 
 int cmd_plan(int argc, char **argv)
@@ -227,8 +242,10 @@ int cmd_plan(int argc, char **argv)
         {"target-step", required_argument, 0, 'x'}, {"steps", required_argument, 0, 'n'},
         {"set", required_argument, 0, 'S'},    {"jobs", required_argument, 0, 'j'},
         {"json", no_argument, 0, 'J'},         {"help", no_argument, 0, 'h'},
-        {"max-off-policy", required_argument, 0, 'M'}, {0, 0, 0, 0}};
+        {"max-off-policy", required_argument, 0, 'M'}, {"offload", required_argument, 0, 'O'},
+        {0, 0, 0, 0}};
     const char *gpus = NULL, *tp = NULL, *pols = "verl,tlt", *train = NULL, *out_dir = NULL;
+    const char *offload = NULL;
     const char *sets[64];
     int n_sets = 0, steps = 1, jobs = 1, json = 0, c;
     double target = 0, max_offpol = 1;
@@ -240,6 +257,7 @@ int cmd_plan(int argc, char **argv)
         case 't': tp = optarg; break;
         case 'P': pols = optarg; break;
         case 'T': train = optarg; break;
+        case 'O': offload = optarg; break;
         case 'o': out_dir = optarg; break;
         case 'J': json = 1; break;
         case 'h': usage(stdout); return 0;
@@ -299,7 +317,8 @@ int cmd_plan(int argc, char **argv)
         grid_add_dim(&g, "policy", "name", pols, 0, "--policies", &e) ||
         (gpus && grid_add_dim(&g, "cluster", "gpus", gpus, 0, "--gpus", &e)) ||
         (tp && grid_add_dim(&g, "rollout", "tp", tp, 0, "--tp", &e)) ||
-        (train && grid_add_dim(&g, "train", "strategy", train, 0, "--train", &e)))
+        (train && grid_add_dim(&g, "train", "strategy", train, 0, "--train", &e)) ||
+        (offload && grid_add_dim(&g, "train", "offload", offload, 0, "--offload", &e)))
         goto fail;
     for (int i = 0; i < n_sets; i++) {
         char sec[sizeof g.dim[0].section], key[sizeof g.dim[0].key];
@@ -322,7 +341,7 @@ int cmd_plan(int argc, char **argv)
         ts_err ce = {{0}};
         if (sweep_config_check(&g, i, &ce) == 0)
             mask[i] = 1;
-        else if (!(why[i] = strdup(reason_of(ce.msg)))) {
+        else if (!(why[i] = reason_of(ce.msg))) {
             ts_errf(&e, "out of memory");
             goto fail;
         }
@@ -340,7 +359,7 @@ int cmd_plan(int argc, char **argv)
         if (!mask[i])
             continue;
         if (!col.rec[i]) { /* failed while running: also "cannot run" */
-            if (!(why[i] = strdup(col.err[i] ? reason_of(col.err[i]) : "did not run"))) {
+            if (!(why[i] = col.err[i] ? reason_of(col.err[i]) : strdup("did not run"))) {
                 ts_errf(&e, "out of memory");
                 goto fail;
             }

@@ -126,6 +126,7 @@ static const bad_case cases[] = {
     {"plan_unknown_policy", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --policies verl,warp -o $D/out", 1, "--policies", "warp", "out"},
     {"plan_bad_target", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --target-step 30x -o $D/out", 2, "--target-step", "", "out"},
     {"plan_unknown_strategy", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --train bucket,fastest -o $D/out", 1, "--train", "train.strategy", "out"},
+    {"plan_bad_offload", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --offload false,maybe -o $D/out", 1, "--offload", "train.offload", "out"},
     {"plan_empty_tp", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --tp , -o $D/out", 1, "--tp", "empty item", "out"},
     {"plan_bad_max_off_policy", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --max-off-policy 40% -o $D/out", 2, "--max-off-policy", "fraction", "out"},
     {"plan_max_off_policy_above_1", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --max-off-policy 1.5 -o $D/out", 2, "--max-off-policy", "[0, 1]", "out"},

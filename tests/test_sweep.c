@@ -315,6 +315,22 @@ Test(sweep, plan_skips_what_cannot_run_and_draws_the_front, .timeout = 300)
     free(b);
 }
 
+/* --offload false,true: 32B's update on 8 GPUs is skipped with its states on
+ * the GPU and runs with them in host memory, labelled "offload". */
+Test(sweep, plan_searches_offload, .timeout = 120)
+{
+    char *a = run_capture("build/tailsim plan qwen32b-64gpu --gpus 8 --tp 8 --policies verl"
+                          " --offload false,true --set trace.prompts=8 --json 2>/dev/null");
+    cr_assert(strstr(a, "\"searched\": 2"), "%s", a);
+    const char *inf = strstr(a, "\"infeasible\"");
+    cr_assert(inf && strstr(inf, "\"train.offload\": \"false\"") && strstr(inf, "needs"),
+              "the states on the GPU do not fit: %s", a);
+    cr_assert(strstr(a, "\"label\": \"8x tp8 offload\""), "%s", a);
+    cr_assert(!strstr(a, ".ini: train"), "the reason leaves the scenario's path out: %s", a);
+    cr_assert(strstr(a, "\"cheapest\": {"), "%s", a);
+    free(a);
+}
+
 /* The shipped grids load and every configuration passes the checks. */
 Test(sweep, shipped_grids_validate, .timeout = 120)
 {
