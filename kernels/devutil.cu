@@ -105,22 +105,32 @@ extern "C" int kt_clocks(int *sm_mhz, int *mem_mhz)
 
 /* ---- memory -------------------------------------------------------------- */
 
-static int malloc_checked(void **p, size_t bytes)
+static int malloc_checked(void **p, size_t bytes, int pinned)
 {
-    CUDA_CHECK(cudaMalloc(p, bytes ? bytes : 1));
+    if (pinned)
+        CUDA_CHECK(cudaMallocHost(p, bytes ? bytes : 1));
+    else
+        CUDA_CHECK(cudaMalloc(p, bytes ? bytes : 1));
     return 0;
+}
+
+/* Device memory, or pinned host memory; NULL with the error set. */
+static void *alloc_or_null(size_t bytes, int pinned)
+{
+    void *p = NULL;
+    if (malloc_checked(&p, bytes, pinned)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kt_errbuf);
+        kt_seterr(__FILE__, __LINE__, "allocating %zu %sbytes: %s", bytes,
+                  pinned ? "pinned host " : "", msg);
+        return NULL;
+    }
+    return p;
 }
 
 extern "C" void *kt_malloc(size_t bytes)
 {
-    void *p = NULL;
-    if (malloc_checked(&p, bytes)) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", kt_errbuf);
-        kt_seterr(__FILE__, __LINE__, "allocating %zu bytes: %s", bytes, msg);
-        return NULL;
-    }
-    return p;
+    return alloc_or_null(bytes, 0);
 }
 
 extern "C" void kt_free(void *d)
@@ -129,22 +139,9 @@ extern "C" void kt_free(void *d)
         (void)cudaFree(d);
 }
 
-static int host_malloc_checked(void **p, size_t bytes)
-{
-    CUDA_CHECK(cudaMallocHost(p, bytes ? bytes : 1));
-    return 0;
-}
-
 extern "C" void *kt_host_malloc(size_t bytes)
 {
-    void *p = NULL;
-    if (host_malloc_checked(&p, bytes)) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", kt_errbuf);
-        kt_seterr(__FILE__, __LINE__, "allocating %zu pinned host bytes: %s", bytes, msg);
-        return NULL;
-    }
-    return p;
+    return alloc_or_null(bytes, 1);
 }
 
 extern "C" void kt_host_free(void *h)
