@@ -103,7 +103,8 @@ void mem_train_fsdp(const llm_desc *m, int gpus, int gpus_per_node, double token
      * parameters and gradients and Adam's two fp32 moments, all sharded */
     double states = 16.0 * P / n;
     /* the largest FSDP unit: a decoder layer, or the embedding / LM head */
-    double layer_p = (P - (m->tied ? 1.0 : 2.0) * m->vocab * h - h) / (m->layers > 0 ? m->layers : 1);
+    double vocab_mats = (m->tied ? 1.0 : 2.0) * m->vocab * h;
+    double layer_p = (P - vocab_mats - h) / (m->layers > 0 ? m->layers : 1);
     double unit = fmax(layer_p, (double)m->vocab * h);
     out->states = offload ? 0.0 : states;
     out->host = offload ? states * local : 0.0;

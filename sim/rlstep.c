@@ -15,9 +15,10 @@
  *             gradient reduce-scatter and parameter all-gather.
  *
  * With train.strategy = none (the default), training phases use plain data
- * parallelism over all GPUs, as VeRL splits a batch: responses in trace order, equal counts per GPU, each GPU packing its
- * sequences greedily into micro-batches of at most micro_batch_tokens (a
- * longer sequence is a micro-batch of its own).  A GPU is busy for its own
+ * parallelism over all GPUs, as VeRL splits a batch: responses in trace
+ * order, equal counts per GPU, each GPU packing its sequences greedily into
+ * micro-batches of at most micro_batch_tokens (a longer sequence is a
+ * micro-batch of its own).  A GPU is busy for its own
  * micro-batches and idle until the slowest GPU finishes: the imbalance of
  * variable lengths in training shows up here, as in DCP's motivation.  The
  * update must fit in memory, a GPU holding its largest micro-batch, and

@@ -2,11 +2,11 @@
  * Memory of the RL trainers' FSDP actor.
  *
  * The peak is the actor update's (models/memory.c, mem_train_fsdp): the
- * forward-only phases (old log-prob, reference) hold no gradients or
- * optimizer states' traffic and keep no activations for a backward, so they
- * fit when the update does.  The rollout's KV capacity (rollout.mem_util)
- * assumes the trainer's states are not on the GPU while it runs, as VeRL's
- * param_offload / optimizer_offload or its sleep mode arrange.
+ * forward-only phases (old log-prob, reference) make no gradients and keep
+ * no activations for a backward, so they fit when the update does.  The
+ * rollout's KV capacity (rollout.mem_util) assumes the trainer's states are
+ * not on the GPU while it runs, as VeRL's param_offload / optimizer_offload
+ * or its sleep mode arrange.
  *
  * train.offload keeps the model states in host memory for the whole update
  * (FSDP2's CPUOffloadPolicy): every micro-batch copies the GPU's fp32 shard
