@@ -20,6 +20,7 @@ int cmd_compare(int argc, char **argv); /* compare SCENARIO          (sim/cmd_co
 int cmd_sweep(int argc, char **argv);   /* sweep GRID.ini            (sim/cmd_sweep.c)  */
 int cmd_plan(int argc, char **argv);    /* plan SCENARIO --gpus ...  (sim/cmd_plan.c)   */
 int cmd_paper(int argc, char **argv);   /* paper [-o DIR]            (sim/cmd_paper.c)  */
+int cmd_memory(int argc, char **argv);  /* memory SCENARIO           (sim/cmd_memory.c) */
 
 /* Prints o to stdout as indented JSON with reals to `precision` digits (the
  * one format of every command's --json).  Does not take o's reference.

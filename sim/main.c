@@ -37,6 +37,7 @@ static const command commands[] = {
     {"calib", cmd_calib, "calib vidur FILE | calib check CSV: the cost model against measured GPU times"},
     {"rollout", cmd_rollout, "rollout SCENARIO: simulate the rollout phase and its bubble"},
     {"rlstep", cmd_rlstep, "rlstep SCENARIO: simulate one synchronous RL step (all phases)"},
+    {"memory", cmd_memory, "memory SCENARIO: what one GPU holds in the rollout and the actor update"},
     {"specdec", cmd_specdec, "specdec SCENARIO: plain vs speculative decoding throughput per batch size"},
     {"compare", cmd_compare, "compare SCENARIO --policies verl,tlt,...: the same RL steps under each policy"},
     {"dcp", cmd_dcp, "dcp SCENARIO: plan and simulate variable-length training (bucket, packed, DCP)"},

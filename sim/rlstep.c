@@ -142,8 +142,7 @@ int rlstep_rollout(const scenario *s, const hw_desc *hw, const llm_desc *m, cons
     return rlstep_rollout_opts(s, hw, m, t, NULL, res, rec, e);
 }
 
-/* The longest sequence (prompt + capped response) of batch t, tokens. */
-static double longest_seq(const scenario *s, const trace *t)
+double rlstep_longest(const scenario *s, const trace *t)
 {
     double most = 0;
     for (size_t i = 0; i < t->n_prompts; i++)
@@ -272,7 +271,7 @@ static double train_phases(const scenario *s, const hw_desc *hw, const llm_desc 
         return rlstep_verl_phases(s, hw, m, t, now, res, rec, e) ? -1 : res->step_s;
     /* memory: a GPU holds a micro-batch, the budget or one longer sequence */
     train_mem tm;
-    if (train_mem_plan(s, hw, m, gpus, fmax(s->micro_batch_tokens, longest_seq(s, t)), &tm, e))
+    if (train_mem_plan(s, hw, m, gpus, train_mem_tokens(s, rlstep_longest(s, t)), &tm, e))
         return -1;
     res->train_mem_gb = tm.need.total / 1e9;
     /* old log-prob and reference forward passes */

@@ -29,6 +29,10 @@ typedef struct rlstep_result {
     int gpus, replicas, tp;
 } rlstep_result;
 
+/* The longest sequence (prompt + response capped by rollout.max_response)
+ * of batch t, tokens; 0 for an empty batch.  Cannot fail. */
+double rlstep_longest(const scenario *s, const trace *t);
+
 /* Builds the rollout configuration of a scenario (KV capacity from the memory
  * model).  Returns 0, or -1 when the model does not fit on a TP group. */
 int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,

@@ -20,33 +20,31 @@
  */
 #include "sim/rlstep_mem.h"
 
+#include <math.h>
+#include <stdio.h>
+
 #include "models/hw.h"
 
-int train_mem_plan(const scenario *s, const hw_desc *hw, const llm_desc *m, int gpus,
-                   double tokens, train_mem *tm, ts_err *e)
+double train_mem_tokens(const scenario *s, double longest)
+{
+    double budget = s->micro_batch_tokens;
+    if (s->mini_batch_prompts > 0) /* sim/rlstep_verl.c: a rank's budget is sp times it */
+        return fmax(budget, longest / (s->train_sp > 0 ? s->train_sp : 1));
+    return fmax(budget, longest);
+}
+
+static int node_gpus(const scenario *s, const hw_desc *hw, int gpus)
 {
     int gpn = s->gpus_per_node > 0 ? s->gpus_per_node : hw->gpus_per_node;
-    int local = gpn < gpus ? gpn : gpus;
-    mem_train_fsdp(m, gpus, gpn, tokens, s->recompute, s->dcp.act_factor, s->train_offload,
+    return gpn < gpus ? gpn : gpus;
+}
+
+void train_mem_eval(const scenario *s, const hw_desc *hw, const llm_desc *m, int gpus,
+                    double tokens, train_mem *tm)
+{
+    int local = node_gpus(s, hw, gpus);
+    mem_train_fsdp(m, gpus, local, tokens, s->recompute, s->dcp.act_factor, s->train_offload,
                    &tm->need);
-    const mem_train *n = &tm->need;
-    double cap = s->train_mem_cap * hw->hbm_bytes;
-    if (n->total > cap)
-        return ts_errf(e, "%s: train: the actor update of %s on %d GPUs needs %.1f GB per GPU "
-                          "(model states %.1f, gathered weights %.1f, kept activations %.1f, "
-                          "one layer %.1f, logits %.1f; %.0f tokens per GPU), over "
-                          "train.mem_cap %.2f x %.1f GB of %s = %.1f GB; use more GPUs, a "
-                          "smaller train.micro_batch_tokens%s, or train.offload = true",
-                       s->path, m->name, gpus, n->total / 1e9, n->states / 1e9,
-                       n->gathered / 1e9, n->kept / 1e9, n->layer / 1e9, n->logits / 1e9,
-                       tokens, s->train_mem_cap, hw->hbm_bytes / 1e9, hw->name, cap / 1e9,
-                       s->mini_batch_prompts > 0 ? " or a larger train.sp" : "");
-    if (n->host > hw->host_bytes)
-        return ts_errf(e, "%s: train.offload: the model states of %s on %d GPUs take %.0f GB of "
-                          "host memory per node (%d GPUs' shards), over the %.0f GB of a %s "
-                          "node; use more GPUs",
-                       s->path, m->name, gpus, n->host / 1e9, local, hw->host_bytes / 1e9,
-                       hw->name);
     tm->fwd_s = tm->ref_s = tm->bwd_s = tm->opt_s = 0;
     if (s->train_offload) {
         double shard = llm_params(m) / (gpus > 0 ? gpus : 1);
@@ -55,5 +53,43 @@ int train_mem_plan(const scenario *s, const hw_desc *hw, const llm_desc *m, int 
         tm->bwd_s = 8.0 * shard / hw->pcie_bw;
         tm->opt_s = 28.0 * shard * local / hw->host_mem_bw;
     }
+}
+
+void train_mem_hint(const scenario *s, double tokens, char *buf, size_t n)
+{
+    if (tokens <= s->micro_batch_tokens)
+        snprintf(buf, n, "use more GPUs, a smaller train.micro_batch_tokens, or "
+                         "train.offload = true");
+    else if (s->mini_batch_prompts > 0)
+        snprintf(buf, n, "use more GPUs, a larger train.sp (the longest sequence sets the "
+                         "tokens), or train.offload = true");
+    else
+        snprintf(buf, n, "use more GPUs, sequence parallelism (VeRL's trainer: "
+                         "train.mini_batch_prompts and train.sp; the longest sequence sets the "
+                         "tokens), or train.offload = true");
+}
+
+int train_mem_plan(const scenario *s, const hw_desc *hw, const llm_desc *m, int gpus,
+                   double tokens, train_mem *tm, ts_err *e)
+{
+    char hint[192];
+    train_mem_hint(s, tokens, hint, sizeof hint);
+    train_mem_eval(s, hw, m, gpus, tokens, tm);
+    const mem_train *n = &tm->need;
+    double cap = s->train_mem_cap * hw->hbm_bytes;
+    if (n->total > cap)
+        return ts_errf(e, "%s: train: the actor update of %s on %d GPUs needs %.1f GB per GPU "
+                          "(model states %.1f, gathered weights %.1f, kept activations %.1f, "
+                          "one layer %.1f, logits %.1f; %.0f tokens per GPU), over "
+                          "train.mem_cap %.2f x %.1f GB of %s = %.1f GB; %s",
+                       s->path, m->name, gpus, n->total / 1e9, n->states / 1e9,
+                       n->gathered / 1e9, n->kept / 1e9, n->layer / 1e9, n->logits / 1e9,
+                       tokens, s->train_mem_cap, hw->hbm_bytes / 1e9, hw->name, cap / 1e9, hint);
+    if (n->host > hw->host_bytes)
+        return ts_errf(e, "%s: train.offload: the model states of %s on %d GPUs take %.0f GB of "
+                          "host memory per node (%d GPUs' shards), over the %.0f GB of a %s "
+                          "node; use more GPUs",
+                       s->path, m->name, gpus, n->host / 1e9, node_gpus(s, hw, gpus),
+                       hw->host_bytes / 1e9, hw->name);
     return 0;
 }

@@ -21,10 +21,28 @@ typedef struct train_mem {
     double opt_s;       /* one optimizer step on the host CPUs, s */
 } train_mem;
 
-/* Plans the memory of an actor update on `gpus` GPUs whose largest
- * micro-batch puts `tokens` tokens on a GPU.  Returns 0, or -1 with a message
- * naming the scenario's keys when the update does not fit in train.mem_cap of
- * HBM, or the offloaded states do not fit in a node's host memory. */
+/* Tokens one GPU holds of its largest micro-batch when the longest
+ * sequence (prompt + response) has `longest` tokens: the token budget
+ * (train.micro_batch_tokens) or that sequence, and under VeRL's trainer
+ * (train.mini_batch_prompts > 0) the GPU's 1/train.sp of either.  Cannot
+ * fail. */
+double train_mem_tokens(const scenario *s, double longest);
+
+/* Fills *tm for an actor update on `gpus` GPUs that puts `tokens` tokens on
+ * a GPU: the peak's terms and, with train.offload, the offload's costs.
+ * Cannot fail. */
+void train_mem_eval(const scenario *s, const hw_desc *hw, const llm_desc *m, int gpus,
+                    double tokens, train_mem *tm);
+
+/* What to change when an update of `tokens` tokens per GPU does not fit,
+ * as a phrase ("use more GPUs, a smaller train.micro_batch_tokens, or
+ * train.offload = true"; a larger train.sp instead of the budget when one
+ * sequence longer than it sets the tokens).  Cannot fail (truncates). */
+void train_mem_hint(const scenario *s, double tokens, char *buf, size_t n);
+
+/* train_mem_eval(), then the check: returns 0, or -1 with a message naming
+ * the scenario's keys when the update does not fit in train.mem_cap of HBM,
+ * or the offloaded states do not fit in a node's host memory. */
 int train_mem_plan(const scenario *s, const hw_desc *hw, const llm_desc *m, int gpus,
                    double tokens, train_mem *tm, ts_err *e);
 

@@ -223,7 +223,7 @@ int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, 
     sort_idx(order, n, L, c.sort);
     /* memory: a GPU holds its 1/sp of a micro-batch, the budget or one
      * longer sequence */
-    if (train_mem_plan(s, hw, m, gpus, fmax(c.budget, L[order[0]]) / sp, &c.mem, e))
+    if (train_mem_plan(s, hw, m, gpus, train_mem_tokens(s, L[order[0]]), &c.mem, e))
         goto done;
     res->train_mem_gb = c.mem.need.total / 1e9;
     int32_t cap = (int32_t)((n + (size_t)dp - 1) / (size_t)dp);

@@ -7,12 +7,14 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/comm.h"
 #include "models/memory.h"
 #include "sim/policy.h"
 #include "sim/rlstep.h"
+#include "tests/helpers.h"
 
 static hw_desc hw;
 static llm_desc m;
@@ -164,13 +166,53 @@ Test(rlstep_verl, an_update_over_the_cap_is_an_error)
     snprintf(cap, sizeof cap, "train.mem_cap=%g", 0.99 * a.train_mem_gb * 1e9 / hw.hbm_bytes);
     cr_assert_eq(scenario_set(&s, cap, &e), 0, "%s", e.msg);
     cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, NULL, &e), -1);
-    cr_assert(strstr(e.msg, want) && strstr(e.msg, "train.mem_cap") && strstr(e.msg, "train.sp") &&
+    cr_assert(strstr(e.msg, want) && strstr(e.msg, "train.mem_cap") &&
+                  strstr(e.msg, "a smaller train.micro_batch_tokens") &&
                   strstr(e.msg, "train.offload = true"),
               "%s", e.msg);
+    /* a budget under the longest sequence's share: SP, not the budget, helps */
+    cr_assert_eq(scenario_set(&s, "train.micro_batch_tokens=1024", &e), 0, "%s", e.msg);
+    cr_assert_eq(scenario_set(&s, "train.mem_cap=0.05", &e), 0, "%s", e.msg);
+    cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, NULL, &e), -1);
+    cr_assert(strstr(e.msg, "a larger train.sp") && !strstr(e.msg, "micro_batch_tokens,"), "%s",
+              e.msg);
+    cr_assert_eq(scenario_set(&s, "train.micro_batch_tokens=33792", &e), 0, "%s", e.msg);
+    cr_assert_eq(scenario_set(&s, cap, &e), 0, "%s", e.msg);
     cr_assert_eq(scenario_set(&s, "train.offload=true", &e), 0, "%s", e.msg);
     cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, NULL, &e), 0, "offload frees the states: %s", e.msg);
     rlstep_result_free(&r);
     rlstep_result_free(&a);
     cr_assert_eq(scenario_set(&s, "train.offload=false", &e), 0, "%s", e.msg);
     cr_assert_eq(scenario_set(&s, "train.mem_cap=0.9", &e), 0, "%s", e.msg);
+}
+
+/* `tailsim memory` reports the figure the trainer checks, for a
+ * configuration that fits and for one that does not (exit 0 both: a report);
+ * under a DCP strategy only the rollout side. */
+Test(rlstep_verl, the_memory_command_reports_what_the_trainer_checks)
+{
+    char *a = run_capture("build/tailsim rlstep qwen7b-64gpu --set trace.prompts=8 --json");
+    char *b = run_capture("build/tailsim memory qwen7b-64gpu --set trace.prompts=8 --json");
+    const char *p = strstr(a, "\"train_mem_gb\": "), *q = strstr(b, "\"total_gb\": ");
+    cr_assert(p && q, "%s\n%s", a, b);
+    double x = strtod(p + 16, NULL), y = strtod(q + 12, NULL);
+    cr_assert_float_eq(x, y, 1e-4 * x, "rlstep %g GB, memory %g GB", x, y);
+    cr_assert(strstr(b, "\"trainer\": \"verl\"") && strstr(b, "\"fits\": true"), "%s", b);
+    free(a);
+    free(b);
+    a = run_capture("build/tailsim memory qwen32b-64gpu --set cluster.gpus=8 "
+                    "--set trace.prompts=8; echo rc=$?");
+    cr_assert(strstr(a, "does NOT fit") && strstr(a, "train.offload = true") &&
+                  strstr(a, "rc=0"),
+              "%s", a);
+    free(a);
+    a = run_capture("build/tailsim memory qwen32b-64gpu --set cluster.gpus=8 --set "
+                    "trace.prompts=8 --set train.offload=true --json");
+    cr_assert(strstr(a, "\"states_gb\": 0.0") && strstr(a, "\"fits\": true"), "%s", a);
+    free(a);
+    a = run_capture("build/tailsim memory joint-qwen7b-64gpu");
+    cr_assert(strstr(a, "KV cache") && strstr(a, "planned by train.strategy dcp-inter") &&
+                  !strstr(a, "logits"),
+              "%s", a);
+    free(a);
 }

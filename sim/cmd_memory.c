@@ -1,0 +1,237 @@
+/*
+ * `tailsim memory SCENARIO [--trace FILE] [--set SEC.KEY=VAL] [--json]`: what
+ * one GPU holds, before anything is simulated.  The rollout side: the
+ * replica's weights, the activation reserve and the KV cache that
+ * rollout.mem_util leaves (models/memory.c), with the replica's capacity in
+ * tokens.  The training side: the actor update's peak term by term, the
+ * same figure the plain and VeRL trainers check against train.mem_cap
+ * (sim/rlstep_mem.c), from the largest micro-batch the scenario's first step
+ * makes (its longest sequence against the token budget), and with
+ * train.offload the host memory the states take per node.  A configuration
+ * that does not fit is reported, not refused: the exit status is 0 whenever
+ * the report was printed; bad input exits 1, bad usage 2.  Under a DCP
+ * train.strategy the update is planned by that strategy under dcp.mem_cap
+ * (`tailsim dcp`), and only the rollout side is printed.
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+
+#include "common/util.h"
+#include "models/memory.h"
+#include "sim/cmd.h"
+#include "sim/policy.h"
+#include "sim/rlstep.h"
+#include "sim/rlstep_mem.h"
+#include "sim/scenario.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tailsim memory SCENARIO [--trace FILE] [--set SEC.KEY=VAL] [--json]\n\n"
+            "What one GPU of SCENARIO holds: the rollout replica's weights, reserve and KV\n"
+            "cache (rollout.mem_util), and the actor update's peak term by term (model states,\n"
+            "gathered weights, kept activations, one layer, logits) against train.mem_cap,\n"
+            "with train.offload's host memory per node.  Nothing is simulated; the largest\n"
+            "micro-batch comes from the scenario's first step (or --trace FILE).  A\n"
+            "configuration that does not fit is reported with exit status 0.\n\n"
+            "options:\n"
+            "  --trace FILE        the batch to size the micro-batches by (JSONL or CSV)\n"
+            "  --set SEC.KEY=VAL   a scenario override (repeatable)\n"
+            "  --json              print one JSON object\n"
+            "  -h, --help          this text\n");
+}
+
+#define GB(x) ((x) / 1e9)
+
+static void add_gb(json_t *o, const char *k, double bytes)
+{
+    json_object_set_new(o, k, json_real(GB(bytes)));
+}
+
+/* The rollout side, per GPU of a replica. */
+static json_t *rollout_side(const scenario *s, const hw_desc *hw, const llm_desc *m, int json)
+{
+    double w = mem_weights(m, s->tp), reserve = s->reserve_gb * 1e9;
+    double budget = hw->hbm_bytes * s->mem_util, kv = budget - w - reserve;
+    double per_tok = mem_kv_per_token(m, s->tp), tokens = kv > 0 ? kv / per_tok : 0;
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "tp", json_integer(s->tp));
+        json_object_set_new(o, "replicas", json_integer(s->gpus / s->tp));
+        json_object_set_new(o, "mem_util", json_real(s->mem_util));
+        add_gb(o, "budget_gb", budget);
+        add_gb(o, "weights_gb", w);
+        add_gb(o, "reserve_gb", reserve);
+        add_gb(o, "kv_gb", kv > 0 ? kv : 0);
+        json_object_set_new(o, "kv_bytes_per_token", json_real(per_tok));
+        json_object_set_new(o, "kv_tokens_per_replica", json_real(tokens));
+        json_object_set_new(o, "fits", json_boolean(kv >= 1 * per_tok));
+        return o;
+    }
+    int reps = s->gpus / s->tp;
+    printf("rollout, per GPU (TP %d: %d replica%s; rollout.mem_util %.2f x %.1f GB = %.1f GB)\n",
+           s->tp, reps, reps == 1 ? "" : "s", s->mem_util, GB(hw->hbm_bytes), GB(budget));
+    printf("  %-20s %8.1f GB\n", "weights", GB(w));
+    printf("  %-20s %8.1f GB  rollout.reserve_gb\n", "reserve", GB(reserve));
+    if (kv >= per_tok)
+        printf("  %-20s %8.1f GB  %.0f tokens per replica (%.0f bytes a token per GPU)\n",
+               "KV cache", GB(kv), tokens, per_tok);
+    else
+        printf("  %-20s %8s     does NOT fit: the weights and reserve leave no KV cache "
+               "(lower rollout.reserve_gb, raise rollout.mem_util or rollout.tp)\n",
+               "KV cache", "-");
+    return NULL;
+}
+
+/* The training side: the actor update's peak per GPU. */
+static json_t *train_side(const scenario *s, const hw_desc *hw, const llm_desc *m,
+                          double longest, int json)
+{
+    const char *trainer = s->mini_batch_prompts > 0 ? "verl" : "plain";
+    double tokens = train_mem_tokens(s, longest), cap = s->train_mem_cap * hw->hbm_bytes;
+    train_mem tm;
+    train_mem_eval(s, hw, m, s->gpus, tokens, &tm);
+    const mem_train *n = &tm.need;
+    int fits = n->total <= cap, host_fits = n->host <= hw->host_bytes;
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "trainer", json_string(trainer));
+        json_object_set_new(o, "tokens_per_gpu", json_real(tokens));
+        json_object_set_new(o, "mem_cap", json_real(s->train_mem_cap));
+        add_gb(o, "cap_gb", cap);
+        add_gb(o, "states_gb", n->states);
+        add_gb(o, "gathered_gb", n->gathered);
+        add_gb(o, "kept_gb", n->kept);
+        add_gb(o, "layer_gb", n->layer);
+        add_gb(o, "logits_gb", n->logits);
+        add_gb(o, "total_gb", n->total);
+        json_object_set_new(o, "offload", json_boolean(s->train_offload));
+        add_gb(o, "host_gb_per_node", n->host);
+        add_gb(o, "host_cap_gb", hw->host_bytes);
+        json_object_set_new(o, "fits", json_boolean(fits && host_fits));
+        return o;
+    }
+    printf("\nactor update, per GPU (%s trainer, %.0f tokens per GPU; train.mem_cap %.2f = "
+           "%.1f GB)\n",
+           s->mini_batch_prompts > 0 ? "VeRL's" : "the plain", tokens, s->train_mem_cap, GB(cap));
+    if (s->train_offload)
+        printf("  %-20s %8.1f GB  in host memory (train.offload): %.1f GB per node of %.0f%s\n",
+               "model states", 0.0, GB(n->host), GB(hw->host_bytes),
+               host_fits ? "" : ", does NOT fit");
+    else
+        printf("  %-20s %8.1f GB  fp32 parameters, gradients, Adam m and v over %d GPUs\n",
+               "model states", GB(n->states), s->gpus);
+    printf("  %-20s %8.1f GB\n", "gathered weights", GB(n->gathered));
+    printf("  %-20s %8.1f GB%s\n", "kept activations", GB(n->kept),
+           s->recompute ? "" : "  (train.recompute off: every layer keeps its activations)");
+    printf("  %-20s %8.1f GB\n", "one layer", GB(n->layer));
+    printf("  %-20s %8.1f GB\n", "logits", GB(n->logits));
+    if (fits)
+        printf("  %-20s %8.1f GB  fits (%.1f GB to spare)\n", "total", GB(n->total),
+               GB(cap - n->total));
+    else {
+        char hint[192];
+        train_mem_hint(s, tokens, hint, sizeof hint);
+        printf("  %-20s %8.1f GB  does NOT fit: %.1f GB over; %s\n", "total", GB(n->total),
+               GB(n->total - cap), hint);
+    }
+    return NULL;
+}
+
+int cmd_memory(int argc, char **argv)
+{
+    static const struct option lo[] = {{"trace", required_argument, 0, 't'},
+                                       {"set", required_argument, 0, 'S'},
+                                       {"json", no_argument, 0, 'j'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    const char *sets[32], *trace_file = NULL;
+    int nsets = 0, json = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case 't': trace_file = optarg; break;
+        case 'S':
+            if (nsets == 32) {
+                fprintf(stderr, "tailsim memory: too many --set options\n");
+                return 2;
+            }
+            sets[nsets++] = optarg;
+            break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        usage(stderr);
+        return 2;
+    }
+    gsl_set_error_handler_off();
+    ts_err e = {{0}};
+    scenario s;
+    hw_desc hw;
+    llm_desc m;
+    trace *t = NULL;
+    json_t *o = NULL;
+    int rc = 1;
+    if (scenario_load(argv[optind], &s, &e))
+        goto done;
+    for (int i = 0; i < nsets; i++)
+        if (scenario_set(&s, sets[i], &e))
+            goto done;
+    if (scenario_validate(&s, &e) || hw_load(s.hw, &hw, &e) || llm_load(s.model, &m, &e))
+        goto done;
+    int dcp = strcmp(s.train_strategy, "none") != 0;
+    if (!dcp && policy_load_steps(&s, trace_file, 1, &t, &e))
+        goto done;
+    double longest = t ? rlstep_longest(&s, t) : 0;
+    int gpn = s.gpus_per_node > 0 ? s.gpus_per_node : hw.gpus_per_node;
+    if (json) {
+        o = json_object();
+        json_object_set_new(o, "command", json_string("memory"));
+        json_object_set_new(o, "scenario", json_string(s.name));
+        json_object_set_new(o, "model", json_string(m.name));
+        json_object_set_new(o, "params", json_real(llm_params(&m)));
+        json_object_set_new(o, "hw", json_string(hw.name));
+        add_gb(o, "hbm_gb", hw.hbm_bytes);
+        json_object_set_new(o, "gpus", json_integer(s.gpus));
+        json_object_set_new(o, "gpus_per_node", json_integer(gpn));
+        json_object_set_new(o, "longest_tokens", json_real(longest));
+        json_object_set_new(o, "rollout", rollout_side(&s, &hw, &m, 1));
+        if (dcp) {
+            json_t *tr = json_object();
+            json_object_set_new(tr, "trainer", json_string(s.train_strategy));
+            json_object_set_new(o, "train", tr);
+        } else {
+            json_object_set_new(o, "train", train_side(&s, &hw, &m, longest, 1));
+        }
+        if (cmd_print_json(o, 6, &e))
+            goto done;
+    } else {
+        printf("memory  scenario %s  model %s (%.1fB parameters)  hw %s (%.1f GB)  gpus %d "
+               "(%d per node)\n",
+               s.name, m.name, llm_params(&m) / 1e9, hw.name, GB(hw.hbm_bytes), s.gpus, gpn);
+        if (!dcp)
+            printf("longest sequence of the first step: %.0f tokens\n", longest);
+        printf("\n");
+        rollout_side(&s, &hw, &m, 0);
+        if (dcp)
+            printf("\nactor update: planned by train.strategy %s under dcp.mem_cap %.2f "
+                   "(`tailsim dcp` prints its plans and peak memory)\n",
+                   s.train_strategy, s.dcp.mem_cap);
+        else
+            train_side(&s, &hw, &m, longest, 0);
+    }
+    rc = 0;
+done:
+    if (rc)
+        fprintf(stderr, "tailsim memory: %s\n", e.msg);
+    json_decref(o);
+    trace_free(t);
+    return rc;
+}
