@@ -3,7 +3,8 @@
  *  [--train STRATEGIES] [--offload false,true] [--target-step 30m] [--steps N] [-j N]
  *  [--json] [-o DIR]`:
  * capacity planning.  The searched configurations are a sweep grid over
- * policy.name x cluster.gpus x rollout.tp (x train.strategy x train.offload), built in memory
+ * policy.name x cluster.gpus x rollout.tp (x train.strategy x train.offload x
+ * any --vary key), built in memory
  * and run by the sweep runner (sim/sweep_run.h, locally or over MPI ranks).
  * Configurations that cannot run (TP not dividing the GPUs, the model not
  * fitting at that TP, ...) are skipped with the reason.  Prints every
@@ -36,7 +37,7 @@ static void usage(FILE *f)
             "usage: tailsim plan SCENARIO [--gpus LIST] [--tp LIST] [--policies LIST]\n"
             "                    [--train STRATEGIES] [--offload false,true] [--target-step T]\n"
             "                    [--steps N] [-j N] [--max-off-policy F] [--set SEC.KEY=VAL]\n"
-            "                    [--json] [-o DIR]\n\n"
+            "                    [--vary SEC.KEY=LIST] [--json] [-o DIR]\n\n"
             "Searches every combination of GPU count, rollout TP, policy (and training\n"
             "strategy), skipping those that cannot run, and prints the Pareto front of RL\n"
             "step time vs GPU-hours per 1,000 steps and the cheapest configuration meeting\n"
@@ -50,7 +51,8 @@ static void usage(FILE *f)
             "  --train LIST        train.strategy values (none, bucket, packed, dcp-intra,\n"
             "                      dcp-inter, dcp-inter+pac), through the scenario key table\n"
             "  --offload LIST      train.offload values (false,true: the actor's states on\n"
-            "                      the GPU or in host memory; \"offload\" in the label)\n"
+            "                      the GPU or in host memory; \"offload\" in the label)\n"            "  --vary SEC.KEY=LIST any other scenario key searched over its values\n"
+            "                      (repeatable), e.g. train.sp=4,8; \"key=value\" in the label\n"
             "  --target-step T     step-time target: seconds, or with a unit (90s, 30m, 1.5h)\n"
             "  --steps N           RL steps simulated per configuration (default 1)\n"
             "  --max-off-policy F  keep configurations whose offtok is above F (0-1) off the\n"
@@ -103,8 +105,10 @@ static void label(const grid *g, size_t i, char *buf, size_t n)
             o += (size_t)snprintf(buf + o, n - o, "%s%sx", o ? " " : "", v);
         else if (!strcmp(dm->key, "tp"))
             o += (size_t)snprintf(buf + o, n - o, "%stp%s", o ? " " : "", v);
-        else
+        else if (!strcmp(dm->key, "name") || !strcmp(dm->key, "strategy"))
             o += (size_t)snprintf(buf + o, n - o, "%s%s", o ? " " : "", v);
+        else /* a --vary key: named, its value alone would not say which */
+            o += (size_t)snprintf(buf + o, n - o, "%s%s=%s", o ? " " : "", dm->key, v);
     }
 }
 
@@ -243,11 +247,11 @@ int cmd_plan(int argc, char **argv)
         {"set", required_argument, 0, 'S'},    {"jobs", required_argument, 0, 'j'},
         {"json", no_argument, 0, 'J'},         {"help", no_argument, 0, 'h'},
         {"max-off-policy", required_argument, 0, 'M'}, {"offload", required_argument, 0, 'O'},
-        {0, 0, 0, 0}};
+        {"vary", required_argument, 0, 'V'},   {0, 0, 0, 0}};
     const char *gpus = NULL, *tp = NULL, *pols = "verl,tlt", *train = NULL, *out_dir = NULL;
     const char *offload = NULL;
-    const char *sets[64];
-    int n_sets = 0, steps = 1, jobs = 1, json = 0, c;
+    const char *sets[64], *varies[GRID_MAX_DIMS];
+    int n_sets = 0, n_varies = 0, steps = 1, jobs = 1, json = 0, c;
     double target = 0, max_offpol = 1;
     int64_t v;
     optind = 1;
@@ -286,6 +290,13 @@ int cmd_plan(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'V':
+            if (n_varies == GRID_MAX_DIMS - 6) {
+                fprintf(stderr, "tailsim plan: too many --vary options\n");
+                return 2;
+            }
+            varies[n_varies++] = optarg;
+            break;
         case 'S':
             if (n_sets == 64) {
                 fprintf(stderr, "tailsim plan: too many --set options\n");
@@ -320,6 +331,20 @@ int cmd_plan(int argc, char **argv)
         (train && grid_add_dim(&g, "train", "strategy", train, 0, "--train", &e)) ||
         (offload && grid_add_dim(&g, "train", "offload", offload, 0, "--offload", &e)))
         goto fail;
+    for (int i = 0; i < n_varies; i++) {
+        char sec[sizeof g.dim[0].section], key[sizeof g.dim[0].key];
+        const char *list;
+        if (!strchr(varies[i], '=')) {
+            ts_errf(&e, "--vary '%s': expected section.key=v1,v2,...", varies[i]);
+            goto fail;
+        }
+        if (scenario_parse_set(varies[i], sec, sizeof sec, key, sizeof key, 1, &list, &e)) {
+            ts_errf(&e, "--vary '%s': expected section.key=v1,v2,...", varies[i]);
+            goto fail;
+        }
+        if (grid_add_dim(&g, sec, key, list, 0, "--vary", &e))
+            goto fail;
+    }
     for (int i = 0; i < n_sets; i++) {
         char sec[sizeof g.dim[0].section], key[sizeof g.dim[0].key];
         const char *val;

@@ -331,6 +331,22 @@ Test(sweep, plan_searches_offload, .timeout = 120)
     free(a);
 }
 
+/* --vary searches any key: 32B's update on 16 GPUs fits with a 16k-token
+ * budget per GPU and not with the script's 34,816; labels say which. */
+Test(sweep, plan_varies_any_key, .timeout = 120)
+{
+    char *a = run_capture("build/tailsim plan qwen32b-64gpu --gpus 16 --tp 8 --policies verl"
+                          " --vary train.micro_batch_tokens=16384,34816 --set trace.prompts=8"
+                          " --json 2>/dev/null");
+    cr_assert(strstr(a, "\"searched\": 2"), "%s", a);
+    cr_assert(strstr(a, "\"label\": \"16x tp8 micro_batch_tokens=16384\""), "%s", a);
+    const char *inf = strstr(a, "\"infeasible\"");
+    cr_assert(inf && strstr(inf, "\"train.micro_batch_tokens\": \"34816\"") &&
+                  strstr(inf, "needs"),
+              "%s", a);
+    free(a);
+}
+
 /* The shipped grids load and every configuration passes the checks. */
 Test(sweep, shipped_grids_validate, .timeout = 120)
 {
