@@ -63,6 +63,23 @@ double comm_allreduce(const hw_desc *hw, double bytes, int n)
     return hw->coll_lat_s + 2.0 * ring_lat(&t) + 2.0 * (n - 1) / n * bytes / t.bw;
 }
 
+double comm_allreduce_spread(const hw_desc *hw, double bytes, int n, int nodes)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0.0;
+    if (nodes < 1)
+        nodes = 1;
+    if (nodes > n)
+        nodes = n;
+    topo t;
+    t.bw = (nodes > 1 ? hw->nic_bw : hw->nvlink_bw) * hw->ar_eff;
+    t.local = (n + nodes - 1) / nodes;
+    t.nodes = nodes;
+    t.lat_intra = hw->nvlink_lat;
+    t.lat_inter = hw->nic_lat;
+    return hw->coll_lat_s + 2.0 * ring_lat(&t) + 2.0 * (n - 1) / n * bytes / t.bw;
+}
+
 double comm_allgather(const hw_desc *hw, double bytes_out, int n)
 {
     if (n <= 1 || bytes_out <= 0)

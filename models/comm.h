@@ -11,6 +11,10 @@
 /* Ring all-reduce of `bytes` per GPU over n GPUs (n <= gpus_per_node stays on
  * NVLink).  0 for n <= 1. */
 double comm_allreduce(const hw_desc *hw, double bytes, int n);
+/* The same over n GPUs spread evenly over `nodes` nodes (a strided group,
+ * e.g. one GPU per node: HSDP's replicas of one shard); over the NICs when
+ * nodes > 1.  0 for n <= 1. */
+double comm_allreduce_spread(const hw_desc *hw, double bytes, int n, int nodes);
 double comm_allgather(const hw_desc *hw, double bytes_out, int n);
 double comm_reduce_scatter(const hw_desc *hw, double bytes_in, int n);
 /* All-to-all where every GPU holds `bytes` and sends (n-1)/n of it. */

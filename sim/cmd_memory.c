@@ -92,6 +92,8 @@ static json_t *train_side(const scenario *s, const hw_desc *hw, const llm_desc *
                           double longest, int json)
 {
     const char *trainer = s->mini_batch_prompts > 0 ? "verl" : "plain";
+    ts_err ignore;
+    int f = train_fsdp_group(s, s->gpus, &ignore); /* checked by the caller */
     double tokens = train_mem_tokens(s, longest), cap = s->train_mem_cap * hw->hbm_bytes;
     train_mem tm;
     train_mem_eval(s, hw, m, s->gpus, tokens, &tm);
@@ -101,6 +103,7 @@ static json_t *train_side(const scenario *s, const hw_desc *hw, const llm_desc *
         json_t *o = json_object();
         json_object_set_new(o, "trainer", json_string(trainer));
         json_object_set_new(o, "tokens_per_gpu", json_real(tokens));
+        json_object_set_new(o, "fsdp_group", json_integer(f));
         json_object_set_new(o, "mem_cap", json_real(s->train_mem_cap));
         add_gb(o, "cap_gb", cap);
         add_gb(o, "states_gb", n->states);
@@ -123,8 +126,8 @@ static json_t *train_side(const scenario *s, const hw_desc *hw, const llm_desc *
                "model states", 0.0, GB(n->host), GB(hw->host_bytes),
                host_fits ? "" : ", does NOT fit");
     else
-        printf("  %-20s %8.1f GB  fp32 parameters, gradients, Adam m and v over %d GPUs\n",
-               "model states", GB(n->states), s->gpus);
+        printf("  %-20s %8.1f GB  fp32 parameters, gradients, Adam m and v over %d GPUs%s\n",
+               "model states", GB(n->states), f, f < s->gpus ? " (train.fsdp_size)" : "");
     printf("  %-20s %8.1f GB\n", "gathered weights", GB(n->gathered));
     printf("  %-20s %8.1f GB%s\n", "kept activations", GB(n->kept),
            s->recompute ? "" : "  (train.recompute off: every layer keeps its activations)");
@@ -187,7 +190,8 @@ int cmd_memory(int argc, char **argv)
     if (scenario_validate(&s, &e) || hw_load(s.hw, &hw, &e) || llm_load(s.model, &m, &e))
         goto done;
     int dcp = strcmp(s.train_strategy, "none") != 0;
-    if (!dcp && policy_load_steps(&s, trace_file, 1, &t, &e))
+    if (!dcp && (train_fsdp_group(&s, s.gpus, &e) < 0 ||
+                 policy_load_steps(&s, trace_file, 1, &t, &e)))
         goto done;
     double longest = t ? rlstep_longest(&s, t) : 0;
     int gpn = s.gpus_per_node > 0 ? s.gpus_per_node : hw.gpus_per_node;

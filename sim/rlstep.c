@@ -273,6 +273,7 @@ static double train_phases(const scenario *s, const hw_desc *hw, const llm_desc 
     train_mem tm;
     if (train_mem_plan(s, hw, m, gpus, train_mem_tokens(s, rlstep_longest(s, t)), &tm, e))
         return -1;
+    int f = train_fsdp_group(s, gpus, e); /* checked by train_mem_plan */
     res->train_mem_gb = tm.need.total / 1e9;
     /* old log-prob and reference forward passes */
     for (int ph = PH_OLD_LOGP; ph <= PH_REF; ph++) {
@@ -290,8 +291,9 @@ static double train_phases(const scenario *s, const hw_desc *hw, const llm_desc 
     }
     /* actor update: epochs of forward+backward, one gradient sync each */
     train_phase(s, hw, m, t, 1, tm.bwd_s, per_gpu);
-    double grad = comm_reduce_scatter(hw, mem_weights(m, 1), gpus) +
-                  comm_allgather(hw, mem_weights(m, 1), gpus) + tm.opt_s;
+    double W = mem_weights(m, 1);
+    double grad = comm_reduce_scatter(hw, W, f) + train_hsdp_allreduce(s, hw, W, gpus, f) +
+                  comm_allgather(hw, W, f) + tm.opt_s;
     double len = 0, sum = 0;
     for (int g = 0; g < gpus; g++) {
         per_gpu[g] = per_gpu[g] * s->update_epochs;

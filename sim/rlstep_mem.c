@@ -23,6 +23,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "models/comm.h"
 #include "models/hw.h"
 
 double train_mem_tokens(const scenario *s, double longest)
@@ -39,15 +40,38 @@ static int node_gpus(const scenario *s, const hw_desc *hw, int gpus)
     return gpn < gpus ? gpn : gpus;
 }
 
+double train_hsdp_allreduce(const scenario *s, const hw_desc *hw, double bytes, int gpus, int f)
+{
+    if (f <= 0 || f >= gpus)
+        return 0.0;
+    int gpn = s->gpus_per_node > 0 ? s->gpus_per_node : hw->gpus_per_node;
+    int nodes = (gpus + gpn - 1) / gpn, reps = gpus / f;
+    return comm_allreduce_spread(hw, bytes / f, reps, nodes < reps ? nodes : reps);
+}
+
+int train_fsdp_group(const scenario *s, int gpus, ts_err *e)
+{
+    int f = s->train_fsdp_size;
+    if (f <= 0 || f >= gpus)
+        return gpus;
+    if (gpus % f)
+        return ts_errf(e, "%s: train.fsdp_size = %d does not divide the trainer's %d GPUs",
+                       s->path, f, gpus);
+    return f;
+}
+
 void train_mem_eval(const scenario *s, const hw_desc *hw, const llm_desc *m, int gpus,
                     double tokens, train_mem *tm)
 {
     int local = node_gpus(s, hw, gpus);
-    mem_train_fsdp(m, gpus, local, tokens, s->recompute, s->dcp.act_factor, s->train_offload,
+    int f = s->train_fsdp_size > 0 && s->train_fsdp_size < gpus && gpus % s->train_fsdp_size == 0
+                ? s->train_fsdp_size
+                : gpus;
+    mem_train_fsdp(m, f, local, tokens, s->recompute, s->dcp.act_factor, s->train_offload,
                    &tm->need);
     tm->fwd_s = tm->ref_s = tm->bwd_s = tm->opt_s = 0;
     if (s->train_offload) {
-        double shard = llm_params(m) / (gpus > 0 ? gpus : 1);
+        double shard = llm_params(m) / (f > 0 ? f : 1);
         tm->fwd_s = 4.0 * shard / hw->pcie_bw;
         tm->ref_s = 2.0 * shard / hw->pcie_bw;
         tm->bwd_s = 8.0 * shard / hw->pcie_bw;
@@ -57,16 +81,17 @@ void train_mem_eval(const scenario *s, const hw_desc *hw, const llm_desc *m, int
 
 void train_mem_hint(const scenario *s, double tokens, char *buf, size_t n)
 {
+    const char *more = s->train_fsdp_size > 0 ? "use a larger train.fsdp_size (or none)"
+                                              : "use more GPUs";
     if (tokens <= s->micro_batch_tokens)
-        snprintf(buf, n, "use more GPUs, a smaller train.micro_batch_tokens, or "
-                         "train.offload = true");
+        snprintf(buf, n, "%s, a smaller train.micro_batch_tokens, or train.offload = true", more);
     else if (s->mini_batch_prompts > 0)
-        snprintf(buf, n, "use more GPUs, a larger train.sp (the longest sequence sets the "
-                         "tokens), or train.offload = true");
+        snprintf(buf, n, "%s, a larger train.sp (the longest sequence sets the tokens), or "
+                         "train.offload = true", more);
     else
-        snprintf(buf, n, "use more GPUs, sequence parallelism (VeRL's trainer: "
-                         "train.mini_batch_prompts and train.sp; the longest sequence sets the "
-                         "tokens), or train.offload = true");
+        snprintf(buf, n, "%s, sequence parallelism (VeRL's trainer: train.mini_batch_prompts "
+                         "and train.sp; the longest sequence sets the tokens), or "
+                         "train.offload = true", more);
 }
 
 int train_mem_plan(const scenario *s, const hw_desc *hw, const llm_desc *m, int gpus,
@@ -74,15 +99,21 @@ int train_mem_plan(const scenario *s, const hw_desc *hw, const llm_desc *m, int 
 {
     char hint[192];
     train_mem_hint(s, tokens, hint, sizeof hint);
+    int f = train_fsdp_group(s, gpus, e);
+    if (f < 0)
+        return -1;
     train_mem_eval(s, hw, m, gpus, tokens, tm);
     const mem_train *n = &tm->need;
     double cap = s->train_mem_cap * hw->hbm_bytes;
+    char fsdp_note[64];
+    snprintf(fsdp_note, sizeof fsdp_note, " (states sharded over %d, train.fsdp_size)", f);
     if (n->total > cap)
-        return ts_errf(e, "%s: train: the actor update of %s on %d GPUs needs %.1f GB per GPU "
+        return ts_errf(e, "%s: train: the actor update of %s on %d GPUs%s needs %.1f GB per GPU "
                           "(model states %.1f, gathered weights %.1f, kept activations %.1f, "
                           "one layer %.1f, logits %.1f; %.0f tokens per GPU), over "
                           "train.mem_cap %.2f x %.1f GB of %s = %.1f GB; %s",
-                       s->path, m->name, gpus, n->total / 1e9, n->states / 1e9,
+                       s->path, m->name, gpus, f < gpus ? fsdp_note : "", n->total / 1e9,
+                       n->states / 1e9,
                        n->gathered / 1e9, n->kept / 1e9, n->layer / 1e9, n->logits / 1e9,
                        tokens, s->train_mem_cap, hw->hbm_bytes / 1e9, hw->name, cap / 1e9, hint);
     if (n->host > hw->host_bytes)

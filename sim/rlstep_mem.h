@@ -21,6 +21,18 @@ typedef struct train_mem {
     double opt_s;       /* one optimizer step on the host CPUs, s */
 } train_mem;
 
+/* The GPUs the actor's states are sharded over when the trainer has `gpus`:
+ * train.fsdp_size (HSDP: shard inside the group, replicate across groups),
+ * or all of them when it is 0 or not smaller.  Returns it, or -1 with a
+ * message naming train.fsdp_size when it does not divide gpus. */
+int train_fsdp_group(const scenario *s, int gpus, ts_err *e);
+
+/* HSDP (a shard group f smaller than the trainer's gpus): after the
+ * reduce-scatter inside its group, each GPU all-reduces its 1/f of the
+ * gradients (`bytes` in all) with the gpus/f replicas of its shard, one per
+ * group, spread over the nodes; seconds, 0 when f >= gpus.  Cannot fail. */
+double train_hsdp_allreduce(const scenario *s, const hw_desc *hw, double bytes, int gpus, int f);
+
 /* Tokens one GPU holds of its largest micro-batch when the longest
  * sequence (prompt + response) has `longest` tokens: the token budget
  * (train.micro_batch_tokens) or that sequence, and under VeRL's trainer
@@ -29,7 +41,9 @@ typedef struct train_mem {
 double train_mem_tokens(const scenario *s, double longest);
 
 /* Fills *tm for an actor update on `gpus` GPUs that puts `tokens` tokens on
- * a GPU: the peak's terms and, with train.offload, the offload's costs.
+ * a GPU: the peak's terms and, with train.offload, the offload's costs, the
+ * states sharded over train_fsdp_group() GPUs (a train.fsdp_size that does
+ * not divide gpus counts as all of them here; the trainers check it first).
  * Cannot fail. */
 void train_mem_eval(const scenario *s, const hw_desc *hw, const llm_desc *m, int gpus,
                     double tokens, train_mem *tm);
@@ -40,9 +54,11 @@ void train_mem_eval(const scenario *s, const hw_desc *hw, const llm_desc *m, int
  * sequence longer than it sets the tokens).  Cannot fail (truncates). */
 void train_mem_hint(const scenario *s, double tokens, char *buf, size_t n);
 
-/* train_mem_eval(), then the check: returns 0, or -1 with a message naming
- * the scenario's keys when the update does not fit in train.mem_cap of HBM,
- * or the offloaded states do not fit in a node's host memory. */
+/* train_fsdp_group()'s check, train_mem_eval(), then the memory check:
+ * returns 0, or -1 with a message naming the scenario's keys when
+ * train.fsdp_size does not divide gpus, the update does not fit in
+ * train.mem_cap of HBM, or the offloaded states do not fit in a node's host
+ * memory. */
 int train_mem_plan(const scenario *s, const hw_desc *hw, const llm_desc *m, int gpus,
                    double tokens, train_mem *tm, ts_err *e);
 

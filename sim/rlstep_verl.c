@@ -16,9 +16,11 @@
  *   packs its sequences into the fewest micro-batches of at most
  *   train.micro_batch_tokens x sp tokens (ppo_max_token_len_per_gpu x the
  *   SP size), balanced by tokens.
- * - FSDP shards the parameters over all GPUs (fsdp_size -1): every
- *   micro-batch all-gathers the bf16 weights for its forward, again for its
- *   backward (reshard_after_forward), and reduce-scatters fp32 gradients;
+ * - FSDP shards the parameters over all GPUs (fsdp_size -1; train.fsdp_size
+ *   shards them over groups of that many and replicates across the groups,
+ *   HSDP, adding an all-reduce of each gradient shard across the replicas):
+ *   every micro-batch all-gathers the bf16 weights for its forward, again for
+ *   its backward (reshard_after_forward), and reduce-scatters fp32 gradients;
  *   prefetching overlaps this with compute, so a micro-batch takes the
  *   larger of the two.
  * - Old log-prob and reference are forward passes over each rank's whole
@@ -195,9 +197,12 @@ int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, 
         return ts_errf(e, "%s: train.sp = %d does not divide the heads of %s", s->path, sp, m->name);
     c.par = (tc_par){.sp = sp, .ring = 0, .ckpt_a = s->recompute ? c.tm.n_a : 0};
     c.budget = (double)s->micro_batch_tokens * sp;
+    int f = train_fsdp_group(s, gpus, e);
+    if (f < 0)
+        return -1;
     double W = mem_weights(m, 1);
-    c.ag_s = comm_allgather(hw, W, gpus);
-    c.rs_s = comm_reduce_scatter(hw, 2.0 * W, gpus);
+    c.ag_s = comm_allgather(hw, W, f);
+    c.rs_s = comm_reduce_scatter(hw, 2.0 * W, f) + train_hsdp_allreduce(s, hw, 2.0 * W, gpus, f);
 
     int rc = -1;
     double *L = malloc(n * sizeof *L), *tok = calloc((size_t)dp, sizeof *tok);

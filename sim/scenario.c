@@ -50,6 +50,7 @@ static const key_def keys[] = {
     {"train", "sp", K_INT, OFF(train_sp), 1, 1024, "Ulysses SP size of VeRL's training phases"},
     {"train", "mini_batch_prompts", K_INT, OFF(mini_batch_prompts), 0, 1 << 20, "PPO mini-batch in prompts (0: one pass)"},
     {"train", "offload", K_BOOL, OFF(train_offload), 0, 1, "model states on the host, optimizer step on the CPU"},
+    {"train", "fsdp_size", K_INT, OFF(train_fsdp_size), 0, 1048576, "GPUs the actor's states are sharded over (HSDP; 0: all)"},
     {"train", "mem_cap", K_DBL, OFF(train_mem_cap), 0.05, 1.0, "fraction of HBM the actor update may use"},
     {"train", "strategy", K_STR, OFF(train_strategy), 0, 32, "none | bucket | packed | dcp-intra | dcp-inter | dcp-inter+pac"},
     {"spec", "mode", K_STR, OFF(spec_mode), 0, 16, "off | always | adaptive"},

@@ -82,6 +82,7 @@ typedef struct scenario {
     int train_sp;            /* Ulysses SP size of the VeRL training phases */
     int mini_batch_prompts;  /* PPO mini-batch, prompts (0: one update pass, no VeRL model) */
     int train_offload;       /* 1: model states on the host (FSDP2 CPUOffloadPolicy) */
+    int train_fsdp_size;     /* GPUs the states are sharded over (HSDP); 0: all of them */
     double train_mem_cap;    /* fraction of HBM the actor update may use */
     char train_strategy[32]; /* none (plain DP) | bucket | packed | dcp-intra | dcp-inter |
                               * dcp-inter+pac: the DCP planner of the training phases */

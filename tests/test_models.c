@@ -432,6 +432,14 @@ Test(models, collectives)
     cr_expect_gt(comm_broadcast(&h100, 15e9, 64), comm_broadcast(&h100, 15e9, 8));
     /* ring all-reduce of a large buffer on NVLink: ~2(n-1)/n * bytes / (bw * eff) */
     expect_near(intra, 2.0 * 7 / 8 * 64e6 / (h100.nvlink_bw * h100.ar_eff), 0.15, "allreduce");
+    /* a group spread over nodes: on one node as the contiguous group; one GPU
+     * per node (HSDP's replicas of a shard) goes over the NICs */
+    cr_expect_eq(comm_allreduce_spread(&h100, 64e6, 8, 1), intra);
+    cr_expect_eq(comm_allreduce_spread(&h100, 64e6, 16, 2), inter);
+    double strided = comm_allreduce_spread(&h100, 64e6, 8, 8);
+    cr_expect_gt(strided, intra);
+    expect_near(strided, 2.0 * 7 / 8 * 64e6 / (h100.nic_bw * h100.ar_eff), 0.15, "strided");
+    cr_expect_eq(comm_allreduce_spread(&h100, 64e6, 1, 1), 0.0);
 }
 
 Test(models, memory)

@@ -216,3 +216,37 @@ Test(rlstep_verl, the_memory_command_reports_what_the_trainer_checks)
               "%s", a);
     free(a);
 }
+
+/* HSDP (train.fsdp_size): the states shard over 8 GPUs instead of 64 (more
+ * memory), the gathers stay on a node, the gradient shards are all-reduced
+ * across the 8 groups; fsdp_size = the GPUs is the default bit for bit, and
+ * one that does not divide them is an error naming the key. */
+Test(rlstep_verl, hsdp_shards_over_the_group)
+{
+    ts_err e = {{0}};
+    rlstep_result a = run_mini(4), b, c, r;
+    cr_assert_eq(scenario_set(&s, "train.fsdp_size=8", &e), 0, "%s", e.msg);
+    cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &b, NULL, &e), 0, "%s", e.msg);
+    double P = llm_params(&m);
+    cr_assert_float_eq(b.train_mem_gb - a.train_mem_gb, 16 * P * (1.0 / 8 - 1.0 / 64) / 1e9, 1e-9,
+                       "%g -> %g GB", a.train_mem_gb, b.train_mem_gb);
+    cr_assert_neq(b.phase_s[PH_UPDATE], a.phase_s[PH_UPDATE]);
+    double W = mem_weights(&m, 1);
+    cr_assert_geq(b.phase_s[PH_UPDATE],
+                  (tr->n_prompts / 4) * comm_allreduce_spread(&hw, 2 * W / 8, 8, 8) * (1 - 1e-9),
+                  "every mini-batch all-reduces its gradient shard across the groups");
+    cr_assert_eq(scenario_set(&s, "train.fsdp_size=64", &e), 0, "%s", e.msg);
+    cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &c, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(c.step_s, a.step_s);
+    cr_assert_eq(c.train_mem_gb, a.train_mem_gb);
+    cr_assert_eq(scenario_set(&s, "train.fsdp_size=6", &e), 0, "%s", e.msg);
+    cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, NULL, &e), -1);
+    cr_assert(strstr(e.msg, "train.fsdp_size = 6 does not divide"), "%s", e.msg);
+    cr_assert_eq(scenario_set(&s, "train.mini_batch_prompts=0", &e), 0, "%s", e.msg);
+    cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &r, NULL, &e), -1, "the plain trainer checks too");
+    cr_assert_eq(scenario_set(&s, "train.fsdp_size=0", &e), 0, "%s", e.msg);
+    cr_assert_eq(scenario_set(&s, "train.mini_batch_prompts=4", &e), 0, "%s", e.msg);
+    rlstep_result_free(&a);
+    rlstep_result_free(&b);
+    rlstep_result_free(&c);
+}
