@@ -132,10 +132,14 @@ static inline int fuzz_calib(const uint8_t *data, size_t size)
     calib_row *rows = NULL;
     size_t n = 0;
     ts_err e = {{0}};
-    if (calib_csv_load(path, &rows, &n, &e) == 0)
+    if (calib_csv_load(path, &rows, &n, &e) == 0) {
+        double bw = -1;
+        if (calib_host_bw(rows, n, &bw) == 0 && !(bw > 0))
+            abort(); /* a host link is measured as a positive rate */
         free(rows);
-    else if (!e.msg[0])
+    } else if (!e.msg[0]) {
         abort();
+    }
     remove(path);
     return 0;
 }
