@@ -10,8 +10,9 @@
  * train.offload the host memory the states take per node.  A configuration
  * that does not fit is reported, not refused: the exit status is 0 whenever
  * the report was printed; bad input exits 1, bad usage 2.  Under a DCP
- * train.strategy the update is planned by that strategy under dcp.mem_cap
- * (`tailsim dcp`), and only the rollout side is printed.
+ * train.strategy the step's responses are planned by that strategy
+ * (sim/rlstep_train.c) and the plan's largest micro-batch memory, states
+ * included, is reported against dcp.mem_cap.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -26,6 +27,7 @@
 #include "sim/policy.h"
 #include "sim/rlstep.h"
 #include "sim/rlstep_mem.h"
+#include "sim/rlstep_train.h"
 #include "sim/scenario.h"
 
 static void usage(FILE *f)
@@ -35,8 +37,9 @@ static void usage(FILE *f)
             "What one GPU of SCENARIO holds: the rollout replica's weights, reserve and KV\n"
             "cache (rollout.mem_util), and the actor update's peak term by term (model states,\n"
             "gathered weights, kept activations, one layer, logits) against train.mem_cap,\n"
-            "with train.offload's host memory per node.  Nothing is simulated; the largest\n"
-            "micro-batch comes from the scenario's first step (or --trace FILE).  A\n"
+            "with train.offload's host memory per node (under a DCP train.strategy, its\n"
+            "plan's largest micro-batch against dcp.mem_cap).  Nothing is simulated; the\n"
+            "micro-batches come from the scenario's first step (or --trace FILE).  A\n"
             "configuration that does not fit is reported with exit status 0.\n\n"
             "options:\n"
             "  --trace FILE        the batch to size the micro-batches by (JSONL or CSV)\n"
@@ -145,6 +148,38 @@ static json_t *train_side(const scenario *s, const hw_desc *hw, const llm_desc *
     return NULL;
 }
 
+/* The update under a DCP train.strategy: the plan of the step's responses
+ * and its largest micro-batch memory per GPU.  Returns 0, or -1 with e set. */
+static int dcp_side(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                    json_t **out, ts_err *e)
+{
+    rlstep_train rt;
+    if (rlstep_train_init(&rt, s, hw, m, t, e))
+        return -1;
+    dcp_result r;
+    int rc = dcp_simulate(&rt.ctx, &rt.plan, 0, &r, NULL, 0, 0, e);
+    rlstep_train_free(&rt);
+    if (rc)
+        return -1;
+    double cap = s->dcp.mem_cap * hw->hbm_bytes;
+    if (out) {
+        json_t *o = json_object();
+        json_object_set_new(o, "trainer", json_string(s->train_strategy));
+        json_object_set_new(o, "mem_cap", json_real(s->dcp.mem_cap));
+        add_gb(o, "cap_gb", cap);
+        add_gb(o, "total_gb", r.peak_mem_bytes);
+        json_object_set_new(o, "fits", json_boolean(r.feasible));
+        *out = o;
+        return 0;
+    }
+    printf("\nactor update, per GPU (planned by train.strategy %s; dcp.mem_cap %.2f = %.1f GB)\n",
+           s->train_strategy, s->dcp.mem_cap, GB(cap));
+    printf("  %-20s %8.1f GB  %s\n", "largest micro-batch", GB(r.peak_mem_bytes),
+           r.feasible ? "fits (states included; the plan sized it under the cap)"
+                      : "does NOT fit under dcp.mem_cap");
+    return 0;
+}
+
 int cmd_memory(int argc, char **argv)
 {
     static const struct option lo[] = {{"trace", required_argument, 0, 't'},
@@ -190,10 +225,10 @@ int cmd_memory(int argc, char **argv)
     if (scenario_validate(&s, &e) || hw_load(s.hw, &hw, &e) || llm_load(s.model, &m, &e))
         goto done;
     int dcp = strcmp(s.train_strategy, "none") != 0;
-    if (!dcp && (train_fsdp_group(&s, s.gpus, &e) < 0 ||
-                 policy_load_steps(&s, trace_file, 1, &t, &e)))
+    if ((!dcp && train_fsdp_group(&s, s.gpus, &e) < 0) ||
+        policy_load_steps(&s, trace_file, 1, &t, &e))
         goto done;
-    double longest = t ? rlstep_longest(&s, t) : 0;
+    double longest = rlstep_longest(&s, t);
     int gpn = s.gpus_per_node > 0 ? s.gpus_per_node : hw.gpus_per_node;
     if (json) {
         o = json_object();
@@ -208,8 +243,9 @@ int cmd_memory(int argc, char **argv)
         json_object_set_new(o, "longest_tokens", json_real(longest));
         json_object_set_new(o, "rollout", rollout_side(&s, &hw, &m, 1));
         if (dcp) {
-            json_t *tr = json_object();
-            json_object_set_new(tr, "trainer", json_string(s.train_strategy));
+            json_t *tr = NULL;
+            if (dcp_side(&s, &hw, &m, t, &tr, &e))
+                goto done;
             json_object_set_new(o, "train", tr);
         } else {
             json_object_set_new(o, "train", train_side(&s, &hw, &m, longest, 1));
@@ -220,16 +256,14 @@ int cmd_memory(int argc, char **argv)
         printf("memory  scenario %s  model %s (%.1fB parameters)  hw %s (%.1f GB)  gpus %d "
                "(%d per node)\n",
                s.name, m.name, llm_params(&m) / 1e9, hw.name, GB(hw.hbm_bytes), s.gpus, gpn);
-        if (!dcp)
-            printf("longest sequence of the first step: %.0f tokens\n", longest);
-        printf("\n");
+        printf("longest sequence of the first step: %.0f tokens\n\n", longest);
         rollout_side(&s, &hw, &m, 0);
-        if (dcp)
-            printf("\nactor update: planned by train.strategy %s under dcp.mem_cap %.2f "
-                   "(`tailsim dcp` prints its plans and peak memory)\n",
-                   s.train_strategy, s.dcp.mem_cap);
-        else
+        if (dcp) {
+            if (dcp_side(&s, &hw, &m, t, NULL, &e))
+                goto done;
+        } else {
             train_side(&s, &hw, &m, longest, 0);
+        }
     }
     rc = 0;
 done:

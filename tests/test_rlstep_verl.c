@@ -188,7 +188,7 @@ Test(rlstep_verl, an_update_over_the_cap_is_an_error)
 
 /* `tailsim memory` reports the figure the trainer checks, for a
  * configuration that fits and for one that does not (exit 0 both: a report);
- * under a DCP strategy only the rollout side. */
+ * under a DCP strategy the plan's largest micro-batch. */
 Test(rlstep_verl, the_memory_command_reports_what_the_trainer_checks)
 {
     char *a = run_capture("build/tailsim rlstep qwen7b-64gpu --set trace.prompts=8 --json");
@@ -212,7 +212,7 @@ Test(rlstep_verl, the_memory_command_reports_what_the_trainer_checks)
     free(a);
     a = run_capture("build/tailsim memory joint-qwen7b-64gpu");
     cr_assert(strstr(a, "KV cache") && strstr(a, "planned by train.strategy dcp-inter") &&
-                  !strstr(a, "logits"),
+                  strstr(a, "largest micro-batch") && strstr(a, "fits") && !strstr(a, "logits"),
               "%s", a);
     free(a);
 }
