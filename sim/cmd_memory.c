@@ -149,35 +149,38 @@ static json_t *train_side(const scenario *s, const hw_desc *hw, const llm_desc *
 }
 
 /* The update under a DCP train.strategy: the plan of the step's responses
- * and its largest micro-batch memory per GPU.  Returns 0, or -1 with e set. */
-static int dcp_side(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
-                    json_t **out, ts_err *e)
+ * and its largest micro-batch memory per GPU (r->peak_mem_bytes, r->feasible).
+ * Returns 0, or -1 with e set. */
+static int dcp_peak(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                    dcp_result *r, ts_err *e)
 {
     rlstep_train rt;
     if (rlstep_train_init(&rt, s, hw, m, t, e))
         return -1;
-    dcp_result r;
-    int rc = dcp_simulate(&rt.ctx, &rt.plan, 0, &r, NULL, 0, 0, e);
+    int rc = dcp_simulate(&rt.ctx, &rt.plan, 0, r, NULL, 0, 0, e);
     rlstep_train_free(&rt);
-    if (rc)
-        return -1;
+    return rc;
+}
+
+/* The DCP side as JSON (json) or printed. */
+static json_t *dcp_side(const scenario *s, const hw_desc *hw, const dcp_result *r, int json)
+{
     double cap = s->dcp.mem_cap * hw->hbm_bytes;
-    if (out) {
+    if (json) {
         json_t *o = json_object();
         json_object_set_new(o, "trainer", json_string(s->train_strategy));
         json_object_set_new(o, "mem_cap", json_real(s->dcp.mem_cap));
         add_gb(o, "cap_gb", cap);
-        add_gb(o, "total_gb", r.peak_mem_bytes);
-        json_object_set_new(o, "fits", json_boolean(r.feasible));
-        *out = o;
-        return 0;
+        add_gb(o, "total_gb", r->peak_mem_bytes);
+        json_object_set_new(o, "fits", json_boolean(r->feasible));
+        return o;
     }
     printf("\nactor update, per GPU (planned by train.strategy %s; dcp.mem_cap %.2f = %.1f GB)\n",
            s->train_strategy, s->dcp.mem_cap, GB(cap));
-    printf("  %-20s %8.1f GB  %s\n", "largest micro-batch", GB(r.peak_mem_bytes),
-           r.feasible ? "fits (states included; the plan sized it under the cap)"
-                      : "does NOT fit under dcp.mem_cap");
-    return 0;
+    printf("  %-20s %8.1f GB  %s\n", "largest micro-batch", GB(r->peak_mem_bytes),
+           r->feasible ? "fits (states included; the plan sized it under the cap)"
+                       : "does NOT fit under dcp.mem_cap");
+    return NULL;
 }
 
 int cmd_memory(int argc, char **argv)
@@ -229,6 +232,9 @@ int cmd_memory(int argc, char **argv)
         policy_load_steps(&s, trace_file, 1, &t, &e))
         goto done;
     double longest = rlstep_longest(&s, t);
+    dcp_result dr;
+    if (dcp && dcp_peak(&s, &hw, &m, t, &dr, &e))
+        goto done; /* before anything is printed */
     int gpn = s.gpus_per_node > 0 ? s.gpus_per_node : hw.gpus_per_node;
     if (json) {
         o = json_object();
@@ -243,10 +249,7 @@ int cmd_memory(int argc, char **argv)
         json_object_set_new(o, "longest_tokens", json_real(longest));
         json_object_set_new(o, "rollout", rollout_side(&s, &hw, &m, 1));
         if (dcp) {
-            json_t *tr = NULL;
-            if (dcp_side(&s, &hw, &m, t, &tr, &e))
-                goto done;
-            json_object_set_new(o, "train", tr);
+            json_object_set_new(o, "train", dcp_side(&s, &hw, &dr, 1));
         } else {
             json_object_set_new(o, "train", train_side(&s, &hw, &m, longest, 1));
         }
@@ -258,12 +261,10 @@ int cmd_memory(int argc, char **argv)
                s.name, m.name, llm_params(&m) / 1e9, hw.name, GB(hw.hbm_bytes), s.gpus, gpn);
         printf("longest sequence of the first step: %.0f tokens\n\n", longest);
         rollout_side(&s, &hw, &m, 0);
-        if (dcp) {
-            if (dcp_side(&s, &hw, &m, t, NULL, &e))
-                goto done;
-        } else {
+        if (dcp)
+            dcp_side(&s, &hw, &dr, 0);
+        else
             train_side(&s, &hw, &m, longest, 0);
-        }
     }
     rc = 0;
 done:
