@@ -24,6 +24,7 @@
 #include "common/util.h"
 #include "models/memory.h"
 #include "sim/cmd.h"
+#include "sim/cmd_run.h"
 #include "sim/policy.h"
 #include "sim/rlstep.h"
 #include "sim/rlstep_mem.h"
@@ -220,12 +221,7 @@ int cmd_memory(int argc, char **argv)
     trace *t = NULL;
     json_t *o = NULL;
     int rc = 1;
-    if (scenario_load(argv[optind], &s, &e))
-        goto done;
-    for (int i = 0; i < nsets; i++)
-        if (scenario_set(&s, sets[i], &e))
-            goto done;
-    if (scenario_validate(&s, &e) || hw_load(s.hw, &hw, &e) || llm_load(s.model, &m, &e))
+    if (run_setup(argv[optind], sets, nsets, 0, 0, &s, &hw, &m, &e))
         goto done;
     int dcp = strcmp(s.train_strategy, "none") != 0;
     if ((!dcp && train_fsdp_group(&s, s.gpus, &e) < 0) ||
@@ -235,7 +231,7 @@ int cmd_memory(int argc, char **argv)
     dcp_result dr;
     if (dcp && dcp_peak(&s, &hw, &m, t, &dr, &e))
         goto done; /* before anything is printed */
-    int gpn = s.gpus_per_node > 0 ? s.gpus_per_node : hw.gpus_per_node;
+    int gpn = hw.gpus_per_node; /* run_setup applied cluster.gpus_per_node */
     if (json) {
         o = json_object();
         json_object_set_new(o, "command", json_string("memory"));
