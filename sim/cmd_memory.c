@@ -1,18 +1,19 @@
 /*
- * `tailsim memory SCENARIO [--trace FILE] [--set SEC.KEY=VAL] [--json]`: what
- * one GPU holds, before anything is simulated.  The rollout side: the
- * replica's weights, the activation reserve and the KV cache that
+ * `tailsim memory SCENARIO [--gpus LIST] [--trace FILE] [--set SEC.KEY=VAL]
+ * [--json]`: what one GPU holds, before anything is simulated.  The rollout
+ * side: the replica's weights, the activation reserve and the KV cache that
  * rollout.mem_util leaves (models/memory.c), with the replica's capacity in
- * tokens.  The training side: the actor update's peak term by term, the
- * same figure the plain and VeRL trainers check against train.mem_cap
+ * tokens.  The training side: the actor update's peak term by term, the same
+ * figure the plain and VeRL trainers check against train.mem_cap
  * (sim/rlstep_mem.c), from the largest micro-batch the scenario's first step
  * makes (its longest sequence against the token budget), and with
- * train.offload the host memory the states take per node.  A configuration
- * that does not fit is reported, not refused: the exit status is 0 whenever
- * the report was printed; bad input exits 1, bad usage 2.  Under a DCP
- * train.strategy the step's responses are planned by that strategy
- * (sim/rlstep_train.c) and the plan's largest micro-batch memory, states
- * included, is reported against dcp.mem_cap.
+ * train.offload the host memory the states take per node; with --gpus, the
+ * same update at each GPU count.  A configuration that does not fit is
+ * reported, not refused: the exit status is 0 whenever the report was
+ * printed; bad input exits 1, bad usage 2.  Under a DCP train.strategy the
+ * step's responses are planned by that strategy (sim/rlstep_train.c) and the
+ * plan's largest micro-batch memory, states included, is reported against
+ * dcp.mem_cap.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -34,7 +35,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tailsim memory SCENARIO [--trace FILE] [--set SEC.KEY=VAL] [--json]\n\n"
+            "usage: tailsim memory SCENARIO [--gpus LIST] [--trace FILE] [--set SEC.KEY=VAL]\n"
+            "                      [--json]\n\n"
             "What one GPU of SCENARIO holds: the rollout replica's weights, reserve and KV\n"
             "cache (rollout.mem_util), and the actor update's peak term by term (model states,\n"
             "gathered weights, kept activations, one layer, logits) against train.mem_cap,\n"
@@ -43,6 +45,8 @@ static void usage(FILE *f)
             "micro-batches come from the scenario's first step (or --trace FILE).  A\n"
             "configuration that does not fit is reported with exit status 0.\n\n"
             "options:\n"
+            "  --gpus LIST         also the actor update at each of these GPU counts, e.g.\n"
+            "                      8,16,32,64 (not under a DCP train.strategy)\n"
             "  --trace FILE        the batch to size the micro-batches by (JSONL or CSV)\n"
             "  --set SEC.KEY=VAL   a scenario override (repeatable)\n"
             "  --json              print one JSON object\n"
@@ -184,19 +188,91 @@ static json_t *dcp_side(const scenario *s, const hw_desc *hw, const dcp_result *
     return NULL;
 }
 
+/* The update at each GPU count of `list` (--gpus): the states' share, the
+ * peak and whether it fits; a count the scenario cannot run at (TP or
+ * train.fsdp_size not dividing it) gets its reason.  Into `arr` (JSON) or
+ * printed. */
+static void by_gpus(const scenario *base, const hw_desc *hw, const llm_desc *m, double longest,
+                    const int *list, int n, json_t *arr)
+{
+    double cap = base->train_mem_cap * hw->hbm_bytes;
+    if (!arr)
+        printf("\nactor update by GPU count (train.mem_cap %.2f = %.1f GB)\n"
+               "  %6s %6s %10s %10s %10s  %s\n",
+               base->train_mem_cap, GB(cap), "gpus", "shard", "states_GB", "update_GB",
+               base->train_offload ? "host_GB" : "", "fits");
+    for (int i = 0; i < n; i++) {
+        scenario s = *base;
+        s.gpus = list[i];
+        ts_err e = {{0}};
+        int f = -1;
+        if (scenario_validate(&s, &e) == 0)
+            f = train_fsdp_group(&s, s.gpus, &e);
+        train_mem tm;
+        if (f > 0)
+            train_mem_eval(&s, hw, m, s.gpus, train_mem_tokens(&s, longest), &tm);
+        int fits = f > 0 && tm.need.total <= cap && tm.need.host <= hw->host_bytes;
+        if (arr) {
+            json_t *o = json_object();
+            json_object_set_new(o, "gpus", json_integer(list[i]));
+            if (f > 0) {
+                json_object_set_new(o, "fsdp_group", json_integer(f));
+                add_gb(o, "states_gb", tm.need.states);
+                add_gb(o, "total_gb", tm.need.total);
+                add_gb(o, "host_gb_per_node", tm.need.host);
+            } else {
+                json_object_set_new(o, "reason", json_string(e.msg));
+            }
+            json_object_set_new(o, "fits", json_boolean(fits));
+            json_array_append_new(arr, o);
+            continue;
+        }
+        if (f < 0) {
+            const char *why = strstr(e.msg, ".ini: "); /* the scenario's path, said above */
+            printf("  %6d  cannot run: %s\n", list[i], why ? why + 6 : e.msg);
+            continue;
+        }
+        char host[32] = "";
+        if (s.train_offload)
+            snprintf(host, sizeof host, "%.1f", GB(tm.need.host));
+        printf("  %6d %6d %10.1f %10.1f %10s  %s\n", list[i], f, GB(tm.need.states),
+               GB(tm.need.total), host, fits ? "yes" : "no");
+    }
+}
+
 int cmd_memory(int argc, char **argv)
 {
     static const struct option lo[] = {{"trace", required_argument, 0, 't'},
+                                       {"gpus", required_argument, 0, 'g'},
                                        {"set", required_argument, 0, 'S'},
                                        {"json", no_argument, 0, 'j'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *sets[32], *trace_file = NULL;
-    int nsets = 0, json = 0, c;
+    int nsets = 0, json = 0, c, gl[64], ng = 0;
+    int64_t v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
         case 't': trace_file = optarg; break;
+        case 'g': {
+            char buf[512];
+            snprintf(buf, sizeof buf, "%s", optarg);
+            ng = 0;
+            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+                if (ng == 64 || ts_parse_i64(tok, 1, 1048576, &v)) {
+                    fprintf(stderr, "tailsim memory: --gpus '%s': expected up to 64 GPU counts "
+                                    "in [1, 1048576], comma-separated\n", optarg);
+                    return 2;
+                }
+                gl[ng++] = (int)v;
+            }
+            if (!ng) {
+                fprintf(stderr, "tailsim memory: --gpus '%s': no GPU count\n", optarg);
+                return 2;
+            }
+            break;
+        }
         case 'S':
             if (nsets == 32) {
                 fprintf(stderr, "tailsim memory: too many --set options\n");
@@ -248,6 +324,11 @@ int cmd_memory(int argc, char **argv)
             json_object_set_new(o, "train", dcp_side(&s, &hw, &dr, 1));
         } else {
             json_object_set_new(o, "train", train_side(&s, &hw, &m, longest, 1));
+            if (ng) {
+                json_t *arr = json_array();
+                by_gpus(&s, &hw, &m, longest, gl, ng, arr);
+                json_object_set_new(o, "by_gpus", arr);
+            }
         }
         if (cmd_print_json(o, 6, &e))
             goto done;
@@ -257,10 +338,13 @@ int cmd_memory(int argc, char **argv)
                s.name, m.name, llm_params(&m) / 1e9, hw.name, GB(hw.hbm_bytes), s.gpus, gpn);
         printf("longest sequence of the first step: %.0f tokens\n\n", longest);
         rollout_side(&s, &hw, &m, 0);
-        if (dcp)
+        if (dcp) {
             dcp_side(&s, &hw, &dr, 0);
-        else
+        } else {
             train_side(&s, &hw, &m, longest, 0);
+            if (ng)
+                by_gpus(&s, &hw, &m, longest, gl, ng, NULL);
+        }
     }
     rc = 0;
 done:

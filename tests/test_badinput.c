@@ -84,6 +84,7 @@ static const bad_case cases[] = {
     {"scn_train_offload_with_strategy", "s.ini", SCN("[train]\noffload = true\nstrategy = dcp-inter\n[trace]\nprompts = 2\n"), T "rlstep $D/s.ini --db $D/r.db", 1, "s.ini", "train.offload is not modelled", "r.db"},
     {"memory_unknown_scenario", NULL, NULL, T "memory no-such-scenario", 1, "no-such-scenario", "unknown", NULL},
     {"memory_bad_set", NULL, NULL, T "memory qwen7b-64gpu --set train.mem_cap=2", 1, "train.mem_cap", "", NULL},
+    {"memory_bad_gpus", NULL, NULL, T "memory qwen7b-64gpu --gpus 16,x", 2, "--gpus", "GPU counts", NULL},
     {"memory_bad_trace", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5,-3]}\n", T "memory qwen7b-64gpu --trace $D/t.jsonl", 1, "t.jsonl:1", "'output'", NULL},
     {"scn_train_strategy_no_memory", "s.ini", SCN("[train]\nstrategy = dcp-inter\n[dcp]\nmem_cap = 0.05\n[trace]\nprompts = 2\n"), T "rlstep $D/s.ini --db $D/r.db", 1, "train.strategy dcp-inter", "no memory under the cap", "r.db"},
     {"scn_bad_dist", "s.ini", SCN("[trace]\ndist = poisson\n"), T "rollout $D/s.ini", 1, "trace.dist", "", NULL},

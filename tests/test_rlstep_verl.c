@@ -210,6 +210,22 @@ Test(rlstep_verl, the_memory_command_reports_what_the_trainer_checks)
                     "trace.prompts=8 --set train.offload=true --json");
     cr_assert(strstr(a, "\"states_gb\": 0.0") && strstr(a, "\"fits\": true"), "%s", a);
     free(a);
+    /* --gpus: the same update at each count; a count TP does not divide is said */
+    a = run_capture("build/tailsim memory qwen32b-64gpu --set trace.prompts=8 --gpus 8,12,32");
+    const char *tab = strstr(a, "actor update by GPU count");
+    cr_assert(tab, "%s", a);
+    cr_assert(strstr(tab, "no\n") && strstr(tab, "cannot run: rollout.tp = 8 does not divide") &&
+                  strstr(tab, "yes\n"),
+              "%s", a);
+    free(a);
+    a = run_capture("build/tailsim memory qwen32b-64gpu --set trace.prompts=8 --gpus 64 --json");
+    const char *by = strstr(a, "\"by_gpus\"");
+    q = strstr(a, "\"total_gb\": ");
+    cr_assert(by && q, "%s", a);
+    char want[64];
+    snprintf(want, sizeof want, "\"total_gb\": %.6g", strtod(q + 12, NULL));
+    cr_assert(strstr(by, want), "64 GPUs in the table as in the report: %s", a);
+    free(a);
     a = run_capture("build/tailsim memory joint-qwen7b-64gpu");
     cr_assert(strstr(a, "KV cache") && strstr(a, "planned by train.strategy dcp-inter") &&
                   strstr(a, "largest micro-batch") && strstr(a, "fits") && !strstr(a, "logits"),
