@@ -91,13 +91,11 @@ double mem_model_states_params(double params, int zero_stage, int dp)
     }
 }
 
-void mem_train_fsdp(const llm_desc *m, int gpus, int gpus_per_node, double tokens, int recompute,
+void mem_train_fsdp(const llm_desc *m, int gpus, int node_gpus, double tokens, int recompute,
                     double act_factor, int offload, mem_train *out)
 {
     double n = gpus < 1 ? 1.0 : (double)gpus;
-    int local = gpus_per_node < 1 ? 1 : gpus_per_node;
-    if (local > gpus)
-        local = gpus < 1 ? 1 : gpus;
+    int local = node_gpus < 1 ? 1 : node_gpus;
     double P = llm_params(m), h = m->hidden;
     /* VeRL keeps the actor in fp32 (model_dtype) with bf16 compute: fp32
      * parameters and gradients and Adam's two fp32 moments, all sharded */

@@ -49,14 +49,14 @@ typedef struct mem_train {
     double host;     /* offloaded model states held by one node's host memory */
 } mem_train;
 
-/* Fills *out for an actor of `params` parameters (m's shapes) trained on
- * `gpus` GPUs (gpus_per_node to a node), each holding `tokens` tokens of its
- * largest micro-batch (its share of the sequences under sequence
- * parallelism), with full activation checkpointing (recompute 1) or none,
- * act_factor bytes per token per hidden unit for a kept layer, and the
- * model states on the GPU (offload 0) or on the host (1, FSDP2's
- * CPUOffloadPolicy).  Cannot fail. */
-void mem_train_fsdp(const llm_desc *m, int gpus, int gpus_per_node, double tokens, int recompute,
+/* Fills *out for an actor of `params` parameters (m's shapes) whose states
+ * are sharded over `gpus` GPUs, `node_gpus` of the trainer's GPUs on one node
+ * (each holding one shard), each GPU holding `tokens` tokens of its largest
+ * micro-batch (its share of the sequences under sequence parallelism), with
+ * full activation checkpointing (recompute 1) or none, act_factor bytes per
+ * token per hidden unit for a kept layer, and the model states on the GPU
+ * (offload 0) or on the host (1, FSDP2's CPUOffloadPolicy).  Cannot fail. */
+void mem_train_fsdp(const llm_desc *m, int gpus, int node_gpus, double tokens, int recompute,
                     double act_factor, int offload, mem_train *out);
 
 #endif

@@ -100,12 +100,11 @@ static json_t *train_side(const scenario *s, const hw_desc *hw, const llm_desc *
                           double longest, int json)
 {
     const char *trainer = s->mini_batch_prompts > 0 ? "verl" : "plain";
-    ts_err ignore;
-    int f = train_fsdp_group(s, s->gpus, &ignore); /* checked by the caller */
     double tokens = train_mem_tokens(s, longest), cap = s->train_mem_cap * hw->hbm_bytes;
     train_mem tm;
     train_mem_eval(s, hw, m, s->gpus, tokens, &tm);
     const mem_train *n = &tm.need;
+    int f = tm.group;
     int fits = n->total <= cap, host_fits = n->host <= hw->host_bytes;
     if (json) {
         json_t *o = json_object();

@@ -273,7 +273,7 @@ static double train_phases(const scenario *s, const hw_desc *hw, const llm_desc 
     train_mem tm;
     if (train_mem_plan(s, hw, m, gpus, train_mem_tokens(s, rlstep_longest(s, t)), &tm, e))
         return -1;
-    int f = train_fsdp_group(s, gpus, e); /* checked by train_mem_plan */
+    int f = tm.group;
     res->train_mem_gb = tm.need.total / 1e9;
     /* old log-prob and reference forward passes */
     for (int ph = PH_OLD_LOGP; ph <= PH_REF; ph++) {

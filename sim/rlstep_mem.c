@@ -34,17 +34,32 @@ double train_mem_tokens(const scenario *s, double longest)
     return fmax(budget, longest);
 }
 
+/* GPUs to a node, the scenario's or the hardware's. */
+static int node_size(const scenario *s, const hw_desc *hw)
+{
+    return s->gpus_per_node > 0 ? s->gpus_per_node : hw->gpus_per_node;
+}
+
+/* The trainer's GPUs on one node. */
 static int node_gpus(const scenario *s, const hw_desc *hw, int gpus)
 {
-    int gpn = s->gpus_per_node > 0 ? s->gpus_per_node : hw->gpus_per_node;
+    int gpn = node_size(s, hw);
     return gpn < gpus ? gpn : gpus;
+}
+
+/* The shard group: train.fsdp_size when it divides gpus and is smaller,
+ * else all of them (train_fsdp_group() says when it does not divide). */
+static int shard_group(const scenario *s, int gpus)
+{
+    int f = s->train_fsdp_size;
+    return f > 0 && f < gpus && gpus % f == 0 ? f : gpus;
 }
 
 double train_hsdp_allreduce(const scenario *s, const hw_desc *hw, double bytes, int gpus, int f)
 {
     if (f <= 0 || f >= gpus)
         return 0.0;
-    int gpn = s->gpus_per_node > 0 ? s->gpus_per_node : hw->gpus_per_node;
+    int gpn = node_size(s, hw);
     int nodes = (gpus + gpn - 1) / gpn, reps = gpus / f;
     return comm_allreduce_spread(hw, bytes / f, reps, nodes < reps ? nodes : reps);
 }
@@ -52,26 +67,22 @@ double train_hsdp_allreduce(const scenario *s, const hw_desc *hw, double bytes, 
 int train_fsdp_group(const scenario *s, int gpus, ts_err *e)
 {
     int f = s->train_fsdp_size;
-    if (f <= 0 || f >= gpus)
-        return gpus;
-    if (gpus % f)
+    if (f > 0 && f < gpus && gpus % f)
         return ts_errf(e, "%s: train.fsdp_size = %d does not divide the trainer's %d GPUs",
                        s->path, f, gpus);
-    return f;
+    return shard_group(s, gpus);
 }
 
 void train_mem_eval(const scenario *s, const hw_desc *hw, const llm_desc *m, int gpus,
                     double tokens, train_mem *tm)
 {
-    int local = node_gpus(s, hw, gpus);
-    int f = s->train_fsdp_size > 0 && s->train_fsdp_size < gpus && gpus % s->train_fsdp_size == 0
-                ? s->train_fsdp_size
-                : gpus;
+    int local = node_gpus(s, hw, gpus), f = shard_group(s, gpus);
     mem_train_fsdp(m, f, local, tokens, s->recompute, s->dcp.act_factor, s->train_offload,
                    &tm->need);
+    tm->group = f;
     tm->fwd_s = tm->ref_s = tm->bwd_s = tm->opt_s = 0;
     if (s->train_offload) {
-        double shard = llm_params(m) / (f > 0 ? f : 1);
+        double shard = llm_params(m) / f;
         tm->fwd_s = 4.0 * shard / hw->pcie_bw;
         tm->ref_s = 2.0 * shard / hw->pcie_bw;
         tm->bwd_s = 8.0 * shard / hw->pcie_bw;
@@ -97,12 +108,12 @@ void train_mem_hint(const scenario *s, double tokens, char *buf, size_t n)
 int train_mem_plan(const scenario *s, const hw_desc *hw, const llm_desc *m, int gpus,
                    double tokens, train_mem *tm, ts_err *e)
 {
+    if (train_fsdp_group(s, gpus, e) < 0)
+        return -1;
     char hint[192];
     train_mem_hint(s, tokens, hint, sizeof hint);
-    int f = train_fsdp_group(s, gpus, e);
-    if (f < 0)
-        return -1;
     train_mem_eval(s, hw, m, gpus, tokens, tm);
+    int f = tm->group;
     const mem_train *n = &tm->need;
     double cap = s->train_mem_cap * hw->hbm_bytes;
     char fsdp_note[64];
@@ -119,8 +130,9 @@ int train_mem_plan(const scenario *s, const hw_desc *hw, const llm_desc *m, int 
     if (n->host > hw->host_bytes)
         return ts_errf(e, "%s: train.offload: the model states of %s on %d GPUs take %.0f GB of "
                           "host memory per node (%d GPUs' shards), over the %.0f GB of a %s "
-                          "node; use more GPUs",
+                          "node; use %s",
                        s->path, m->name, gpus, n->host / 1e9, node_gpus(s, hw, gpus),
-                       hw->host_bytes / 1e9, hw->name);
+                       hw->host_bytes / 1e9, hw->name,
+                       f < gpus ? "a larger train.fsdp_size (or none)" : "more GPUs");
     return 0;
 }

@@ -19,6 +19,7 @@ typedef struct train_mem {
     double bwd_s;       /* a forward+backward micro-batch: the shard copied in twice
                          * (forward, backward) while the gradients go out, s */
     double opt_s;       /* one optimizer step on the host CPUs, s */
+    int group;          /* GPUs the states are sharded over (train_fsdp_group()) */
 } train_mem;
 
 /* The GPUs the actor's states are sharded over when the trainer has `gpus`:

@@ -197,12 +197,6 @@ int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, 
         return ts_errf(e, "%s: train.sp = %d does not divide the heads of %s", s->path, sp, m->name);
     c.par = (tc_par){.sp = sp, .ring = 0, .ckpt_a = s->recompute ? c.tm.n_a : 0};
     c.budget = (double)s->micro_batch_tokens * sp;
-    int f = train_fsdp_group(s, gpus, e);
-    if (f < 0)
-        return -1;
-    double W = mem_weights(m, 1);
-    c.ag_s = comm_allgather(hw, W, f);
-    c.rs_s = comm_reduce_scatter(hw, 2.0 * W, f) + train_hsdp_allreduce(s, hw, 2.0 * W, gpus, f);
 
     int rc = -1;
     double *L = malloc(n * sizeof *L), *tok = calloc((size_t)dp, sizeof *tok);
@@ -231,6 +225,11 @@ int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, 
     if (train_mem_plan(s, hw, m, gpus, train_mem_tokens(s, L[order[0]]), &c.mem, e))
         goto done;
     res->train_mem_gb = c.mem.need.total / 1e9;
+    /* FSDP traffic inside the shard group (and across replicas under HSDP) */
+    int f = c.mem.group;
+    double W = mem_weights(m, 1);
+    c.ag_s = comm_allgather(hw, W, f);
+    c.rs_s = comm_reduce_scatter(hw, 2.0 * W, f) + train_hsdp_allreduce(s, hw, 2.0 * W, gpus, f);
     int32_t cap = (int32_t)((n + (size_t)dp - 1) / (size_t)dp);
     for (size_t i = 0; i < n; i++) {
         int best = -1;

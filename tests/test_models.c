@@ -485,13 +485,16 @@ Test(models, training_memory_terms)
     cr_expect_float_eq(c.kept, 28 * 34 * h * tok, 1.0);
     cr_expect_float_eq(c.layer, 0.0, 1e-9);
     cr_expect_gt(c.total, a.total);
-    /* fewer GPUs or more tokens never need less; a node of 4 holds 4 shards */
+    /* fewer GPUs or more tokens never need less; a trainer of 4 GPUs puts 4
+     * shards on its node, and under HSDP a node holds one shard per GPU */
     mem_train_fsdp(&q7, 8, 8, tok, 1, 34.0, 0, &c);
     cr_expect_float_eq(c.states, 8 * a.states, 1e-6 * p);
     mem_train_fsdp(&q7, 64, 8, 2 * tok, 1, 34.0, 0, &c);
     cr_expect_gt(c.total, a.total);
-    mem_train_fsdp(&q7, 4, 8, tok, 1, 34.0, 1, &c);
+    mem_train_fsdp(&q7, 4, 4, tok, 1, 34.0, 1, &c);
     cr_expect_float_eq(c.host, 16 * p, 1e-6 * p);
+    mem_train_fsdp(&q7, 4, 8, tok, 1, 34.0, 1, &c); /* shards of 4, 8 GPUs to a node */
+    cr_expect_float_eq(c.host, 32 * p, 1e-6 * p);
 }
 
 /* ---- Vidur CSVs -------------------------------------------------------------- */

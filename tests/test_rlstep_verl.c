@@ -14,6 +14,7 @@
 #include "models/memory.h"
 #include "sim/policy.h"
 #include "sim/rlstep.h"
+#include "sim/rlstep_mem.h"
 #include "tests/helpers.h"
 
 static hw_desc hw;
@@ -251,6 +252,14 @@ Test(rlstep_verl, hsdp_shards_over_the_group)
     cr_assert_geq(b.phase_s[PH_UPDATE],
                   (tr->n_prompts / 4) * comm_allreduce_spread(&hw, 2 * W / 8, 8, 8) * (1 - 1e-9),
                   "every mini-batch all-reduces its gradient shard across the groups");
+    /* offloaded, a node's host memory holds one shard of 1/4 per GPU: 8 of them */
+    cr_assert_eq(scenario_set(&s, "train.fsdp_size=4", &e), 0, "%s", e.msg);
+    cr_assert_eq(scenario_set(&s, "train.offload=true", &e), 0, "%s", e.msg);
+    train_mem tm;
+    train_mem_eval(&s, &hw, &m, s.gpus, 16384, &tm);
+    cr_assert_eq(tm.group, 4);
+    cr_assert_float_eq(tm.need.host, 8 * 16 * P / 4, 1e-6 * P, "%g", tm.need.host);
+    cr_assert_eq(scenario_set(&s, "train.offload=false", &e), 0, "%s", e.msg);
     cr_assert_eq(scenario_set(&s, "train.fsdp_size=64", &e), 0, "%s", e.msg);
     cr_assert_eq(rlstep_run(&s, &hw, &m, tr, &c, NULL, &e), 0, "%s", e.msg);
     cr_assert_eq(c.step_s, a.step_s);
