@@ -28,10 +28,16 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(
 LDLIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lgsl -lgslcblas -lsqlite3 -linih -ljansson) -lm
 TEST_LIBS  := $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
 
-LIB_SRC  := $(wildcard common/*.c traces/*.c models/*.c reports/*.c kernels/ref/*.c) \
-            $(filter-out sim/main.c sim/sweep_mpi.c,$(wildcard sim/*.c))
+# the simulator library (no CLI, no MPI) and the CLI's library (every command
+# but main.c, so that the tests can call the commands directly)
+LIB_SRC  := $(wildcard common/*.c traces/*.c models/*.c results/*.c reports/*.c kernels/ref/*.c \
+                       sim/*.c sim/policy/*.c sim/dcp/*.c) \
+            $(filter-out sweep/sweep_mpi.c,$(wildcard sweep/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
-MAIN_OBJ := $(B)/sim/main.o
+CLI_SRC  := $(filter-out cli/main.c,$(wildcard cli/*.c))
+CLI_OBJ  := $(CLI_SRC:%.c=$(B)/%.o)
+LIBS_A   := $(B)/libtailsim-cli.a $(B)/libtailsim.a
+MAIN_OBJ := $(B)/cli/main.o
 TESTS    := $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_*.c))
 BENCHES  := $(patsubst bench/%.c,$(B)/bench/%,$(wildcard bench/*.c))
 
@@ -53,16 +59,20 @@ $(B)/libtailsim.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# --- MPI: sim/main.c with -DTS_MPI and the MPI transport, built by mpicc ----
+$(B)/libtailsim-cli.a: $(CLI_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# --- MPI: cli/main.c with -DTS_MPI and the MPI transport, built by mpicc ----
 # build/tailsim-mpi is built whenever mpicc exists; MPI=1 makes build/tailsim
 # that binary.  The library is the same either way (no MPI in it).
 MPICC     ?= $(shell command -v mpicc 2>/dev/null)
-MPI_OBJ   := $(B)/mpi/sim/main.o $(B)/mpi/sim/sweep_mpi.o
+MPI_OBJ   := $(B)/mpi/cli/main.o $(B)/mpi/sweep/sweep_mpi.o
 MPI_BIN   := $(if $(MPICC),$(B)/tailsim-mpi)
 $(B)/mpi/%.o: %.c $(B)/.flags
 	@mkdir -p $(dir $@)
 	$(MPICC) $(ALL_CFLAGS) -DTS_MPI -MMD -MP -c $< -o $@
-$(B)/tailsim-mpi: $(MPI_OBJ) $(B)/libtailsim.a
+$(B)/tailsim-mpi: $(MPI_OBJ) $(LIBS_A)
 	$(MPICC) $(LDSAN) -o $@ $^ $(LDLIBS)
 
 # the MPI stamp: switching MPI=1 on or off relinks build/tailsim
@@ -74,20 +84,20 @@ ifeq ($(MPI),1)
 ifeq ($(MPICC),)
 $(error MPI=1 needs mpicc: apt-get install -y openmpi-bin libopenmpi-dev)
 endif
-$(B)/tailsim: $(MPI_OBJ) $(B)/libtailsim.a $(B)/.mpi
-	$(MPICC) $(LDSAN) -o $@ $(MPI_OBJ) $(B)/libtailsim.a $(LDLIBS)
+$(B)/tailsim: $(MPI_OBJ) $(LIBS_A) $(B)/.mpi
+	$(MPICC) $(LDSAN) -o $@ $(MPI_OBJ) $(LIBS_A) $(LDLIBS)
 else
-$(B)/tailsim: $(MAIN_OBJ) $(B)/libtailsim.a $(B)/.mpi
-	$(CC) $(LDSAN) -o $@ $(MAIN_OBJ) $(B)/libtailsim.a $(LDLIBS)
+$(B)/tailsim: $(MAIN_OBJ) $(LIBS_A) $(B)/.mpi
+	$(CC) $(LDSAN) -o $@ $(MAIN_OBJ) $(LIBS_A) $(LDLIBS)
 endif
 
-$(B)/tests/%: tests/%.c $(B)/libtailsim.a $(B)/.flags
+$(B)/tests/%: tests/%.c $(LIBS_A) $(B)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP $< -o $@ $(B)/libtailsim.a $(LDSAN) $(TEST_LIBS) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -MMD -MP $< -o $@ $(LIBS_A) $(LDSAN) $(TEST_LIBS) $(LDLIBS)
 
-$(B)/bench/%: bench/%.c $(B)/libtailsim.a $(B)/.flags
+$(B)/bench/%: bench/%.c $(LIBS_A) $(B)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP $< -o $@ $(B)/libtailsim.a $(LDSAN) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -MMD -MP $< -o $@ $(LIBS_A) $(LDSAN) $(LDLIBS)
 
 # --- CUDA validation program (only with nvcc) ------------------------------
 ifneq ($(NVCC),)

@@ -11,7 +11,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "common/util.h"
-#include "sim/policy.h"
+#include "sim/policy/policy.h"
 #include "traces/gen.h"
 
 int main(void)

@@ -15,8 +15,8 @@
 #include <gsl/gsl_errno.h>
 
 #include "common/util.h"
-#include "sim/store.h"
-#include "sim/sweep_run.h"
+#include "results/store.h"
+#include "sweep/sweep_run.h"
 
 typedef struct ctx {
     const grid *g;

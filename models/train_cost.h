@@ -1,6 +1,6 @@
 /*
  * Training cost and memory of one micro-batch on a sequence-parallel (SP)
- * group, for the data-centric parallel planners (sim/dcp.h).  Pure
+ * group, for the data-centric parallel planners (sim/dcp/dcp.h).  Pure
  * functions: shapes in, seconds and bytes out; nothing is stored.
  *
  * Two architectures: a causal decoder (Llama/Qwen: attention over s^2/2

@@ -8,7 +8,7 @@
 #define TS_DCP_REPORT_H
 
 #include "common/err.h"
-#include "sim/result.h"
+#include "results/result.h"
 
 /* Writes DIR/dcp.md (one row per strategy: steps, step time, tokens/s,
  * speedup, imbalance, idle fraction, peak memory, and the imbalance-vs-GPUs

@@ -1,6 +1,6 @@
 /*
  * Writer of the paper-reproduction report.  From a paper_doc (filled by
- * sim/paper.c) it writes, into an existing directory:
+ * cli/paper.c) it writes, into an existing directory:
  *   bars.dat / bars.png      every published speedup next to tailsim's
  *                            (reports/paper_bars.gp; none without rows);
  *   speedup.dat / .png       a comparison's step and rollout speedup per

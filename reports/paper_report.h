@@ -5,7 +5,7 @@
  * (self-contained: inline CSS, relative PNG links), the speedup-bar figures
  * and the line figures (.dat files drawn by the static scripts
  * reports/paper_bars.gp and reports/paper_xy.gp).  The experiments
- * themselves run in sim/paper.c; this module knows nothing of the simulator.
+ * themselves run in cli/paper.c; this module knows nothing of the simulator.
  */
 #ifndef TS_PAPER_REPORT_H
 #define TS_PAPER_REPORT_H

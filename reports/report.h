@@ -8,7 +8,7 @@
 #define TS_REPORT_H
 
 #include "common/err.h"
-#include "sim/result.h"
+#include "results/result.h"
 
 /* Writes DIR/gantt.dat, DIR/gantt.png, DIR/cdf.dat, DIR/cdf.png, DIR/report.md.
  * Returns 0 or -1 (gnuplot missing or failing is an error naming the script). */

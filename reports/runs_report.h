@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
-#include "sim/result.h"
+#include "results/result.h"
 
 /* Writes the comparison of runs[0..n) (n >= 2, distinct ids) into dir
  * (created if missing); source names where they came from (the database

@@ -18,7 +18,7 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "common/util.h"
-#include "sim/cmd_run.h"
+#include "sim/run.h"
 
 trace *boot_resample(const trace *t, gsl_rng *r, ts_err *e)
 {

@@ -10,7 +10,7 @@
 #ifndef TS_BOOTSTRAP_H
 #define TS_BOOTSTRAP_H
 
-#include "sim/policy.h"
+#include "sim/policy/policy.h"
 
 #define BOOT_STREAM 0xB0075EEDull
 

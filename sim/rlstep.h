@@ -8,7 +8,7 @@
 
 #include "common/err.h"
 #include "models/hw.h"
-#include "sim/result.h"
+#include "results/result.h"
 #include "sim/rollout.h"
 #include "sim/scenario.h"
 #include "traces/trace.h"
@@ -47,7 +47,7 @@ int rlstep_rollout(const scenario *s, const hw_desc *hw, const llm_desc *m, cons
 int rlstep_run(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
                rlstep_result *res, run_record *rec, ts_err *e);
 
-/* What a policy may change in a step (sim/policy_*.c); all zero/NULL: the
+/* What a policy may change in a step (sim/policy/policy_*.c); all zero/NULL: the
  * plain synchronous step.  They go to rollout_cfg (see there). */
 typedef struct rlstep_opts {
     const int32_t *place;       /* per prompt of t: replica */

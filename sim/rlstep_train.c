@@ -9,7 +9,7 @@
  * [dcp] memory cap applies to the whole HBM).  The plan has one or more
  * optimizer steps (DCP's: a step ends when its slowest group has run its
  * micro-batches); a phase replays it, pricing every micro-batch from its own
- * sequences with tc_microbatch_time(), exactly as sim/dcp_sim.c does.  The
+ * sequences with tc_microbatch_time(), exactly as sim/dcp/dcp_sim.c does.  The
  * training strategy must not change the RL algorithm, so the plan's steps are
  * only barriers (groups re-form between them) and the gradients accumulate
  * over all of them into the update's one optimizer step per epoch, as with
@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/dcp_setup.h"
+#include "sim/dcp/dcp_setup.h"
 
 void rlstep_train_free(rlstep_train *rt)
 {

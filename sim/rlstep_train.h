@@ -2,7 +2,7 @@
  * The training phases of the RL step (old log-prob, reference, actor update)
  * planned by a DCP strategy (scenario key train.strategy): the step's
  * responses, each with its prompt, become a 1D batch trace, the chosen
- * planner (sim/dcp.h) lays them out over the RL cluster's GPUs with the
+ * planner (sim/dcp/dcp.h) lays them out over the RL cluster's GPUs with the
  * [dcp] section's configuration and the model's training cost and memory
  * (models/train_cost.h), and each phase replays that plan: the update with
  * forward + backward + recomputation, the plan's steps as barriers and one
@@ -15,8 +15,8 @@
 
 #include "common/err.h"
 #include "models/hw.h"
-#include "sim/dcp.h"
-#include "sim/result.h"
+#include "sim/dcp/dcp.h"
+#include "results/result.h"
 #include "sim/scenario.h"
 #include "traces/trace.h"
 

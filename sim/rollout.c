@@ -29,7 +29,7 @@
  * at the end (rollout_run): a replica that has finished trains the drafter
  * until the last replica finishes.
  *
- * For the policies that change what a rollout runs (sim/policy_*.c) the
+ * For the policies that change what a rollout runs (sim/policy/policy_*.c) the
  * configuration may place prompts and order the queues, resume responses
  * from tokens generated earlier (start_gen: prefill prompt + those tokens),
  * and stop once stop_groups prompts have all their responses finished

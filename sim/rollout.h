@@ -64,7 +64,7 @@ typedef struct rollout_cfg {
     rollout_iter_fn on_iter;/* optional: called for every planned iteration */
     void *on_iter_ctx;
     /* Optional, for the policies that change what the rollout runs
-     * (sim/policy_*.c); zero/NULL: every response of the trace, placed by
+     * (sim/policy/policy_*.c); zero/NULL: every response of the trace, placed by
      * rollout_place(), queued in trace order, run to the end. */
     const int32_t *place;   /* per prompt: its replica (NULL: rollout_place) */
     const int32_t *order;   /* every response index once, in the order they join

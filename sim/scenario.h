@@ -17,7 +17,7 @@
 
 #define SCN_STR 256
 
-/* [dcp]: data-centric parallel training (`tailsim dcp`, sim/dcp.h). */
+/* [dcp]: data-centric parallel training (`tailsim dcp`, sim/dcp/dcp.h). */
 typedef struct scn_dcp {
     char strategies[SCN_STR]; /* default --strategies list */
     char sp_sizes[64];        /* SP sizes the planners may use, e.g. "1,2,4,8" */
@@ -95,7 +95,7 @@ typedef struct scenario {
     int spot;                /* TLT's spot trainer on finished replicas */
     drafter_params dp;       /* drafter quality dynamics and spot-trainer batch */
     /* [policy] */
-    char policy[32];         /* long-tail policy (sim/policy.h); "" = the [spec] keys as given */
+    char policy[32];         /* long-tail policy (sim/policy/policy.h); "" = the [spec] keys as given */
     double sort_noise;       /* sorted: lognormal sigma of the length predictor (0: oracle) */
     double overprov;         /* partial: prompts launched per prompt trained */
     double tail_overprov;    /* tailbatch: prompts launched per prompt kept, short rounds */

@@ -33,7 +33,7 @@
 #include "models/cost.h"
 #include "models/fit.h"
 #include "models/hw.h"
-#include "sim/cmd.h"
+#include "cli/cmd.h"
 
 static char tmpdir[256];
 

@@ -18,8 +18,8 @@
 #include <gsl/gsl_rng.h>
 
 #include "common/util.h"
-#include "sim/cmd.h"
-#include "sim/dcp_setup.h"
+#include "cli/cmd.h"
+#include "sim/dcp/dcp_setup.h"
 #include "tests/helpers.h"
 
 static char tmpdir[256];

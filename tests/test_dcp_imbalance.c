@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sim/cmd.h"
-#include "sim/dcp.h"
+#include "cli/cmd.h"
+#include "sim/dcp/dcp.h"
 #include "tests/helpers.h"
 
 static char tmpdir[256];

@@ -18,7 +18,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "common/util.h"
-#include "sim/dcp_setup.h"
+#include "sim/dcp/dcp_setup.h"
 #include "tests/helpers.h"
 
 static hw_desc h200;

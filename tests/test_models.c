@@ -22,7 +22,7 @@
 #include "models/hw.h"
 #include "models/memory.h"
 #include "models/vidur.h"
-#include "sim/cmd.h"
+#include "cli/cmd.h"
 
 static hw_desc h100;
 static llm_desc q7;

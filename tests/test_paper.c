@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 
 #include "reports/paper_report.h"
-#include "sim/paper.h"
+#include "cli/paper.h"
 #include "tests/helpers.h"
 
 static const char *out = "build/test-paper";

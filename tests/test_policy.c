@@ -17,7 +17,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "tests/helpers.h"
-#include "sim/policy.h"
+#include "sim/policy/policy.h"
 #include "traces/gen.h"
 
 static scenario scn;

@@ -22,7 +22,7 @@
 #include <gsl/gsl_errno.h>
 #include <jansson.h>
 
-#include "sim/policy.h"
+#include "sim/policy/policy.h"
 #include "sim/rlstep.h"
 #include "tests/helpers.h"
 

@@ -20,7 +20,7 @@
 
 #include "reports/report.h"
 #include "reports/runs_report.h"
-#include "sim/result.h"
+#include "results/result.h"
 #include "tests/helpers.h"
 
 static char tmpdir[256];

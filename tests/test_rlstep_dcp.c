@@ -13,7 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "sim/policy.h"
+#include "sim/policy/policy.h"
 #include "sim/rlstep.h"
 #include "sim/rlstep_train.h"
 #include "tests/helpers.h"

@@ -12,7 +12,7 @@
 
 #include "models/comm.h"
 #include "models/memory.h"
-#include "sim/policy.h"
+#include "sim/policy/policy.h"
 #include "sim/rlstep.h"
 #include "sim/rlstep_mem.h"
 #include "tests/helpers.h"

@@ -11,7 +11,7 @@
 
 #include "common/util.h"
 #include "models/cost_spec.h"
-#include "sim/policy.h"
+#include "sim/policy/policy.h"
 #include "sim/rollout.h"
 #include "sim/spec_bandit.h"
 #include "sim/specdec.h"

@@ -1,6 +1,6 @@
 /*
- * Tests of the results store (sim/store.c) and the run record it saves
- * (sim/result.c).  Each test gets a fresh temporary directory (created in
+ * Tests of the results store (results/store.c) and the run record it saves
+ * (results/result.c).  Each test gets a fresh temporary directory (created in
  * .init, removed in .fini) and works on databases inside it.  Checked: an
  * exact save/load round trip of a seeded random run (metric order, 1000
  * intervals, 1000 responses, NaN and uint64 edge values), latest-run lookup,
@@ -22,8 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sim/result.h"
-#include "sim/store.h"
+#include "results/result.h"
+#include "results/store.h"
 
 static char tmpdir[256];
 static char dbpath[512];

@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 
 #include "reports/plan_report.h"
-#include "sim/grid.h"
-#include "sim/sweep_run.h"
+#include "sweep/grid.h"
+#include "sweep/sweep_run.h"
 #include "tests/helpers.h"
 
 #define DIR "build/test_sweep"

@@ -20,7 +20,7 @@
 #include <gsl/gsl_cdf.h>
 
 #include "common/util.h"
-#include "sim/cmd.h"
+#include "cli/cmd.h"
 #include "sim/scenario.h"
 #include "tests/helpers.h"
 #include "traces/gen.h"

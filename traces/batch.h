@@ -3,7 +3,7 @@
  * per training sequence, either 1D (a token count: SFT or pretraining text)
  * or 2D (a video of frames x height x width pixels, or an image with one
  * frame), turned into latent tokens the way Open-Sora 1.2 does.  The
- * planners in sim/dcp.h group sequences into length buckets (bt_bucketize)
+ * planners in sim/dcp/dcp.h group sequences into length buckets (bt_bucketize)
  * and the simulator prices every sequence by its own shape.
  *
  * Ownership: a btrace owns its sequence and bucket arrays; free it with

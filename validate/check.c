@@ -9,7 +9,7 @@
  * vs measured on the other half per op, with issue 3's targets (median
  * per-op MAPE <= 5%, worst op <= 10%); ops the cost model does not price are
  * listed as "not modelled" and skipped.  The command itself is
- * calib_check_main() in sim/cmd_calib.c, shared with `tailsim calib check`
+ * calib_check_main() in cli/cmd_calib.c, shared with `tailsim calib check`
  * (the same command for machines where this CUDA program is not built); the
  * work is library code in models/ (calib.c, fit.c).  Nothing
  * here calls into kernels/: `check` never initialises CUDA and runs without
@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sim/cmd.h"
+#include "cli/cmd.h"
 
 static void usage(FILE *f)
 {

@@ -50,10 +50,10 @@ $(B)/kernels/%.o: kernels/%.cu $(B)/.nvflags
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_ALL) -MMD -MP -c $< -o $@
 
-$(B)/tailsim-validate: $(VAL_OBJ) $(CU_OBJ) $(B)/libtailsim.a
-	$(CC) $(LDSAN) -o $@ $(VAL_OBJ) $(CU_OBJ) -Wl,-u,llm_load $(B)/libtailsim.a \
+$(B)/tailsim-validate: $(VAL_OBJ) $(CU_OBJ) $(LIBS_A)
+	$(CC) $(LDSAN) -o $@ $(VAL_OBJ) $(CU_OBJ) -Wl,-u,llm_load $(LIBS_A) \
 		$(VAL_LINK) $(LDLIBS)
 
-$(B)/tailsim-validate-portable: $(VAL_OBJ) $(CU_OBJ) $(B)/libtailsim.a
-	$(CC) -o $@ $(VAL_OBJ) $(CU_OBJ) -Wl,-u,llm_load $(B)/libtailsim.a \
+$(B)/tailsim-validate-portable: $(VAL_OBJ) $(CU_OBJ) $(LIBS_A)
+	$(CC) -o $@ $(VAL_OBJ) $(CU_OBJ) -Wl,-u,llm_load $(LIBS_A) \
 		$(VAL_PORTABLE_LINK)

@@ -24,8 +24,8 @@
 #include "models/hw.h"
 #include "models/vidur.h"
 #include "traces/batch.h"
-#include "sim/dcp.h"
-#include "sim/grid.h"
+#include "sim/dcp/dcp.h"
+#include "sweep/grid.h"
 #include "sim/scenario.h"
 #include "traces/trace.h"
 

@@ -1,0 +1,201 @@
+/*
+ * `tailsim report [--db FILE] [--run ID|ID,ID,...] -o DIR`: loads one stored
+ * run (the latest by default) from the results store and writes its Gantt
+ * chart, length CDF and Markdown report into DIR (created if missing), then
+ * prints the paths written, one per line.  With several ids it loads every
+ * run first (nothing is written unless all load), writes each one's report
+ * into DIR/run-<id>/ and a page comparing them, DIR/index.md and
+ * DIR/index.html (reports/runs_report.h).  Exit status: 0 success, 1
+ * runtime error (missing database, unknown run, gnuplot failure; one
+ * "tailsim: ..." line on stderr), 2 usage error.  The database is never
+ * created by this command: a missing file is an error rather than a new
+ * empty store.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "reports/dcp_report.h"
+#include "reports/report.h"
+#include "reports/runs_report.h"
+#include "cli/cmd.h"
+#include "results/store.h"
+
+#define REPORT_MAX_RUNS 16
+
+static void report_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tailsim report [--db FILE] [--run ID|ID,ID,...] -o DIR\n\n"
+            "Writes the Gantt chart, response-length CDF and Markdown report of a\n"
+            "stored run into DIR (created if missing):\n"
+            "  DIR/gantt.dat DIR/gantt.png DIR/cdf.dat DIR/cdf.png DIR/report.md\n"
+            "With several run ids, each run's report goes into DIR/run-<id>/ and\n"
+            "DIR/index.md and DIR/index.html show them side by side (a table of the\n"
+            "runs, their speedups over the first, the Gantt charts and CDFs).\n\n"
+            "  --db FILE    results database (default tailsim.db)\n"
+            "  --run ID     run id, or 'latest' (default latest); or 2 to %d distinct ids,\n"
+            "               comma-separated\n"
+            "  -o, --out DIR  output directory (required)\n"
+            "  -h, --help   this help\n\n"
+            "Needs gnuplot on PATH.\n", REPORT_MAX_RUNS);
+}
+
+/* Takes the value of option argv[*i] ("--opt VALUE" or "--opt=VALUE").
+ * Returns the value, or NULL when missing. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (!strncmp(a, name, n) && a[n] == '=')
+        return a + n + 1;
+    if (*i + 1 >= argc)
+        return NULL;
+    return argv[++*i];
+}
+
+static int matches(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
+}
+
+/* 1 when the database file exists, else 0 after saying so: this command
+ * never creates one. */
+static int db_exists(const char *db)
+{
+    if (access(db, F_OK) == 0)
+        return 1;
+    fprintf(stderr, "tailsim: %s: no such database (run a simulation first, or pass --db FILE)\n",
+            db);
+    return 0;
+}
+
+/* --run ID,ID,...: every run loaded before anything is written. */
+static int report_many(const char *db, const char *list, const char *out)
+{
+    int64_t ids[REPORT_MAX_RUNS];
+    size_t n = 0;
+    char buf[512];
+    if (strlen(list) >= sizeof buf) {
+        fprintf(stderr, "tailsim: report: --run: the list is too long\n");
+        return 2;
+    }
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *tok = buf, *next; tok; tok = next) {
+        if ((next = strchr(tok, ',')))
+            *next++ = 0;
+        int64_t id;
+        if (ts_parse_i64(tok, 1, INT64_MAX, &id) != 0) {
+            fprintf(stderr, "tailsim: report: --run: '%s' in '%s' is not a run id (a positive "
+                            "integer)\n", tok, list);
+            return 2;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (ids[i] == id) {
+                fprintf(stderr, "tailsim: report: --run: run %lld listed twice\n", (long long)id);
+                return 2;
+            }
+        if (n == REPORT_MAX_RUNS) {
+            fprintf(stderr, "tailsim: report: --run: at most %d runs side by side\n",
+                    REPORT_MAX_RUNS);
+            return 2;
+        }
+        ids[n++] = id;
+    }
+    if (!db_exists(db))
+        return 1;
+    int rc = 1;
+    ts_err e = {""};
+    store *s = NULL;
+    run_record *r[REPORT_MAX_RUNS] = {0};
+    if (store_open(db, &s, &e))
+        goto cleanup;
+    for (size_t i = 0; i < n; i++)
+        if (store_load_run(s, ids[i], &r[i], &e))
+            goto cleanup;
+    if (runs_report_write(r, n, db, out, &e))
+        goto cleanup;
+    printf("%s/index.md\n%s/index.html\n", out, out);
+    for (size_t i = 0; i < n; i++)
+        printf("%s/run-%lld/\n", out, (long long)ids[i]);
+    rc = 0;
+cleanup:
+    if (rc)
+        fprintf(stderr, "tailsim: %s\n", e.msg);
+    for (size_t i = 0; i < n; i++)
+        run_record_free(r[i]);
+    store_close(s);
+    return rc;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    const char *db = "tailsim.db", *out = NULL, *run = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **dst = NULL, *name = NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            report_usage(stdout);
+            return 0;
+        } else if (matches(a, "--db")) {
+            dst = &db, name = "--db";
+        } else if (matches(a, "--run")) {
+            dst = &run, name = "--run";
+        } else if (matches(a, "--out")) {
+            dst = &out, name = "--out";
+        } else if (!strcmp(a, "-o")) {
+            dst = &out, name = "-o";
+        } else {
+            fprintf(stderr, "tailsim: report: unexpected argument '%s'\n", a);
+            report_usage(stderr);
+            return 2;
+        }
+        const char *v = opt_value(argc, argv, &i, name);
+        if (!v || !*v) {
+            fprintf(stderr, "tailsim: report: %s needs a value\n", name);
+            return 2;
+        }
+        *dst = v;
+    }
+    if (!out) {
+        fprintf(stderr, "tailsim: report: missing -o DIR\n");
+        report_usage(stderr);
+        return 2;
+    }
+    if (run && strchr(run, ','))
+        return report_many(db, run, out);
+    int64_t id = 0;
+    if (run && strcmp(run, "latest") && ts_parse_i64(run, 1, INT64_MAX, &id) != 0) {
+        fprintf(stderr, "tailsim: report: --run: '%s' is not a run id (a positive "
+                        "integer or 'latest')\n", run);
+        return 2;
+    }
+    if (!db_exists(db))
+        return 1;
+
+    int rc = 1;
+    ts_err e = {""};
+    store *s = NULL;
+    run_record *r = NULL;
+    if (store_open(db, &s, &e) || store_load_run(s, id, &r, &e) || report_write(r, out, &e) ||
+        (!strcmp(r->command, "dcp") && dcp_report_write(r, out, &e))) {
+        fprintf(stderr, "tailsim: %s\n", e.msg);
+        goto cleanup;
+    }
+    static const char *const files[] = {"gantt.dat", "gantt.png", "cdf.dat", "cdf.png",
+                                        "report.md", "dcp.md", "dcp_imbalance.dat",
+                                        "dcp_imbalance.png"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", out, files[i]);
+        if (access(p, F_OK) == 0)
+            printf("%s\n", p);
+    }
+    rc = 0;
+cleanup:
+    run_record_free(r);
+    store_close(s);
+    return rc;
+}

@@ -1,0 +1,22 @@
+/*
+ * Helpers shared by the run-type commands (cli/cmd_run.c: rollout, rlstep;
+ * cli/cmd_compare.c: compare).  Drivers only: they may print.
+ */
+#ifndef TS_CMD_RUN_H
+#define TS_CMD_RUN_H
+
+#include <jansson.h>
+
+#include "sim/run.h"
+
+/* Run with fewer than CARRY_FAIR_STEPS steps, the policies of the
+ * comma-separated list (NULL: every registered one) that carry work across
+ * steps (a driver of their own, not lossless: partial, tailbatch, async and
+ * their +tlt) are misstated: one step of partial or tailbatch leaves its long
+ * responses for later, one of async has nothing to overlap.  Prints a note
+ * naming them on stderr, as "<cmd>: note: ...", hint (or NULL) appended to
+ * its advice.  Cannot fail. */
+#define CARRY_FAIR_STEPS 5
+void run_note_carry(const char *cmd, const char *policies, int steps, const char *hint);
+
+#endif

@@ -1,0 +1,244 @@
+/*
+ * `tailsim sweep GRID.ini [-j N] [--db FILE] [--json]`: runs every
+ * configuration of a grid (sweep/grid.h) in N worker processes, or over MPI
+ * ranks in the MPI build under mpirun, into one SQLite database under one
+ * sweep id, with a progress bar on stderr.  The whole grid is validated
+ * (every key, value and combination: scenario keys, TP dividing the GPUs,
+ * hardware, model, policy, the model fitting at its TP) before the database
+ * is opened, so bad input writes nothing.  Output lists configurations in
+ * index order with no wall-clock values: it is byte-identical for -j 1,
+ * -j N and MPI.  The collector is sweep/sweep_collect.c; the progress line
+ * and -j parsing here are shared with `tailsim plan`.
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <gsl/gsl_errno.h>
+
+#include "common/util.h"
+#include "cli/cmd.h"
+#include "cli/cmd_sweep.h"
+
+
+
+static void progress_print(void *ctx, size_t done, size_t total)
+{
+    sweep_collect *c = ctx;
+    double dt = ts_wall_s() - c->t0, rate = dt > 0 ? (double)done / dt : 0;
+    if (c->tty) {
+        char bar[41];
+        size_t fill = total ? done * 40 / total : 40;
+        for (size_t i = 0; i < 40; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[40] = 0;
+        fprintf(stderr, "\r%s [%s] %zu/%zu configs  %.1f/s  %zu %s", c->prog, bar, done,
+                total, rate, c->failed, strcmp(c->prog, "plan") ? "failed" : "cannot run");
+        if (done == total)
+            fputc('\n', stderr);
+        fflush(stderr);
+        return;
+    }
+    int decile = total ? (int)(done * 10 / total) : 10;
+    if (decile > c->last_decile) { /* a log-friendly line every 10% */
+        c->last_decile = decile;
+        fprintf(stderr, "%s: %zu/%zu configs (%d%%)  %.1f/s  %zu %s\n", c->prog, done,
+                total, decile * 10, rate, c->failed, strcmp(c->prog, "plan") ? "failed" : "cannot run");
+    }
+}
+
+
+
+
+void sweep_progress_attach(sweep_collect *c, sweep_hooks *h)
+{
+    c->tty = isatty(STDERR_FILENO);
+    h->progress = progress_print;
+}
+
+int sweep_parse_jobs(const char *prog, const char *arg, int *jobs)
+{
+    int64_t v;
+    if (ts_parse_i64(arg, 1, 256, &v)) {
+        fprintf(stderr, "tailsim %s: -j '%s': expected an integer in [1, 256]\n", prog, arg);
+        return -1;
+    }
+    *jobs = (int)v;
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tailsim sweep GRID.ini [-j N] [--db FILE] [--json]\n\n"
+            "Runs every combination of a grid's value lists (cartesian product; the last key\n"
+            "varies fastest) in N worker processes, into one SQLite database under one sweep id.\n"
+            "Under mpirun (MPI build) the configurations are spread over the ranks and rank 0\n"
+            "writes the database.\n\n"
+            "GRID.ini:\n"
+            "  [sweep]\n"
+            "  scenario = qwen7b-64gpu   ; base scenario (name under scenarios/ or a path)\n"
+            "  command  = rlstep         ; rlstep | rollout\n"
+            "  steps    = 1              ; RL steps per configuration\n"
+            "  policy   = verl,tlt       ; same as [policy] name = verl,tlt\n"
+            "  [rollout]                 ; any scenario section: keys with value lists\n"
+            "  tp = 1,2,4\n"
+            "  [trace]\n"
+            "  dist = \"lognormal:8:1\"    ; a double-quoted value is one value, verbatim\n"
+            "  seed = 1,2,3,4            ; a long list continues on indented lines\n"
+            "      5,6,7,8\n\n"
+            "options:\n"
+            "  -j, --jobs N   worker processes (default 1)\n"
+            "  --db FILE      SQLite database (default tailsim.db)\n"
+            "  --json         print the results as JSON (configuration order, no timings)\n"
+            "  -h, --help     this text\n");
+}
+
+/* The metrics the table shows, per simulated command. */
+static const char *const shown_rlstep[] = {"step_s", "rollout_s", "bubble_fraction",
+                                           "rollout_utilization", "accept_len",
+                                           "off_policy_tokens"};
+static const char *const shown_rollout[] = {"rollout_s", "bubble_fraction", "tail_fraction",
+                                            "rollout_utilization", "accept_len", NULL};
+/* their column headers (an RL step's speed is shown with its off-policy cost) */
+static const char *const head_rlstep[] = {"step_s", "rollout_s", "bubble", "util", "accept",
+                                          "offtok"};
+static const char *const head_rollout[] = {"rollout_s", "bubble", "tail", "util", "accept", NULL};
+#define N_SHOWN_MAX 6
+
+static int print_results(const grid *g, const sweep_collect *c, int json, ts_err *e)
+{
+    if (json) {
+        json_t *o = json_object(), *arr = json_array();
+        json_object_set_new(o, "command", json_string("sweep"));
+        json_object_set_new(o, "scenario", json_string(g->scenario));
+        json_object_set_new(o, "simulates", json_string(g->command));
+        json_object_set_new(o, "steps", json_integer(g->steps));
+        json_object_set_new(o, "configs", json_integer((json_int_t)g->n_configs));
+        json_object_set_new(o, "failed", json_integer((json_int_t)c->failed));
+        for (size_t i = 0; i < g->n_configs; i++) {
+            json_t *r = json_object(), *m = json_object();
+            char *params = sweep_config_params(g, i);
+            json_object_set_new(r, "config", json_integer((json_int_t)i));
+            json_object_set_new(r, "params", params ? json_loads(params, 0, NULL) : json_null());
+            free(params);
+            if (c->rec[i]) {
+                for (size_t k = 0; k < c->rec[i]->n_metrics; k++)
+                    json_object_set_new(m, c->rec[i]->metrics[k].key,
+                                        json_real(c->rec[i]->metrics[k].value));
+                json_object_set_new(r, "metrics", m);
+            } else {
+                json_decref(m);
+                json_object_set_new(r, "error", json_string(c->err[i] ? c->err[i] : "missing"));
+            }
+            json_array_append_new(arr, r);
+        }
+        json_object_set_new(o, "results", arr);
+        int rc = cmd_print_json(o, 17, e);
+        json_decref(o);
+        return rc;
+    }
+    int full = !strcmp(g->command, "rlstep");
+    const char *const *shown = full ? shown_rlstep : shown_rollout;
+    const char *const *head = full ? head_rlstep : head_rollout;
+    printf("sweep  scenario %s  %s  steps %d  %zu configs\n\n", g->scenario, g->command,
+           g->steps, g->n_configs);
+    printf("%6s", "config");
+    for (int k = 0; k < N_SHOWN_MAX && head[k]; k++)
+        printf(" %10s", head[k]);
+    printf("  params\n");
+    for (size_t i = 0; i < g->n_configs; i++) {
+        char sets[GRID_MAX_DIMS][GRID_SET_MAX];
+        size_t n = grid_config_sets(g, i, sets);
+        printf("%6zu", i);
+        for (int k = 0; k < N_SHOWN_MAX && shown[k]; k++) {
+            double v = 0;
+            if (c->rec[i] && run_get_metric(c->rec[i], shown[k], &v) == 0)
+                printf(" %10.4f", v);
+            else
+                printf(" %10s", "-");
+        }
+        printf(" ");
+        for (size_t k = 0; k < n; k++)
+            printf(" %s", sets[k]);
+        printf("\n");
+        if (!c->rec[i])
+            printf("        failed: %s\n", c->err[i] ? c->err[i] : "missing");
+    }
+    return 0;
+}
+
+int cmd_sweep(int argc, char **argv)
+{
+    static const struct option lo[] = {{"jobs", required_argument, 0, 'j'},
+                                       {"db", required_argument, 0, 'd'},
+                                       {"json", no_argument, 0, 'J'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    const char *db = "tailsim.db";
+    int jobs = 1, json = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "hj:", lo, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            if (sweep_parse_jobs("sweep", optarg, &jobs))
+                return 2;
+            break;
+        case 'd': db = optarg; break;
+        case 'J': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "tailsim sweep: expected exactly one GRID file (try --help)\n");
+        return 2;
+    }
+    gsl_set_error_handler_off();
+    ts_err e = {{0}};
+    grid g;
+    sweep_collect col;
+    sweep_hooks h;
+    int rc = 1, collector = 1, loaded = 0;
+    memset(&col, 0, sizeof col);
+    if (grid_load(argv[optind], &g, &e))
+        goto fail;
+    loaded = 1;
+    if (grid_check_base(&g, &e))
+        goto fail;
+    for (size_t i = 0; i < g.n_configs; i++)
+        if (sweep_config_check(&g, i, &e))
+            goto fail;
+    if (sweep_collect_init(&col, &g, "sweep", db, &h, &e))
+        goto fail;
+    sweep_progress_attach(&col, &h);
+    double w0 = ts_wall_s();
+    int xrc = sweep_exec(&g, jobs, NULL, &h, &collector, &e);
+    if (!collector) { /* an MPI rank other than 0: rank 0 reports */
+        rc = xrc ? 1 : 0;
+        goto done;
+    }
+    if (xrc) {
+        ts_err e2 = {{0}};
+        sweep_collect_finish(&col, 0, &e2); /* rows are missing: failed */
+        goto fail;
+    }
+    double wall = ts_wall_s() - w0;
+    if (sweep_collect_finish(&col, 1, &e) || print_results(&g, &col, json, &e))
+        goto fail;
+    fprintf(stderr, "tailsim sweep: sweep %lld: %zu configs (%zu failed) in %.1f s, %.2f configs/s"
+                    " -> %s\n", (long long)col.sweep_id, g.n_configs, col.failed, wall,
+            wall > 0 ? (double)g.n_configs / wall : 0, db);
+    rc = col.failed ? 1 : 0;
+    goto done;
+fail:
+    fprintf(stderr, "tailsim sweep: %s\n", e.msg);
+done:
+    sweep_collect_free(&col);
+    if (loaded)
+        grid_free(&g);
+    return rc;
+}

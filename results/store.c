@@ -1,0 +1,633 @@
+/*
+ * Results store on SQLite.  One database file per user (default tailsim.db)
+ * holds every run: its identity row in `runs`, its scalar metrics in
+ * `metrics` (order kept in `ord`), its per-GPU timeline in `timeline`
+ * (insertion order = rowid order), its responses in `responses` and, for a
+ * run of several RL steps, where each starts in `steps`.
+ * Commands call store_open() once, store_save_run() per finished run and
+ * store_close(); the report command calls store_load_run().
+ *
+ * Invariants and habits:
+ *   - The schema version lives in PRAGMA user_version.  Each migration step
+ *     runs in its own BEGIN IMMEDIATE transaction that re-reads the version,
+ *     so two processes opening a fresh file at once migrate it exactly once.
+ *     A file whose version is newer than STORE_SCHEMA_VERSION is refused.
+ *   - WAL journal, synchronous=NORMAL, foreign_keys=ON and a 10 s busy
+ *     timeout: concurrent writers queue on the write lock instead of failing.
+ *   - A run is written in one BEGIN IMMEDIATE transaction with four prepared
+ *     statements kept for the life of the connection and reused per row
+ *     (sqlite3_reset + sqlite3_clear_bindings).  Any failure rolls the whole
+ *     transaction back: either all of a run's rows exist or none do.
+ *   - The schema enforces what a bad record could break (t1 >= t0, gpu >= 0,
+ *     one value per metric key, non-NULL times); a NaN binds as NULL, so a NaN
+ *     interval time is refused while a NaN metric value round-trips as NaN.
+ *   - seed is a uint64 kept in a signed INTEGER column: the bits round-trip.
+ *   - Every function has one `cleanup:` exit; no function prints or exits.
+ */
+#include "results/store.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define STORE_BUSY_MS 10000
+
+struct store {
+    sqlite3 *db;
+    sqlite3_stmt *ins_run, *ins_metric, *ins_tl, *ins_resp, *ins_step; /* reused per save */
+    sqlite3_stmt *ins_sweep_run;
+    char path[4096];
+};
+
+/* Migration i takes a database from user_version i to i + 1. */
+static const char *const migrations[STORE_SCHEMA_VERSION] = {
+    /* 0 -> 1: the initial schema. */
+    "CREATE TABLE runs("
+    " id INTEGER PRIMARY KEY,"
+    " created TEXT NOT NULL,"
+    " command TEXT NOT NULL,"
+    " scenario TEXT NOT NULL,"
+    " seed INTEGER NOT NULL,"
+    " calibration TEXT NOT NULL,"
+    " version TEXT NOT NULL,"
+    " gpus INTEGER NOT NULL,"
+    " replicas INTEGER NOT NULL,"
+    " tp INTEGER NOT NULL);"
+    "CREATE TABLE metrics("
+    " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " key TEXT NOT NULL,"
+    " value REAL,"            /* NULL = NaN */
+    " ord INTEGER NOT NULL,"
+    " PRIMARY KEY(run_id, key));"
+    "CREATE TABLE timeline("
+    " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " gpu INTEGER NOT NULL CONSTRAINT gpu_index CHECK(gpu >= 0),"
+    " phase INTEGER NOT NULL,"  /* enum tl_phase */
+    " state INTEGER NOT NULL,"  /* enum tl_state */
+    " t0 REAL NOT NULL,"
+    " t1 REAL NOT NULL,"
+    " CONSTRAINT interval_order CHECK(t1 >= t0));"
+    "CREATE INDEX timeline_run ON timeline(run_id);"
+    "CREATE TABLE responses("
+    " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " idx INTEGER NOT NULL,"
+    " replica INTEGER NOT NULL,"
+    " prompt_tokens INTEGER NOT NULL,"
+    " length INTEGER NOT NULL CONSTRAINT length_nonneg CHECK(length >= 0),"
+    " finish_s REAL,"           /* NULL = NaN (did not finish) */
+    " PRIMARY KEY(run_id, idx));",
+    /* 1 -> 2: sweeps (tailsim sweep / plan): one row per sweep, one row per
+     * configuration linking it to its run (or saying why it failed). */
+    "CREATE TABLE sweeps("
+    " id INTEGER PRIMARY KEY,"
+    " created TEXT NOT NULL,"
+    " grid TEXT NOT NULL,"
+    " scenario TEXT NOT NULL,"
+    " command TEXT NOT NULL,"
+    " n_configs INTEGER NOT NULL CONSTRAINT n_configs_pos CHECK(n_configs >= 1),"
+    " status TEXT NOT NULL CONSTRAINT sweep_status"
+    "  CHECK(status IN ('running', 'done', 'failed')));"
+    "CREATE TABLE sweep_runs("
+    " sweep_id INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,"
+    " config INTEGER NOT NULL CONSTRAINT config_index CHECK(config >= 0),"
+    " run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE," /* NULL: failed */
+    " params TEXT NOT NULL,"     /* JSON object: swept key -> value */
+    " error TEXT,"               /* why the configuration failed, else NULL */
+    " PRIMARY KEY(sweep_id, config),"
+    " CONSTRAINT run_or_error CHECK((run_id IS NULL) <> (error IS NULL)));",
+    /* 2 -> 3: where each RL step of a run of several starts on its timeline
+     * (run_record.step_t0; none for one step). */
+    "CREATE TABLE steps("
+    " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " k INTEGER NOT NULL CONSTRAINT step_index CHECK(k >= 0),"
+    " t0 REAL NOT NULL,"
+    " PRIMARY KEY(run_id, k));",
+    /* 3 -> 4: the policy a run ran (older runs: ''). */
+    "ALTER TABLE runs ADD COLUMN policy TEXT NOT NULL DEFAULT '';",
+};
+
+static int db_err(ts_err *e, const store *s, const char *what)
+{
+    return ts_errf(e, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+static int exec_sql(store *s, const char *sql, const char *what, ts_err *e)
+{
+    if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return db_err(e, s, what);
+    return 0;
+}
+
+/* Rolls back the open transaction, if any; keeps the first error message. */
+static void rollback(store *s)
+{
+    if (!sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+static int read_user_version(store *s, int *out, ts_err *e)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    int src = sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    if (src != SQLITE_ROW) {
+        int code = sqlite3_errcode(s->db) & 0xff;
+        if (code == SQLITE_NOTADB)
+            ts_errf(e, "%s: file is not a database (not a tailsim store?)", s->path);
+        else
+            db_err(e, s, "cannot read database");
+        goto cleanup;
+    }
+    *out = sqlite3_column_int(st, 0);
+    rc = 0;
+cleanup:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Runs the migrations from the file's version up to STORE_SCHEMA_VERSION,
+ * one version per transaction.  Another process may migrate concurrently:
+ * the version is re-read under the write lock. */
+static int migrate(store *s, ts_err *e)
+{
+    int rc = -1;
+    for (;;) {
+        int v = 0;
+        if (exec_sql(s, "BEGIN IMMEDIATE", "cannot lock database for migration", e))
+            goto cleanup;
+        if (read_user_version(s, &v, e))
+            goto cleanup;
+        if (v > STORE_SCHEMA_VERSION) { /* a newer tailsim got there first */
+            ts_errf(e, "%s: database schema version %d is newer than this tailsim "
+                    "supports (%d)", s->path, v, STORE_SCHEMA_VERSION);
+            goto cleanup;
+        }
+        if (v == STORE_SCHEMA_VERSION) {
+            if (exec_sql(s, "COMMIT", "cannot end migration", e))
+                goto cleanup;
+            break;
+        }
+        char what[64], bump[64];
+        snprintf(what, sizeof what, "migration to schema version %d failed", v + 1);
+        snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
+        if (exec_sql(s, migrations[v], what, e) || exec_sql(s, bump, what, e) ||
+            exec_sql(s, "COMMIT", what, e))
+            goto cleanup;
+    }
+    rc = 0;
+cleanup:
+    if (rc)
+        rollback(s);
+    return rc;
+}
+
+/* Switches the file to WAL (a no-op when it already is).  The switch needs
+ * an exclusive lock taken from a shared one, and when two processes do it at
+ * once on a fresh file SQLite answers one of them "locked" at once instead of
+ * calling the busy handler (waiting could deadlock), or reports the other's
+ * rollback journal vanishing under it.  Both are retried, with the statement
+ * finalized (locks released) in between, until the busy timeout is spent.
+ * A file system without WAL support keeps its journal mode: still correct,
+ * only less concurrent. */
+static int enable_wal(store *s, ts_err *e)
+{
+    int waited_ms = 0;
+    for (;;) {
+        sqlite3_stmt *st = NULL;
+        int src = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+        if (src == SQLITE_OK)
+            src = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (src == SQLITE_ROW || src == SQLITE_DONE)
+            return 0;
+        int code = sqlite3_extended_errcode(s->db);
+        int transient = (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED ||
+                        code == SQLITE_IOERR_DELETE_NOENT;
+        if (!transient || waited_ms >= STORE_BUSY_MS)
+            return db_err(e, s, "cannot enable WAL");
+        int ms = 5 + waited_ms / 10; /* 5 ms, growing gently */
+        sqlite3_sleep(ms);
+        waited_ms += ms;
+    }
+}
+
+static int prepare(store *s, const char *sql, sqlite3_stmt **st, ts_err *e)
+{
+    if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
+        return db_err(e, s, "cannot prepare statement");
+    return 0;
+}
+
+int store_open(const char *path, store **out, ts_err *e)
+{
+    int rc = -1;
+    store *s = calloc(1, sizeof *s);
+    if (!s) {
+        ts_errf(e, "%s: out of memory opening the store", path);
+        goto cleanup;
+    }
+    snprintf(s->path, sizeof s->path, "%s", path);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        ts_errf(e, "%s: is a directory, not a database file", path);
+        goto cleanup;
+    }
+    int src = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (src != SQLITE_OK) {
+        if (!s->db)
+            ts_errf(e, "%s: cannot open database: out of memory", path);
+        else
+            ts_errf(e, "%s: cannot open database: %s (missing directory or no write "
+                    "permission?)", path, sqlite3_errmsg(s->db));
+        goto cleanup;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, STORE_BUSY_MS);
+    if (sqlite3_db_readonly(s->db, "main") == 1) {
+        ts_errf(e, "%s: database is read-only", path);
+        goto cleanup;
+    }
+    int v = 0;
+    if (read_user_version(s, &v, e))
+        goto cleanup;
+    if (v > STORE_SCHEMA_VERSION) {
+        ts_errf(e, "%s: database schema version %d is newer than this tailsim "
+                "supports (%d); use a newer tailsim or another database file",
+                path, v, STORE_SCHEMA_VERSION);
+        goto cleanup;
+    }
+    if (enable_wal(s, e) ||
+        exec_sql(s, "PRAGMA synchronous=NORMAL", "cannot set synchronous", e) ||
+        exec_sql(s, "PRAGMA foreign_keys=ON", "cannot enable foreign keys", e))
+        goto cleanup;
+    if (v < STORE_SCHEMA_VERSION && migrate(s, e))
+        goto cleanup;
+    if (prepare(s, "INSERT INTO runs(created, command, scenario, seed, calibration,"
+                   " version, gpus, replicas, tp, policy) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                &s->ins_run, e) ||
+        prepare(s, "INSERT INTO metrics(run_id, key, value, ord) VALUES(?,?,?,?)",
+                &s->ins_metric, e) ||
+        prepare(s, "INSERT INTO timeline(run_id, gpu, phase, state, t0, t1)"
+                   " VALUES(?,?,?,?,?,?)", &s->ins_tl, e) ||
+        prepare(s, "INSERT INTO responses(run_id, idx, replica, prompt_tokens, length,"
+                   " finish_s) VALUES(?,?,?,?,?,?)", &s->ins_resp, e) ||
+        prepare(s, "INSERT INTO steps(run_id, k, t0) VALUES(?,?,?)", &s->ins_step, e) ||
+        prepare(s, "INSERT INTO sweep_runs(sweep_id, config, run_id, params, error)"
+                   " VALUES(?,?,?,?,?)", &s->ins_sweep_run, e))
+        goto cleanup;
+    *out = s;
+    s = NULL;
+    rc = 0;
+cleanup:
+    store_close(s);
+    return rc;
+}
+
+void store_close(store *s)
+{
+    if (!s)
+        return;
+    sqlite3_finalize(s->ins_run);
+    sqlite3_finalize(s->ins_metric);
+    sqlite3_finalize(s->ins_tl);
+    sqlite3_finalize(s->ins_resp);
+    sqlite3_finalize(s->ins_step);
+    sqlite3_finalize(s->ins_sweep_run);
+    sqlite3_close(s->db); /* NULL is a harmless no-op */
+    free(s);
+}
+
+/* Binds a fixed-size char field (possibly not NUL-terminated). */
+static int bind_field(sqlite3_stmt *st, int col, const char *field, size_t cap)
+{
+    return sqlite3_bind_text(st, col, field, (int)strnlen(field, cap), SQLITE_TRANSIENT);
+}
+
+/* Binds a double; NaN binds as NULL (SQLite would do so anyway). */
+static int bind_real(sqlite3_stmt *st, int col, double v)
+{
+    return isnan(v) ? sqlite3_bind_null(st, col) : sqlite3_bind_double(st, col, v);
+}
+
+/* Steps a bound insert to completion and readies it for the next row. */
+static int step_insert(sqlite3_stmt *st)
+{
+    int src = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return src == SQLITE_DONE ? 0 : -1;
+}
+
+/* The current UTC time as ISO-8601 into buf[32].  Returns 0 or -1. */
+static int now_iso(store *s, char *buf, ts_err *e)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    if (!gmtime_r(&now, &tm) || !strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        return ts_errf(e, "%s: cannot format the current time", s->path);
+    return 0;
+}
+
+/* Inserts r's rows inside the caller's open transaction; sets *out_id.
+ * Returns 0 or -1 (the caller rolls back). */
+static int insert_run(store *s, const run_record *r, const char *created, sqlite3_int64 *out_id,
+                      ts_err *e)
+{
+    int rc = -1;
+    sqlite3_stmt *st = s->ins_run;
+    if (sqlite3_bind_text(st, 1, created, -1, SQLITE_TRANSIENT) ||
+        bind_field(st, 2, r->command, sizeof r->command) ||
+        bind_field(st, 3, r->scenario, sizeof r->scenario) ||
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)r->seed) ||
+        bind_field(st, 5, r->calibration, sizeof r->calibration) ||
+        bind_field(st, 6, r->version, sizeof r->version) ||
+        sqlite3_bind_int(st, 7, r->gpus) || sqlite3_bind_int(st, 8, r->replicas) ||
+        sqlite3_bind_int(st, 9, r->tp) || bind_field(st, 10, r->policy, sizeof r->policy) ||
+        step_insert(st)) {
+        db_err(e, s, "saving run");
+        goto cleanup;
+    }
+    sqlite3_int64 id = sqlite3_last_insert_rowid(s->db);
+
+    st = s->ins_metric;
+    for (size_t i = 0; i < r->n_metrics; i++) {
+        const metric *m = &r->metrics[i];
+        if (sqlite3_bind_int64(st, 1, id) || bind_field(st, 2, m->key, sizeof m->key) ||
+            bind_real(st, 3, m->value) || sqlite3_bind_int64(st, 4, (sqlite3_int64)i) ||
+            step_insert(st)) {
+            ts_errf(e, "%s: saving run: metric %zu '%.*s': %s", s->path, i,
+                    (int)sizeof m->key, m->key, sqlite3_errmsg(s->db));
+            goto cleanup;
+        }
+    }
+
+    st = s->ins_tl;
+    for (size_t i = 0; i < r->n_tl; i++) {
+        const tl_interval *t = &r->tl[i];
+        if (t->phase < 0 || t->phase >= PH_COUNT || t->state < 0 || t->state > TL_TRAIN) {
+            ts_errf(e, "%s: saving run: timeline interval %zu (gpu %d): phase %d or "
+                    "state %d out of range", s->path, i, t->gpu, t->phase, t->state);
+            goto cleanup;
+        }
+        if (sqlite3_bind_int64(st, 1, id) || sqlite3_bind_int(st, 2, t->gpu) ||
+            sqlite3_bind_int(st, 3, t->phase) || sqlite3_bind_int(st, 4, t->state) ||
+            bind_real(st, 5, t->t0) || bind_real(st, 6, t->t1) || step_insert(st)) {
+            ts_errf(e, "%s: saving run: timeline interval %zu (gpu %d, t0 %g, t1 %g): %s",
+                    s->path, i, t->gpu, t->t0, t->t1, sqlite3_errmsg(s->db));
+            goto cleanup;
+        }
+    }
+
+    st = s->ins_resp;
+    for (size_t i = 0; i < r->n_resp; i++) {
+        const resp_outcome *o = &r->resp[i];
+        if (sqlite3_bind_int64(st, 1, id) || sqlite3_bind_int64(st, 2, (sqlite3_int64)i) ||
+            sqlite3_bind_int(st, 3, o->replica) || sqlite3_bind_int(st, 4, o->prompt_tokens) ||
+            sqlite3_bind_int(st, 5, o->length) || bind_real(st, 6, o->finish_s) ||
+            step_insert(st)) {
+            ts_errf(e, "%s: saving run: response %zu (length %d): %s", s->path, i,
+                    o->length, sqlite3_errmsg(s->db));
+            goto cleanup;
+        }
+    }
+
+    st = s->ins_step;
+    for (size_t k = 0; k < r->n_steps; k++) {
+        if (sqlite3_bind_int64(st, 1, id) || sqlite3_bind_int64(st, 2, (sqlite3_int64)k) ||
+            bind_real(st, 3, r->step_t0[k]) || step_insert(st)) {
+            ts_errf(e, "%s: saving run: step %zu (start %g): %s", s->path, k, r->step_t0[k],
+                    sqlite3_errmsg(s->db));
+            goto cleanup;
+        }
+    }
+
+    *out_id = id;
+    rc = 0;
+cleanup:
+    return rc;
+}
+
+/* Sets r->id and r->created after a commit. */
+static void set_saved(run_record *r, sqlite3_int64 id, const char *created)
+{
+    r->id = (int64_t)id;
+    snprintf(r->created, sizeof r->created, "%s", created);
+}
+
+int store_save_run(store *s, run_record *r, ts_err *e)
+{
+    int rc = -1;
+    char created[32];
+    sqlite3_int64 id = 0;
+    if (now_iso(s, created, e) ||
+        exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a run", e) ||
+        insert_run(s, r, created, &id, e) ||
+        exec_sql(s, "COMMIT", "cannot commit the run", e))
+        goto cleanup;
+    set_saved(r, id, created);
+    rc = 0;
+cleanup:
+    if (rc)
+        rollback(s);
+    return rc;
+}
+
+int store_sweep_begin(store *s, const char *grid, const char *scenario, const char *command,
+                      size_t n_configs, int64_t *id, ts_err *e)
+{
+    int rc = -1;
+    char created[32];
+    sqlite3_stmt *st = NULL;
+    if (now_iso(s, created, e))
+        goto cleanup;
+    if (sqlite3_prepare_v2(s->db, "INSERT INTO sweeps(created, grid, scenario, command,"
+                           " n_configs, status) VALUES(?,?,?,?,?,'running')", -1, &st,
+                           NULL) != SQLITE_OK ||
+        sqlite3_bind_text(st, 1, created, -1, SQLITE_TRANSIENT) ||
+        sqlite3_bind_text(st, 2, grid, -1, SQLITE_TRANSIENT) ||
+        sqlite3_bind_text(st, 3, scenario, -1, SQLITE_TRANSIENT) ||
+        sqlite3_bind_text(st, 4, command, -1, SQLITE_TRANSIENT) ||
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)n_configs) || sqlite3_step(st) != SQLITE_DONE) {
+        db_err(e, s, "cannot start the sweep");
+        goto cleanup;
+    }
+    *id = (int64_t)sqlite3_last_insert_rowid(s->db);
+    rc = 0;
+cleanup:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_save_sweep_run(store *s, int64_t sweep_id, size_t config, const char *params,
+                         run_record *r, const char *error, ts_err *e)
+{
+    int rc = -1;
+    char created[32];
+    sqlite3_int64 id = 0;
+    if (now_iso(s, created, e) ||
+        exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a sweep run", e))
+        goto cleanup;
+    if (r && insert_run(s, r, created, &id, e))
+        goto cleanup;
+    sqlite3_stmt *st = s->ins_sweep_run;
+    if (sqlite3_bind_int64(st, 1, sweep_id) || sqlite3_bind_int64(st, 2, (sqlite3_int64)config) ||
+        (r ? sqlite3_bind_int64(st, 3, id) : sqlite3_bind_null(st, 3)) ||
+        sqlite3_bind_text(st, 4, params, -1, SQLITE_TRANSIENT) ||
+        (r ? sqlite3_bind_null(st, 5) : sqlite3_bind_text(st, 5, error, -1, SQLITE_TRANSIENT)) ||
+        step_insert(st)) {
+        ts_errf(e, "%s: saving sweep %lld configuration %zu: %s", s->path, (long long)sweep_id,
+                config, sqlite3_errmsg(s->db));
+        goto cleanup;
+    }
+    if (exec_sql(s, "COMMIT", "cannot commit the sweep run", e))
+        goto cleanup;
+    if (r)
+        set_saved(r, id, created);
+    rc = 0;
+cleanup:
+    if (rc)
+        rollback(s);
+    return rc;
+}
+
+int store_sweep_end(store *s, int64_t sweep_id, int ok, ts_err *e)
+{
+    int rc = -1;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "UPDATE sweeps SET status = ? WHERE id = ?", -1, &st,
+                           NULL) != SQLITE_OK ||
+        sqlite3_bind_text(st, 1, ok ? "done" : "failed", -1, SQLITE_STATIC) ||
+        sqlite3_bind_int64(st, 2, sweep_id) || sqlite3_step(st) != SQLITE_DONE) {
+        db_err(e, s, "cannot finish the sweep");
+        goto cleanup;
+    }
+    rc = 0;
+cleanup:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Copies a text column into a fixed field (NULL -> ""), truncating. */
+static void copy_col(char *dst, size_t cap, sqlite3_stmt *st, int col)
+{
+    const unsigned char *t = sqlite3_column_text(st, col);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+static double real_col(sqlite3_stmt *st, int col)
+{
+    return sqlite3_column_type(st, col) == SQLITE_NULL ? NAN : sqlite3_column_double(st, col);
+}
+
+/* Runs one per-run child query (bound to run_id) and appends each row to r
+ * as metric (kind 'm'), interval ('t'), response ('r') or step start ('s'). */
+static int load_rows(store *s, const char *sql, char kind, run_record *r, ts_err *e)
+{
+    int rc = -1, src = SQLITE_DONE, bad = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        db_err(e, s, "cannot read run");
+        goto cleanup;
+    }
+    sqlite3_bind_int64(st, 1, r->id);
+    while (!bad && (src = sqlite3_step(st)) == SQLITE_ROW) {
+        if (kind == 'm') {
+            const unsigned char *k = sqlite3_column_text(st, 0);
+            bad = run_add_metric(r, k ? (const char *)k : "", real_col(st, 1));
+        } else if (kind == 't') {
+            bad = run_add_interval(r, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
+                                   sqlite3_column_int(st, 2), real_col(st, 3),
+                                   real_col(st, 4));
+        } else if (kind == 'r') {
+            bad = run_add_response(r, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
+                                   sqlite3_column_int(st, 2), real_col(st, 3));
+        } else {
+            bad = run_add_step(r, real_col(st, 0));
+        }
+    }
+    if (bad) {
+        ts_errf(e, "%s: out of memory loading run %lld", s->path, (long long)r->id);
+        goto cleanup;
+    }
+    if (src != SQLITE_DONE) {
+        db_err(e, s, "cannot read run");
+        goto cleanup;
+    }
+    rc = 0;
+cleanup:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_load_run(store *s, int64_t id, run_record **out, ts_err *e)
+{
+    int rc = -1;
+    run_record *r = NULL;
+    sqlite3_stmt *st = NULL;
+    /* One read transaction: the five queries see the same snapshot. */
+    if (exec_sql(s, "BEGIN", "cannot begin reading", e))
+        goto cleanup;
+    const char *sql = id > 0
+        ? "SELECT id, created, command, scenario, seed, calibration, version, gpus,"
+          " replicas, tp, policy FROM runs WHERE id = ?"
+        : "SELECT id, created, command, scenario, seed, calibration, version, gpus,"
+          " replicas, tp, policy FROM runs ORDER BY id DESC LIMIT 1";
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        db_err(e, s, "cannot query runs");
+        goto cleanup;
+    }
+    if (id > 0)
+        sqlite3_bind_int64(st, 1, id);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_DONE) {
+        if (id > 0)
+            ts_errf(e, "%s: no run with id %lld", s->path, (long long)id);
+        else
+            ts_errf(e, "%s: no runs stored yet", s->path);
+        goto cleanup;
+    }
+    if (src != SQLITE_ROW) {
+        db_err(e, s, "cannot read run");
+        goto cleanup;
+    }
+    if (!(r = run_record_new())) {
+        ts_errf(e, "%s: out of memory loading run", s->path);
+        goto cleanup;
+    }
+    r->id = sqlite3_column_int64(st, 0);
+    copy_col(r->created, sizeof r->created, st, 1);
+    copy_col(r->command, sizeof r->command, st, 2);
+    copy_col(r->scenario, sizeof r->scenario, st, 3);
+    r->seed = (uint64_t)sqlite3_column_int64(st, 4);
+    copy_col(r->calibration, sizeof r->calibration, st, 5);
+    copy_col(r->version, sizeof r->version, st, 6);
+    r->gpus = sqlite3_column_int(st, 7);
+    r->replicas = sqlite3_column_int(st, 8);
+    r->tp = sqlite3_column_int(st, 9);
+    copy_col(r->policy, sizeof r->policy, st, 10);
+    if (load_rows(s, "SELECT key, value FROM metrics WHERE run_id = ? ORDER BY ord",
+                  'm', r, e) ||
+        load_rows(s, "SELECT gpu, phase, state, t0, t1 FROM timeline WHERE run_id = ?"
+                     " ORDER BY rowid", 't', r, e) ||
+        load_rows(s, "SELECT replica, prompt_tokens, length, finish_s FROM responses"
+                     " WHERE run_id = ? ORDER BY idx", 'r', r, e) ||
+        load_rows(s, "SELECT t0 FROM steps WHERE run_id = ? ORDER BY k", 's', r, e))
+        goto cleanup;
+    if (exec_sql(s, "COMMIT", "cannot end reading", e))
+        goto cleanup;
+    *out = r;
+    r = NULL;
+    rc = 0;
+cleanup:
+    sqlite3_finalize(st);
+    if (rc)
+        rollback(s);
+    run_record_free(r);
+    return rc;
+}

@@ -1,0 +1,315 @@
+/*
+ * The policy registry and the multi-step driver (see policy.h).
+ *
+ * policy_run() replays N RL steps one after another under one policy.  What
+ * crosses a step boundary is the drafter: step k speculates with quality q_k
+ * (spec.quality for k = 0), and q_{k+1} = drafter_next_quality(q_k, n_k),
+ * where n_k is the spot trainer's drafter GPU-steps in step k (0 for
+ * policies without one).  Every step is otherwise independent and seeded
+ * from (seed, step), so a run of N steps repeats its first N - 1 steps'
+ * results exactly when N grows.  The synchronous policies train exactly the
+ * samples they generate: off-policy fraction and staleness are 0.
+ *
+ * A policy with a driver (policy.run: sorted, partial, tailbatch, async)
+ * runs its N steps itself, carrying the drafter the same way
+ * (policy_drafter_use/next; it matters in their BASE+tlt combinations);
+ * those that carry prompts (sim/policy/policy_carry.c) carry the partial-rollout
+ * buffer or the async queue across steps, so their steps are not
+ * independent.  Each step is still seeded from (seed, step), and the run is
+ * deterministic for a seed.
+ */
+#include "sim/policy/policy.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "traces/gen.h"
+
+extern const policy policy_verl, policy_tlt_base, policy_tlt, policy_sorted, policy_partial,
+    policy_tailbatch, policy_async, policy_sorted_tlt, policy_partial_tlt, policy_tailbatch_tlt,
+    policy_async_tlt;
+
+static const policy *const registry[] = {&policy_verl,    &policy_tlt_base, &policy_tlt,
+                                         &policy_sorted,  &policy_partial,  &policy_tailbatch,
+                                         &policy_async};
+#define N_POLICIES (sizeof registry / sizeof registry[0])
+
+static const policy *const combos[] = {&policy_sorted_tlt, &policy_partial_tlt,
+                                       &policy_tailbatch_tlt, &policy_async_tlt};
+#define N_COMBOS (sizeof combos / sizeof combos[0])
+
+const policy *policy_find(const char *name)
+{
+    for (size_t i = 0; i < N_POLICIES; i++)
+        if (!strcmp(registry[i]->name, name))
+            return registry[i];
+    for (size_t i = 0; i < N_COMBOS; i++)
+        if (!strcmp(combos[i]->name, name))
+            return combos[i];
+    return NULL;
+}
+
+const policy *const *policy_all(size_t *n)
+{
+    *n = N_POLICIES;
+    return registry;
+}
+
+const policy *const *policy_combos(size_t *n)
+{
+    *n = N_COMBOS;
+    return combos;
+}
+
+void policy_drafter_use(scenario *s, multistep_result *res, int k, double q)
+{
+    s->sp.quality = q;
+    res->quality[k] = strcmp(s->spec_mode, "off") ? q : 0.0;
+}
+
+double policy_drafter_next(const scenario *s, const rlstep_result *st, double q)
+{
+    return drafter_next_quality(&s->dp, q, (double)st->ro.drafter_gpu_steps);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    size_t lx = strlen(x), ly = strlen(y);
+    return lx != ly ? (lx > ly) - (lx < ly) : strcmp(x, y);
+}
+
+/* Loads every *.jsonl / *.csv file of directory dir, in name order (shorter
+ * names first, so step_2 comes before step_10), into one trace. */
+static int load_dir(const char *dir, trace **out, ts_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return ts_errf(e, "%s: cannot open the directory", dir);
+    char **names = NULL;
+    size_t nn = 0, cap = 0;
+    int rc = -1;
+    trace *all = trace_new();
+    struct dirent *de;
+    while (all && (de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (!(l > 6 && !strcmp(de->d_name + l - 6, ".jsonl")) &&
+            !(l > 4 && !strcmp(de->d_name + l - 4, ".csv")))
+            continue;
+        if (nn == cap) {
+            char **nb = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *nb);
+            if (!nb)
+                goto done;
+            names = nb;
+        }
+        if (!(names[nn] = strdup(de->d_name)))
+            goto done;
+        nn++;
+    }
+    if (!all)
+        goto done;
+    if (nn == 0) {
+        ts_errf(e, "%s: no .jsonl or .csv trace in the directory", dir);
+        goto done;
+    }
+    qsort(names, nn, sizeof *names, by_name);
+    for (size_t i = 0; i < nn; i++) {
+        char path[2048];
+        trace *one = NULL;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (trace_load(path, &one, e))
+            goto done;
+        int arc = trace_append(all, one, e);
+        trace_free(one);
+        if (arc)
+            goto done;
+    }
+    *out = all;
+    all = NULL;
+    rc = 0;
+done:
+    if (rc && !e->msg[0])
+        ts_errf(e, "%s: out of memory", dir);
+    for (size_t i = 0; i < nn; i++)
+        free(names[i]);
+    free(names);
+    trace_free(all);
+    closedir(d);
+    return rc;
+}
+
+int policy_load_steps(const scenario *s, const char *override, int n, trace **out, ts_err *e)
+{
+    for (int k = 0; k < n; k++)
+        out[k] = NULL;
+    char path[1024];
+    const char *file = override;
+    if (!file && scenario_trace_path(s, path, sizeof path) == 0)
+        file = path;
+    if (!file) {
+        for (int k = 0; k < n; k++) {
+            gen_params p;
+            if (scenario_gen_params(s, &p, e))
+                goto fail;
+            p.seed = s->seed + (uint64_t)k;
+            if (!(out[k] = gen_trace(&p, e)))
+                goto fail;
+        }
+        return 0;
+    }
+    trace *all = NULL;
+    struct stat st;
+    if (stat(file, &st) == 0 && S_ISDIR(st.st_mode) ? load_dir(file, &all, e)
+                                                    : trace_load(file, &all, e))
+        return -1;
+    /* distinct steps in file order, from trace.step on */
+    int32_t *ids = malloc((all->n_prompts + 1) * sizeof *ids);
+    int found = 0, started = s->trace_step < 0;
+    if (!ids) {
+        trace_free(all);
+        return ts_errf(e, "out of memory");
+    }
+    for (size_t i = 0; i < all->n_prompts && found < n; i++) {
+        int32_t st = all->prompts[i].step;
+        if (!started && st == s->trace_step)
+            started = 1;
+        if (!started)
+            continue;
+        int seen = 0;
+        for (int j = 0; j < found; j++)
+            seen |= ids[j] == st;
+        if (!seen)
+            ids[found++] = st;
+    }
+    int rc = 0;
+    if (found < n) {
+        rc = ts_errf(e, "%s: %d RL steps asked for, the trace has %d from step %d on", file, n,
+                     found, s->trace_step);
+    } else {
+        for (int k = 0; k < n && !rc; k++)
+            if (!(out[k] = trace_select_step(all, ids[k], e)))
+                rc = -1;
+    }
+    free(ids);
+    trace_free(all);
+    if (rc)
+        goto fail;
+    return 0;
+fail:
+    for (int k = 0; k < n; k++) {
+        trace_free(out[k]);
+        out[k] = NULL;
+    }
+    return -1;
+}
+
+void multistep_result_free(multistep_result *res)
+{
+    if (!res)
+        return;
+    if (res->step)
+        for (int k = 0; k < res->steps; k++)
+            rlstep_result_free(&res->step[k]);
+    free(res->step);
+    free(res->quality);
+    free(res->t0);
+    memset(res, 0, sizeof *res);
+}
+
+int policy_result_alloc(multistep_result *res, int n, ts_err *e)
+{
+    memset(res, 0, sizeof *res);
+    res->step = calloc((size_t)n, sizeof *res->step);
+    res->quality = calloc((size_t)n, sizeof *res->quality);
+    res->t0 = calloc((size_t)n, sizeof *res->t0);
+    if (!res->step || !res->quality || !res->t0) {
+        multistep_result_free(res);
+        return ts_errf(e, "out of memory");
+    }
+    res->steps = n;
+    return 0;
+}
+
+void policy_apply_plain(scenario *s)
+{
+    snprintf(s->spec_mode, sizeof s->spec_mode, "off");
+    s->spot = 0;
+}
+
+void policy_apply_plain_tlt(scenario *s)
+{
+    policy_apply_plain(s);
+    policy_apply_tlt(s);
+}
+
+void policy_shift_record(run_record *rec, size_t first, double dt, int gpus)
+{
+    if (!rec)
+        return;
+    for (size_t i = first; i < rec->n_tl; i++) {
+        rec->tl[i].t0 += dt;
+        rec->tl[i].t1 += dt;
+        rec->tl[i].gpu += gpus;
+    }
+}
+
+void policy_count_sync_step(multistep_result *res, const trace *t, const rlstep_result *st)
+{
+    res->launched_groups += (int64_t)t->n_prompts;
+    res->trained_groups += (int64_t)t->n_prompts;
+    res->trained_tokens += st->ro.decode_tokens; /* lossless: the capped trace lengths */
+}
+
+/* The steps' starts on rec's timeline, when there are several. */
+static int record_steps(run_record *rec, multistep_result *res, ts_err *e)
+{
+    for (int k = 0; rec && res->steps > 1 && k < res->steps; k++)
+        if (run_add_step(rec, res->t0[k])) {
+            multistep_result_free(res);
+            return ts_errf(e, "out of memory for the timeline");
+        }
+    return 0;
+}
+
+int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm_desc *m,
+               trace *const *steps, int n, int full, multistep_result *res, run_record *rec,
+               ts_err *e)
+{
+    memset(res, 0, sizeof *res);
+    if (n < 1)
+        return ts_errf(e, "need at least one RL step");
+    scenario s = *s0;
+    if (p)
+        p->apply(&s);
+    if (policy_result_alloc(res, n, e))
+        return -1;
+    if (p && p->run) {
+        if (p->run(&s, hw, m, steps, n, full, res, rec, e)) {
+            multistep_result_free(res);
+            return -1;
+        }
+        return record_steps(rec, res, e);
+    }
+    double q = s.sp.quality, t0 = 0;
+    for (int k = 0; k < n; k++) {
+        policy_drafter_use(&s, res, k, q);
+        s.seed = s0->seed + (uint64_t)k;
+        res->t0[k] = t0;
+        size_t first = rec ? rec->n_tl : 0;
+        int rc = full ? rlstep_run(&s, hw, m, steps[k], &res->step[k], rec, e)
+                      : rlstep_rollout(&s, hw, m, steps[k], &res->step[k], rec, e);
+        if (rc) {
+            ts_err_prefix(e, "step %d: ", k);
+            multistep_result_free(res);
+            return -1;
+        }
+        policy_shift_record(rec, first, t0, 0);
+        t0 += res->step[k].step_s;
+        q = policy_drafter_next(&s, &res->step[k], q);
+        policy_count_sync_step(res, steps[k], &res->step[k]);
+    }
+    return record_steps(rec, res, e);
+}

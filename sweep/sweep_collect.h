@@ -1,0 +1,40 @@
+/*
+ * The sweep collector shared by `tailsim sweep` and `tailsim plan`
+ * (sweep/sweep_collect.c).  It receives each configuration's result from the
+ * sweep runner (sweep/sweep_run.h), saves it to the store when one is open
+ * (one transaction per configuration, under one sweep id) and keeps its run
+ * record or error for the caller's table.  It prints nothing; the progress
+ * fields are the CLI's progress hook's (cli/cmd_sweep.h).
+ */
+#ifndef TS_SWEEP_COLLECT_H
+#define TS_SWEEP_COLLECT_H
+
+#include <stdint.h>
+
+#include "results/store.h"
+#include "sweep/sweep_run.h"
+
+typedef struct sweep_collect {
+    const grid *g;
+    const char *prog;       /* "sweep" or "plan", for the progress line */
+    const char *db;         /* database path, or NULL: keep results in memory only */
+    store *st;              /* opened by the begin hook */
+    int64_t sweep_id;
+    run_record **rec;       /* per configuration: the run, or NULL */
+    char **err;             /* per configuration: why it failed, or NULL */
+    size_t failed;
+    double t0;              /* wall clock at the start, s */
+    int tty, last_decile;
+} sweep_collect;
+
+/* Prepares c for grid g (allocating the per-configuration arrays) and fills
+ * h with its hooks (progress NULL).  Returns 0 or -1 (out of memory). */
+int sweep_collect_init(sweep_collect *c, const grid *g, const char *prog, const char *db,
+                       sweep_hooks *h, ts_err *e);
+/* Marks the sweep done (complete and no configuration failed) or failed in
+ * the store (when open) and closes it.  Returns 0 or -1. */
+int sweep_collect_finish(sweep_collect *c, int complete, ts_err *e);
+void sweep_collect_free(sweep_collect *c);
+
+
+#endif
