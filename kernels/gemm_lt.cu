@@ -10,10 +10,18 @@
  *        -gencode=arch=compute_90,code=compute_90, linked with -lcublasLt);
  *        run: build/tailsim-validate selftest
  *
+ * A kt_gemm is a thin layer over blas.cu's general wrapper: its own kb_blas
+ * (cuBLASLt handle, 32 MiB workspace, plan cache) and the planned shape; a
+ * run is one kb_matmul {ta 0, tb 1, A, B = W, D = C, batch 1, alpha 1,
+ * beta 0}.
+ *
  * Versions:
  *   1  cuBLASLt's first heuristic for the shape, 32 MiB workspace (NVIDIA's
  *      recommendation for Hopper), chosen once per shape by kt_gemm_plan()
- *      so that timed runs contain only cublasLtMatmul.
+ *      (for 256-byte aligned operands, cuBLASLt's default; a less aligned
+ *      one gets its own plan at its first run) so that timed runs contain
+ *      only cublasLtMatmul.  Shapes planned before stay cached (blas.cu),
+ *      so alternating shapes do not query the heuristic again.
  *
  * Roofline: FLOPs 2mnk, bytes 2(mk + nk + mn).  Decode-sized m (<= 64) is
  * weight-bandwidth bound: target >= 75% of measured copy bandwidth.  Large m
@@ -21,27 +29,13 @@
  * (~790 TFLOP/s on the H200 here).  NOT YET MEASURED: no GPU was lent to the
  * session that wrote this; calibrate records the achieved rates.
  */
-#include <cublasLt.h>
 #include <stdlib.h>
 
-#include "kernels/cuda_common.cuh"
+#include "kernels/blas.cuh"
 #include "kernels/ref/kref.h"
 
-#define CUBLAS_CHECK(call)                                                    \
-    do {                                                                      \
-        cublasStatus_t kt_s_ = (call);                                        \
-        if (kt_s_ != CUBLAS_STATUS_SUCCESS)                                   \
-            return kt_seterr(__FILE__, __LINE__, "%s: %s", #call,             \
-                             cublasLtGetStatusString(kt_s_));                 \
-    } while (0)
-
 struct kt_gemm {
-    cublasLtHandle_t lt;
-    void *ws;                       /* workspace, ws_bytes */
-    size_t ws_bytes;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t lw, la, lc; /* layouts of W, A, C for the planned shape */
-    cublasLtMatmulAlgo_t algo;
+    kb_blas *b;                     /* handle, KB_WS_BYTES workspace, plan cache */
     int m, n, k;                    /* planned shape; m = 0 before the first plan */
 };
 
@@ -104,40 +98,12 @@ extern "C" int kt_gemm_selftest(uint64_t seed, FILE *log)
 
 /* ---- launchers ----------------------------------------------------------- */
 
-static void drop_layouts(kt_gemm *g)
-{
-    if (g->lw) cublasLtMatrixLayoutDestroy(g->lw);
-    if (g->la) cublasLtMatrixLayoutDestroy(g->la);
-    if (g->lc) cublasLtMatrixLayoutDestroy(g->lc);
-    g->lw = g->la = g->lc = NULL;
-    g->m = g->n = g->k = 0;
-}
-
 extern "C" void kt_gemm_free(kt_gemm *g)
 {
     if (!g)
         return;
-    drop_layouts(g);
-    if (g->op)
-        cublasLtMatmulDescDestroy(g->op);
-    if (g->lt)
-        cublasLtDestroy(g->lt);
-    kt_free(g->ws);
+    kb_blas_free(g->b);
     free(g);
-}
-
-static int gemm_init(kt_gemm *g)
-{
-    CUBLAS_CHECK(cublasLtCreate(&g->lt));
-    g->ws_bytes = 32u << 20;
-    CUDA_CHECK(cudaMalloc(&g->ws, g->ws_bytes));
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
-                                                sizeof ta));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
-                                                sizeof tb));
-    return 0;
 }
 
 extern "C" kt_gemm *kt_gemm_new(void)
@@ -147,48 +113,38 @@ extern "C" kt_gemm *kt_gemm_new(void)
         kt_seterr(__FILE__, __LINE__, "kt_gemm_new: out of host memory");
         return NULL;
     }
-    if (gemm_init(g)) {
+    if (!(g->b = kb_blas_new())) {
         kt_gemm_free(g);
         return NULL;
     }
     return g;
 }
 
+/* C[m, n] = A[m, k] W[n, k]^T as a kb_mm; NULL pointers when planning. */
+static kb_mm gemm_mm(const kt_gemm *g, const kt_bf16 *A, const kt_bf16 *W, kt_bf16 *C)
+{
+    const kb_mm mm = {0, 1, g->m, g->n, g->k, A, g->k, 0, W, g->k, 0, C, g->n, 0, 1, 0,
+                      1.0f, 0.0f};
+    return mm;
+}
+
 extern "C" int kt_gemm_plan(kt_gemm *g, int m, int n, int k)
 {
     KT_REQUIRE(g && m > 0 && n > 0 && k > 0, "kt_gemm_plan: bad shape %d x %d x %d", m, n, k);
-    if (g->m == m && g->n == n && g->k == k)
-        return 0;
-    drop_layouts(g);
-    /* column-major views: W^T is k x n (ld k), A^T is k x m (ld k), C^T n x m */
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->lw, CUDA_R_16BF, k, n, k));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->la, CUDA_R_16BF, k, m, k));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->lc, CUDA_R_16BF, n, m, n));
-    cublasLtMatmulPreference_t pref = NULL;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g->ws_bytes, sizeof g->ws_bytes);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(g->lt, g->op, g->lw, g->la, g->lc, g->lc,
-                                           pref, 1, &res, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    CUBLAS_CHECK(s);
-    KT_REQUIRE(found > 0, "cuBLASLt has no algorithm for %d x %d x %d", m, n, k);
-    g->algo = res.algo;
     g->m = m;
     g->n = n;
     g->k = k;
+    const kb_mm mm = gemm_mm(g, NULL, NULL, NULL);
+    if (kb_prepare(g->b, &mm)) {
+        g->m = g->n = g->k = 0;
+        return -1;
+    }
     return 0;
 }
 
 extern "C" int kt_gemm_run(kt_gemm *g, const kt_bf16 *d_A, const kt_bf16 *d_W, kt_bf16 *d_C)
 {
     KT_REQUIRE(g && g->m > 0, "kt_gemm_run: no shape planned");
-    const float alpha = 1.0f, beta = 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(g->lt, g->op, &alpha, d_W, g->lw, d_A, g->la, &beta,
-                                d_C, g->lc, d_C, g->lc, &g->algo, g->ws, g->ws_bytes, 0));
-    CUDA_CHECK(cudaGetLastError());
-    return 0;
+    const kb_mm mm = gemm_mm(g, d_A, d_W, d_C);
+    return kb_matmul(g->b, &mm);
 }

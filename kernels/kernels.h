@@ -104,13 +104,14 @@ size_t kt_compare(FILE *log, const char *what, const float *ref,
 /* Root mean square of x: the natural abs tolerance scale of an output. */
 double kt_rms(const float *x, size_t n);
 
-/* ---- GEMM (gemm_lt.cu) --------------------------------------------------- */
+/* ---- GEMM (gemm_lt.cu, over blas.cu's cuBLASLt wrapper) ----------------- */
 
+/* Each kt_gemm owns a cuBLASLt handle, a 32 MiB workspace and a plan cache. */
 typedef struct kt_gemm kt_gemm;
 kt_gemm *kt_gemm_new(void);
 void kt_gemm_free(kt_gemm *g);
 /* Chooses cuBLASLt's algorithm for C[m,n] = A[m,k] · W[n,k]^T (host work:
- * call it outside timed regions). */
+ * call it outside timed regions; a shape planned before is a cache hit). */
 int kt_gemm_plan(kt_gemm *g, int m, int n, int k);
 /* Runs the planned shape: bf16 in and out, fp32 accumulation. */
 int kt_gemm_run(kt_gemm *g, const kt_bf16 *d_A, const kt_bf16 *d_W, kt_bf16 *d_C);

@@ -17,8 +17,8 @@
  * kt_gemm (down), add.  Saved: the layer input x, h1, q, k, v, o, x2, h2,
  * gate_up and swiglu output.  With recompute only x is kept per layer; the
  * backward reruns the layer's forward into one shared activation set.
- * Backward (train_ops.cu): dX = dY W and dW += dY^T X through kx_matmul
- * (fp32 gradients accumulated by the GEMM epilogue), kx_swiglu_bwd,
+ * Backward (train_ops.cu, blas.cu): dX = dY W and dW += dY^T X through
+ * kb_matmul (fp32 gradients accumulated by the GEMM epilogue), kx_swiglu_bwd,
  * kx_rmsnorm_bwd (with the residual gradient added), RoPE backward as
  * kt_rope at negated positions, and the attention backward with the
  * softmax materialised per head group: S = scale Q K^T, P = softmax, dV =
@@ -65,7 +65,7 @@ struct kt_train {
     int *lens, *offs;               /* host [n] */
     kt_attn *attn;
     kt_gemm *g_qkv, *g_o, *g_gu, *g_down;
-    kx_blas *blas;
+    kb_blas *blas;
     void *gbuf, *abuf, *sbuf;       /* gradients, activations, scratch */
     size_t gbytes, abytes, sbytes, dev_used;
     kt_bf16 **xs;                   /* [layers + 1] layer inputs */
@@ -226,7 +226,7 @@ extern "C" void kt_train_free(kt_train *t)
     kt_attn_free(t->attn);
     kt_gemm_free(t->g_qkv); kt_gemm_free(t->g_o); kt_gemm_free(t->g_gu);
     kt_gemm_free(t->g_down);
-    kx_blas_free(t->blas);
+    kb_blas_free(t->blas);
     kt_free(t->gbuf); kt_free(t->abuf); kt_free(t->sbuf); kt_free(t->d_pos);
     free(t->lens); free(t->offs); free(t->xs); free(t->acts); free(t->grads);
     free(t);
@@ -359,7 +359,7 @@ extern "C" kt_train *kt_train_new(kt_model *m, const int *lens, int n, int recom
     ok = pos && t->d_pos && !kt_upload(t->d_pos, pos, 2 * (size_t)t->T * sizeof(int)) &&
          (t->attn = kt_attn_plan(t->lens, t->lens, n, s->heads, s->kv_heads, s->head_dim, 0)) &&
          (t->g_qkv = kt_gemm_new()) && (t->g_o = kt_gemm_new()) && (t->g_gu = kt_gemm_new()) &&
-         (t->g_down = kt_gemm_new()) && (t->blas = kx_blas_new()) && !train_alloc(t);
+         (t->g_down = kt_gemm_new()) && (t->blas = kb_blas_new()) && !train_alloc(t);
     free(pos);
     if (!ok) {
         kt_train_free(t);
@@ -406,9 +406,9 @@ static int layer_fwd(kt_train *t, int l, tr_acts *a)
 static int mm(kt_train *t, int ta, int tb, int m, int n, int k, const kt_bf16 *A, int lda,
               const kt_bf16 *B, int ldb, void *D, int ldd, int f32_acc)
 {
-    kx_mm p = {ta, tb, m, n, k, A, lda, 0, B, ldb, 0, D, ldd, 0, 1, f32_acc, 1.0f,
+    kb_mm p = {ta, tb, m, n, k, A, lda, 0, B, ldb, 0, D, ldd, 0, 1, f32_acc, 1.0f,
                f32_acc ? 1.0f : 0.0f};
-    return kx_matmul(t->blas, &p);
+    return kb_matmul(t->blas, &p);
 }
 
 /* Attention backward of the packed batch: dO -> dq (t->dq), dk, dv. */
@@ -426,21 +426,21 @@ static int attn_bwd(kt_train *t, const tr_acts *a)
         for (int h0 = 0; h0 < H; h0 += t->hg) {
             const int nh = H - h0 < t->hg ? H - h0 : t->hg;
             const long long o = o0 + (long long)h0 * hd;
-            const kx_mm S = {0, 1, L, L, hd, a->q + o, qw, hd, t->kexp + o, qw, hd, t->S,
+            const kb_mm S = {0, 1, L, L, hd, a->q + o, qw, hd, t->kexp + o, qw, hd, t->S,
                              t->ldS, st, nh, 1, scale, 0.0f};
-            const kx_mm dV = {1, 0, L, hd, L, t->P, t->ldS, st, t->dO + o, qw, hd,
+            const kb_mm dV = {1, 0, L, hd, L, t->P, t->ldS, st, t->dO + o, qw, hd,
                               t->dvexp + o, qw, hd, nh, 0, 1.0f, 0.0f};
-            const kx_mm dP = {0, 1, L, L, hd, t->dO + o, qw, hd, t->vexp + o, qw, hd, t->S,
+            const kb_mm dP = {0, 1, L, L, hd, t->dO + o, qw, hd, t->vexp + o, qw, hd, t->S,
                               t->ldS, st, nh, 1, 1.0f, 0.0f};
-            const kx_mm dQ = {0, 0, L, hd, L, t->P, t->ldS, st, t->kexp + o, qw, hd, t->dq + o,
+            const kb_mm dQ = {0, 0, L, hd, L, t->P, t->ldS, st, t->kexp + o, qw, hd, t->dq + o,
                               qw, hd, nh, 0, scale, 0.0f};
-            const kx_mm dK = {1, 0, L, hd, L, t->P, t->ldS, st, a->q + o, qw, hd, t->dkexp + o,
+            const kb_mm dK = {1, 0, L, hd, L, t->P, t->ldS, st, a->q + o, qw, hd, t->dkexp + o,
                               qw, hd, nh, 0, scale, 0.0f};
-            if (kx_matmul(t->blas, &S) || kx_softmax_causal(t->S, t->P, nh, L, t->ldS, st) ||
-                kx_matmul(t->blas, &dV) || kx_matmul(t->blas, &dP) ||
+            if (kb_matmul(t->blas, &S) || kx_softmax_causal(t->S, t->P, nh, L, t->ldS, st) ||
+                kb_matmul(t->blas, &dV) || kb_matmul(t->blas, &dP) ||
                 kx_dsoftmax(t->P, t->S, t->Dv + (size_t)t->offs[i] * H + h0, nh, L, t->ldS, st,
                             H) ||
-                kx_matmul(t->blas, &dQ) || kx_matmul(t->blas, &dK))
+                kb_matmul(t->blas, &dQ) || kb_matmul(t->blas, &dK))
                 return -1;
         }
     }
@@ -517,7 +517,7 @@ extern "C" void kt_train_memory(const kt_train *t, kt_train_mem *mem)
     mem->weights = t->m->layer_bytes * t->m->s.layers;
     mem->grads = t->gbytes;
     mem->activations = t->abytes;
-    mem->scratch = t->sbytes + kx_blas_bytes(t->blas) + 4 * ((size_t)32 << 20); /* + kt_gemm ws */
+    mem->scratch = t->sbytes + kb_blas_bytes(t->blas) + 4 * KB_WS_BYTES; /* + kt_gemm ws */
     mem->total = mem->weights + mem->grads + mem->activations + mem->scratch;
     mem->device_used = t->dev_used;
     if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && tot - fr > mem->device_used)

@@ -1,36 +1,15 @@
 /*
  * Internals of the training forward/backward (train.cu) implemented in
- * train_ops.cu: a general cuBLASLt matmul (transposes, strided batches,
- * fp32 output and accumulation, a plan cache) and the backward kernels.
- * Not part of the C interface (kernels.h).
+ * train_ops.cu: the backward kernels.  The backward's matrix products go
+ * through blas.cuh's kb_matmul (transposes, strided batches, fp32 output
+ * and accumulation, a plan cache), included here for train.cu.  Not part of
+ * the C interface (kernels.h).
  */
 #ifndef TS_TRAIN_CUH
 #define TS_TRAIN_CUH
 
+#include "kernels/blas.cuh"
 #include "kernels/cuda_common.cuh"
-
-/* Row-major D[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta D, batched:
- * A is [m, k] (ta 0) or [k, m] (ta 1) with row stride lda elements, B is
- * [k, n] (tb 0) or [n, k] (tb 1); matrix b of a batch starts sA, sB, sD
- * elements after matrix b-1.  A and B bf16; D bf16 or fp32 (d_f32), fp32
- * accumulation.  beta != 0 reads D (C = D in cuBLASLt's terms). */
-struct kx_mm {
-    int ta, tb, m, n, k;
-    const kt_bf16 *A;
-    long long lda, sA;
-    const kt_bf16 *B;
-    long long ldb, sB;
-    void *D;
-    long long ldd, sD;
-    int batch, d_f32;
-    float alpha, beta;
-};
-
-struct kx_blas;
-kx_blas *kx_blas_new(void);
-void kx_blas_free(kx_blas *b);
-size_t kx_blas_bytes(const kx_blas *b); /* device workspace */
-int kx_matmul(kx_blas *b, const kx_mm *mm);
 
 /* dx = rmsnorm_bwd(x, w, dy) + g_in (g_in NULL: 0), bf16; dw += (fp32);
  * dim a multiple of 8, <= 8192. */

@@ -1,24 +1,19 @@
 /*
- * Backward operators of a decoder layer for train.cu: a general cuBLASLt
- * matmul (the weight-gradient dW = dY^T X and input-gradient dX = dY W
- * products, and the strided per-head products of the attention backward),
- * RMSNorm, SwiGLU and causal-softmax backward kernels, and the GQA
- * expand/reduce and QKV merge helpers.  kref_train.c specifies each op
- * (kref_rmsnorm_bwd, kref_swiglu_bwd, kref_chunk_attn_bwd, kref_gemm_tn /
- * kref_gemm_nn); train.cu's selftest checks them through a whole layer.
+ * Backward operators of a decoder layer for train.cu: RMSNorm, SwiGLU and
+ * causal-softmax backward kernels, and the GQA expand/reduce and QKV merge
+ * helpers.  The backward's matrix products (the weight-gradient dW = dY^T X
+ * and input-gradient dX = dY W products, and the strided per-head products
+ * of the attention backward) run through blas.cu's kb_matmul.  kref_train.c
+ * specifies each op (kref_rmsnorm_bwd, kref_swiglu_bwd, kref_chunk_attn_bwd,
+ * kref_gemm_tn / kref_gemm_nn); train.cu's selftest checks them through a
+ * whole layer.
  *
  * Build: make validate (nvcc -O3 -gencode=arch=compute_90,code=sm_90
  *        -gencode=arch=compute_90,code=compute_90); run:
  *        build/tailsim-validate selftest --only train
  *
  * Versions:
- *   1  kx_matmul: cuBLASLt with any transposes, strided batches, bf16 or
- *      fp32 output, beta accumulation (fp32 gradient accumulation in the
- *      GEMM's epilogue, as Megatron's gradient-accumulation fusion does);
- *      plans (descriptors + heuristic) cached by shape, so repeated layers
- *      run only cublasLtMatmul.  gemm_lt.cu's kt_gemm covers only the
- *      forward NT product, so the backward needs this.
- *      rmsnorm_bwd_kernel: 256 threads own a row's columns, 32 rows per
+ *   1  rmsnorm_bwd_kernel: 256 threads own a row's columns, 32 rows per
  *      block, dw partials in registers, one atomicAdd per column per block.
  *      softmax/dsoftmax: one block per score row, fp32 scores in, bf16 out.
  *
@@ -30,20 +25,9 @@
  * flash-attention backward.  Elementwise kernels: >= 70% of copy bandwidth.
  * NOT YET MEASURED: no GPU was lent to the session that wrote this.
  */
-#include <cublasLt.h>
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "kernels/train.cuh"
-
-#define CUBLAS_CHECK(call)                                                    \
-    do {                                                                      \
-        cublasStatus_t kt_s_ = (call);                                        \
-        if (kt_s_ != CUBLAS_STATUS_SUCCESS)                                   \
-            return kt_seterr(__FILE__, __LINE__, "%s: %s", #call,             \
-                             cublasLtGetStatusString(kt_s_));                 \
-    } while (0)
 
 /* ---- C reference --------------------------------------------------------- */
 /* kref_train.c; checked through a layer in train.cu's kt_train_selftest. */
@@ -372,187 +356,6 @@ int kx_colsum(const kt_bf16 *x, float *out, int rows, int cols)
     if (rows == 0 || cols == 0)
         return 0;
     colsum_kernel<<<kt_ceil_div(rows, CS_ROWS), 256>>>((const bf16 *)x, out, rows, cols);
-    CUDA_CHECK(cudaGetLastError());
-    return 0;
-}
-
-/* -- cuBLASLt -- */
-
-struct kx_key {
-    long long v[17];
-};
-
-struct kx_plan {
-    kx_key key;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t l1, l2, ld; /* first operand (B), second (A), D = C */
-    cublasLtMatmulAlgo_t algo;
-};
-
-#define KX_PLANS 64
-
-struct kx_blas {
-    cublasLtHandle_t lt;
-    void *ws;
-    size_t ws_bytes;
-    kx_plan plans[KX_PLANS];
-    int n, next; /* plans in use; the next to evict when full */
-};
-
-static void plan_drop(kx_plan *p)
-{
-    if (p->l1) cublasLtMatrixLayoutDestroy(p->l1);
-    if (p->l2) cublasLtMatrixLayoutDestroy(p->l2);
-    if (p->ld) cublasLtMatrixLayoutDestroy(p->ld);
-    if (p->op) cublasLtMatmulDescDestroy(p->op);
-    memset(p, 0, sizeof *p);
-}
-
-void kx_blas_free(kx_blas *b)
-{
-    if (!b)
-        return;
-    for (int i = 0; i < b->n; i++)
-        plan_drop(&b->plans[i]);
-    kt_free(b->ws);
-    if (b->lt)
-        cublasLtDestroy(b->lt);
-    free(b);
-}
-
-static int blas_init(kx_blas *b)
-{
-    CUBLAS_CHECK(cublasLtCreate(&b->lt));
-    b->ws_bytes = 32u << 20;
-    b->ws = kt_malloc(b->ws_bytes);
-    return b->ws ? 0 : -1;
-}
-
-kx_blas *kx_blas_new(void)
-{
-    kx_blas *b = (kx_blas *)calloc(1, sizeof *b);
-    if (!b) {
-        kt_seterr(__FILE__, __LINE__, "kx_blas_new: out of host memory");
-        return NULL;
-    }
-    if (blas_init(b)) {
-        kx_blas_free(b);
-        return NULL;
-    }
-    return b;
-}
-
-size_t kx_blas_bytes(const kx_blas *b)
-{
-    return b ? b->ws_bytes : 0;
-}
-
-/* The largest power of two (<= 256) dividing the address and, in a batch,
- * the byte stride between matrices: cuBLASLt's alignment requirement. */
-static unsigned align_of(const void *p, long long stride_bytes, int batch)
-{
-    unsigned long long a = (unsigned long long)(uintptr_t)p | 256u;
-    if (batch > 1)
-        a |= (unsigned long long)stride_bytes;
-    return (unsigned)(a & (~a + 1));
-}
-
-static int layout(cublasLtMatrixLayout_t *l, cudaDataType t, long long rows, long long cols,
-                  long long ld, int batch, long long stride)
-{
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, t, rows, cols, ld));
-    if (batch > 1) {
-        int32_t bc = batch;
-        int64_t so = stride;
-        CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                      &bc, sizeof bc));
-        CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
-            *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &so, sizeof so));
-    }
-    return 0;
-}
-
-static int plan_make(kx_blas *b, kx_plan *p, const kx_mm *mm, const unsigned al[3])
-{
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t t1 = mm->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t t2 = mm->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &t1, sizeof t1));
-    CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &t2, sizeof t2));
-    /* column-major view of the row-major product: D^T = op(B)^T op(A)^T */
-    if (layout(&p->l1, CUDA_R_16BF, mm->tb ? mm->k : mm->n, mm->tb ? mm->n : mm->k, mm->ldb,
-               mm->batch, mm->sB) ||
-        layout(&p->l2, CUDA_R_16BF, mm->ta ? mm->m : mm->k, mm->ta ? mm->k : mm->m, mm->lda,
-               mm->batch, mm->sA) ||
-        layout(&p->ld, mm->d_f32 ? CUDA_R_32F : CUDA_R_16BF, mm->n, mm->m, mm->ldd, mm->batch,
-               mm->sD))
-        return -1;
-    cublasLtMatmulPreference_t pref = NULL;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &b->ws_bytes, sizeof b->ws_bytes);
-    const cublasLtMatmulPreferenceAttributes_t at[3] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 3 && s == CUBLAS_STATUS_SUCCESS; i++) {
-        uint32_t v = al[i];
-        s = cublasLtMatmulPreferenceSetAttribute(pref, at[i], &v, sizeof v);
-    }
-    if (s == CUBLAS_STATUS_SUCCESS && mm->beta != 0.0f) {
-        uint32_t v = al[2];
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                 &v, sizeof v);
-    }
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(b->lt, p->op, p->l1, p->l2, p->ld, p->ld, pref, 1,
-                                           &res, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    CUBLAS_CHECK(s);
-    KT_REQUIRE(found > 0, "cuBLASLt has no algorithm for %d x %d x %d (batch %d)", mm->m, mm->n,
-               mm->k, mm->batch);
-    p->algo = res.algo;
-    return 0;
-}
-
-int kx_matmul(kx_blas *b, const kx_mm *mm)
-{
-    KT_REQUIRE(b && mm->m > 0 && mm->n > 0 && mm->k > 0 && mm->batch >= 1,
-               "kx_matmul: bad shape %d x %d x %d", mm->m, mm->n, mm->k);
-    const unsigned al[3] = {align_of(mm->B, mm->sB * 2, mm->batch),
-                            align_of(mm->A, mm->sA * 2, mm->batch),
-                            align_of(mm->D, mm->sD * (mm->d_f32 ? 4 : 2), mm->batch)};
-    kx_key key = {{mm->ta, mm->tb, mm->m, mm->n, mm->k, mm->lda, mm->ldb, mm->ldd, mm->sA,
-                   mm->sB, mm->sD, mm->batch, mm->d_f32, mm->beta != 0.0f, al[0], al[1], al[2]}};
-    kx_plan *p = NULL;
-    for (int i = 0; i < b->n && !p; i++)
-        if (!memcmp(&b->plans[i].key, &key, sizeof key))
-            p = &b->plans[i];
-    if (!p) {
-        if (b->n < KX_PLANS) {
-            p = &b->plans[b->n++];
-        } else {
-            p = &b->plans[b->next];
-            b->next = (b->next + 1) % KX_PLANS;
-            plan_drop(p);
-        }
-        if (plan_make(b, p, mm, al)) {
-            plan_drop(p);
-            /* keep the table dense: move the last plan into the hole */
-            kx_plan *last = &b->plans[b->n - 1];
-            if (p != last)
-                *p = *last;
-            memset(last, 0, sizeof *last);
-            b->n--;
-            return -1;
-        }
-        p->key = key;
-    }
-    CUBLAS_CHECK(cublasLtMatmul(b->lt, p->op, &mm->alpha, mm->B, p->l1, mm->A, p->l2, &mm->beta,
-                                mm->D, p->ld, mm->D, p->ld, &p->algo, b->ws, b->ws_bytes, 0));
     CUDA_CHECK(cudaGetLastError());
     return 0;
 }
