@@ -11,6 +11,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "common/util.h"
+#include "models/hw_calib.h"
 #include "sim/dcp/dcp.h"
 
 static int bench(const char *label, const hw_desc *hw, const llm_desc *m, btrace *bt, int *met)

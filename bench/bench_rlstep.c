@@ -11,6 +11,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "common/util.h"
+#include "models/hw_calib.h"
 #include "sim/policy/policy.h"
 #include "traces/gen.h"
 

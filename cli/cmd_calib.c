@@ -38,6 +38,7 @@
 #include "models/calib.h"
 #include "models/fit.h"
 #include "models/hw.h"
+#include "models/hw_calib.h"
 #include "models/vidur.h"
 #include "cli/cmd.h"
 

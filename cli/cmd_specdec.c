@@ -26,6 +26,7 @@
 #include "common/util.h"
 #include "models/cost_host.h"
 #include "models/cost_spec.h"
+#include "models/hw_calib.h"
 #include "models/memory.h"
 #include "cli/cmd.h"
 #include "sim/scenario.h"

@@ -17,6 +17,7 @@
 
 #include "common/util.h"
 #include "models/cost_spec.h"
+#include "models/hw_calib.h"
 #include "reports/report.h"
 #include "sim/bootstrap.h"
 #include "cli/cmd_run.h"

@@ -91,14 +91,4 @@ void calib_row_shape(const calib_row *row, char *buf, size_t n);
  * positive size and time. */
 int calib_host_bw(const calib_row *rows, size_t n, double *bw);
 
-/* hw_load() without the calibration step: the INI's own parameters and
- * calibration string (defined in models/hw.c).  Same errors as hw_load(). */
-int hw_load_ini(const char *name, hw_desc *hw, ts_err *e);
-
-/* Path of the calibration CSV hw_load() would use for an INI at ini_path
- * (<dir of the INI>/../calib/<stem>.csv) into buf; returns 1 when that file
- * exists and calibration is not disabled by TAILSIM_NO_CALIB (set and not
- * "0"), else 0.  Defined in models/hw.c. */
-int hw_calib_path(const char *ini_path, char *buf, size_t n);
-
 #endif

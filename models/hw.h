@@ -39,10 +39,21 @@ typedef struct hw_desc {
     char calibration[128];  /* where the efficiency values came from */
 } hw_desc;
 
-/* Loads "h100", "h200" (models/hw/<name>.ini) or a path.  Every key is
- * required except the efficiency ones, which have defaults; unknown keys and
- * out-of-range values are errors naming file, line and key.  Returns 0 or -1. */
-int hw_load(const char *name, hw_desc *hw, ts_err *e);
+/* Loads "h100", "h200" (models/hw/<name>.ini) or a path: the INI's own
+ * parameters, no calibration (hw_load() in models/hw_calib.h applies one).
+ * Every key is required except the efficiency ones, which have defaults;
+ * unknown keys and out-of-range values are errors naming file, line and key.
+ * Returns 0 or -1. */
+int hw_load_ini(const char *name, hw_desc *hw, ts_err *e);
+
+/* hw_load_ini(), also copying the path of the INI read into path (n bytes;
+ * HW_PATH_SZ is always enough).  Returns 0 or -1. */
+#define HW_PATH_SZ 4096
+int hw_load_ini_path(const char *name, hw_desc *hw, char *path, size_t n, ts_err *e);
+
+/* Stem of a path into buf (n bytes, cut to fit): "models/hw/h100.ini" ->
+ * "h100".  Cannot fail. */
+void hw_path_stem(const char *path, char *buf, size_t n);
 
 typedef struct llm_desc {
     char name[64];

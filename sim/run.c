@@ -5,6 +5,7 @@
  * turning a multistep_result into a run record's ordered metrics.  Library
  * code: it neither prints nor exits.
  */
+#include "models/hw_calib.h"
 #include "sim/run.h"
 
 #include <stdlib.h>

@@ -15,6 +15,7 @@
 
 #include "common/util.h"
 #include "models/hw.h"
+#include "sim/dcp/dcp.h"
 
 typedef enum { K_INT, K_DBL, K_STR, K_BOOL, K_U64 } ktype;
 
@@ -172,19 +173,29 @@ static void scenario_defaults(scenario *s)
     s->seed = 1;
     snprintf(s->dcp.strategies, sizeof s->dcp.strategies,
              "bucket,packed,dcp-intra,dcp-inter,dcp-inter+pac,bound");
-    snprintf(s->dcp.sp_sizes, sizeof s->dcp.sp_sizes, "1,2,4,8");
-    s->dcp.mem_cap = 0.70;
-    s->dcp.reserve_gb = 2.0;
-    s->dcp.zero_stage = 1;
-    s->dcp.max_gas = 5;
-    s->dcp.overshoot = 1.2;
-    s->dcp.fill = 1;
-    s->dcp.endgame = 1;
-    s->dcp.xfill = 0;
-    snprintf(s->dcp.draw, sizeof s->dcp.draw, "share");
-    s->dcp.ahead = 1.0;
-    s->dcp.coarse = 0.25;
-    s->dcp.tie_tol = 0.0;
+    /* the planner's keys take dcp_cfg_default()'s values: one table */
+    dcp_cfg c;
+    dcp_cfg_default(&c);
+    size_t len = 0;
+    for (int i = 0; i < c.n_sp; i++)
+        len += (size_t)snprintf(s->dcp.sp_sizes + len, sizeof s->dcp.sp_sizes - len, "%s%d",
+                                i ? "," : "", c.sp[i]);
+    s->dcp.bucket_sp = c.bucket_sp;
+    s->dcp.mem_cap = c.mem_cap;
+    s->dcp.reserve_gb = c.reserve_bytes / 1e9;
+    s->dcp.zero_stage = c.zero_stage;
+    s->dcp.ring = c.ring;
+    s->dcp.max_gas = c.max_gas;
+    s->dcp.overshoot = c.overshoot;
+    s->dcp.fill = c.fill;
+    s->dcp.endgame = c.endgame;
+    s->dcp.xfill = c.xfill;
+    snprintf(s->dcp.draw, sizeof s->dcp.draw, "%s", c.draw_work ? "work" : "share");
+    s->dcp.ahead = c.ahead;
+    s->dcp.coarse = c.coarse;
+    s->dcp.tie_tol = c.tie_tol;
+    s->dcp.pack_tokens = c.pack_tokens;
+    s->dcp.seed = c.seed;
     s->dcp.act_factor = 34.0;
     s->dcp.a2a_eff = 1.0;
     snprintf(s->dcp.dist, sizeof s->dcp.dist, "sft");
@@ -194,7 +205,6 @@ static void scenario_defaults(scenario *s)
     s->dcp.zipf_offset = 5.0;
     s->dcp.seqs = 4096;
     s->dcp.cap = 65536;
-    s->dcp.seed = 1;
 }
 
 /* The names train.strategy takes (sim/rlstep_train.h plans with them). */
@@ -392,21 +402,26 @@ int scenario_validate(const scenario *s, ts_err *e)
     return 0;
 }
 
+void scenario_resolve_path(const scenario *s, const char *f, char *buf, size_t n)
+{
+    if (!strncmp(f, "shared:", 7)) {
+        const char *sh = getenv("TAILSIM_SHARED");
+        if (sh && *sh)
+            snprintf(buf, n, "%s/%s", sh, f + 7);
+        else
+            snprintf(buf, n, "%s/../shared/%s", ts_data_root(), f + 7);
+    } else if (f[0] == '/') {
+        snprintf(buf, n, "%s", f);
+    } else {
+        snprintf(buf, n, "%s/%s", s->dir, f);
+    }
+}
+
 int scenario_trace_path(const scenario *s, char *buf, size_t n)
 {
     if (!s->trace_file[0])
         return -1;
-    if (!strncmp(s->trace_file, "shared:", 7)) {
-        const char *sh = getenv("TAILSIM_SHARED");
-        if (sh && *sh)
-            snprintf(buf, n, "%s/%s", sh, s->trace_file + 7);
-        else
-            snprintf(buf, n, "%s/../shared/%s", ts_data_root(), s->trace_file + 7);
-    } else if (s->trace_file[0] == '/') {
-        snprintf(buf, n, "%s", s->trace_file);
-    } else {
-        snprintf(buf, n, "%s/%s", s->dir, s->trace_file);
-    }
+    scenario_resolve_path(s, s->trace_file, buf, n);
     return 0;
 }
 

@@ -177,6 +177,12 @@ int scenario_validate(const scenario *s, ts_err *e);
  * directory) into buf.  Returns 0, or -1 when the scenario generates its trace. */
 int scenario_trace_path(const scenario *s, char *buf, size_t n);
 
+/* Resolves a file key's value f into buf (n bytes): "shared:PATH" under
+ * $TAILSIM_SHARED (or ../shared beside the data root), an absolute path as
+ * it is, anything else relative to the scenario's directory.  The one
+ * resolver of trace.file and dcp.file.  Cannot fail (cut to n). */
+void scenario_resolve_path(const scenario *s, const char *f, char *buf, size_t n);
+
 /* Generator parameters equivalent to the [trace] section. */
 int scenario_gen_params(const scenario *s, gen_params *p, ts_err *e);
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "models/hw.h"
+#include "models/hw_calib.h"
 #include "sim/scenario.h"
 
 /* Runs cmd through the shell and returns its whole stdout (free it); the

@@ -34,6 +34,7 @@
 #include "models/fit.h"
 #include "models/hw.h"
 #include "cli/cmd.h"
+#include "models/hw_calib.h"
 
 static char tmpdir[256];
 

@@ -9,6 +9,7 @@
 
 #include "models/cost_host.h"
 #include "models/hw.h"
+#include "models/hw_calib.h"
 #include "sim/scenario.h"
 
 static hw_desc hw;

@@ -19,6 +19,7 @@
 
 #include "common/util.h"
 #include "cli/cmd.h"
+#include "models/hw_calib.h"
 #include "sim/dcp/dcp_setup.h"
 #include "tests/helpers.h"
 

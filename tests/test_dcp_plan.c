@@ -18,6 +18,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "common/util.h"
+#include "models/hw_calib.h"
 #include "sim/dcp/dcp_setup.h"
 #include "tests/helpers.h"
 

@@ -20,6 +20,7 @@
 #include "models/cost.h"
 #include "models/cost_spec.h"
 #include "models/hw.h"
+#include "models/hw_calib.h"
 #include "models/memory.h"
 #include "models/vidur.h"
 #include "cli/cmd.h"

@@ -16,6 +16,7 @@
 
 #include <gsl/gsl_errno.h>
 
+#include "models/hw_calib.h"
 #include "tests/helpers.h"
 #include "sim/policy/policy.h"
 #include "traces/gen.h"

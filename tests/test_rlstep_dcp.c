@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "models/hw_calib.h"
 #include "sim/policy/policy.h"
 #include "sim/rlstep.h"
 #include "sim/rlstep_train.h"

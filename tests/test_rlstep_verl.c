@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "models/comm.h"
+#include "models/hw_calib.h"
 #include "models/memory.h"
 #include "sim/policy/policy.h"
 #include "sim/rlstep.h"

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/hw_calib.h"
 #include "tests/helpers.h"
 #include "models/cost.h"
 #include "models/cost_spec.h"

@@ -11,6 +11,7 @@
 
 #include "common/util.h"
 #include "models/cost_spec.h"
+#include "models/hw_calib.h"
 #include "sim/policy/policy.h"
 #include "sim/rollout.h"
 #include "sim/spec_bandit.h"

@@ -36,6 +36,7 @@
  * with the totals and every replayed iteration's predicted and measured
  * time.
  */
+#include "models/hw_calib.h"
 #include "validate/confirm.h"
 
 #include <getopt.h>

@@ -8,6 +8,7 @@
  * cross-field rules: SP sizes parse, the bucket SP size is one of them, the
  * trace's kind matches the model's architecture.
  */
+#include "models/hw_calib.h"
 #include "sim/dcp/dcp_setup.h"
 
 #include <math.h>
@@ -91,22 +92,6 @@ void dcp_setup_free(dcp_setup *d)
     d->bt = NULL;
 }
 
-/* The dcp.file path: shared: prefix, absolute, or relative to the scenario. */
-static void trace_path(const scenario *s, const char *f, char *buf, size_t n)
-{
-    if (!strncmp(f, "shared:", 7)) {
-        const char *sh = getenv("TAILSIM_SHARED");
-        if (sh && *sh)
-            snprintf(buf, n, "%s/%s", sh, f + 7);
-        else
-            snprintf(buf, n, "%s/../shared/%s", ts_data_root(), f + 7);
-    } else if (f[0] == '/') {
-        snprintf(buf, n, "%s", f);
-    } else {
-        snprintf(buf, n, "%s/%s", s->dir, f);
-    }
-}
-
 int dcp_setup_cfg(const scenario *s, dcp_cfg *cfg, ts_err *e)
 {
     const scn_dcp *x = &s->dcp;
@@ -163,7 +148,7 @@ int dcp_setup_load(const scenario *s, const char *trace_file, dcp_setup *d, ts_e
     char path[1024];
     const char *file = trace_file;
     if (!file && x->file[0]) {
-        trace_path(s, x->file, path, sizeof path);
+        scenario_resolve_path(s, x->file, path, sizeof path);
         file = path;
     }
     if (file) {

@@ -22,6 +22,7 @@
 #include "models/calib.h"
 #include "models/train_cost.h"
 #include "models/hw.h"
+#include "models/hw_calib.h"
 #include "models/vidur.h"
 #include "traces/batch.h"
 #include "sim/dcp/dcp.h"
