@@ -11,7 +11,8 @@
  * steps really consume and the rare, long buckets are not left alone at
  * the end.
  */
-#include "sim/dcp/dcp_plan_impl.h"
+#include "sim/dcp/dcp_inter.h"
+#include "sim/dcp/dcp_queue.h"
 
 #include <math.h>
 #include <stdlib.h>

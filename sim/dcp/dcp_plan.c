@@ -16,7 +16,8 @@
  * plan->seq exactly once, and each micro-batch's memory at its group's SP
  * size and checkpointing is within the budget.
  */
-#include "sim/dcp/dcp_plan_impl.h"
+#include "sim/dcp/dcp_inter.h"
+#include "sim/dcp/dcp_queue.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * The planners' bucket queues and step materialisation (sim/dcp/dcp_plan_impl.h).
+ * The planners' bucket queues and step materialisation (sim/dcp/dcp_queue.h).
  *
  * Filling a step: the DCP planners fill a step's GPUs with groups, each
  * serving one bucket at its chosen SP size and taking up to its micro-batch
@@ -10,7 +10,7 @@
  * Reservations are counts per bucket until the step is final, so dcp-intra
  * can shrink a group and give its sequences back to the next step.
  */
-#include "sim/dcp/dcp_plan_impl.h"
+#include "sim/dcp/dcp_queue.h"
 
 #include <stdlib.h>
 #include <string.h>

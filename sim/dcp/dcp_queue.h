@@ -1,12 +1,12 @@
 /*
- * Internals shared by the DCP planners (sim/dcp/dcp_plan.c: dcp-intra, bucket,
- * packed, bound; sim/dcp/dcp_inter.c: dcp-inter): the per-bucket queues of
- * unplanned sequences with reservations, and a step's groups being planned
- * and their materialisation into the plan (sim/dcp/dcp_queue.c).  Not a public
- * interface: only the planner files include it.
+ * The bucket queues the DCP planners draw from (sim/dcp/dcp_queue.c): the
+ * per-bucket queues of unplanned sequences with reservations, and a step's
+ * groups being planned and their materialisation into the plan.  Private to
+ * sim/dcp/: used by dcp_plan.c (dcp-intra, bucket, packed, bound) and
+ * dcp_inter.c (dcp-inter); it depends on neither.
  */
-#ifndef TAILSIM_SIM_DCP_PLAN_IMPL_H
-#define TAILSIM_SIM_DCP_PLAN_IMPL_H
+#ifndef TS_DCP_QUEUE_H
+#define TS_DCP_QUEUE_H
 
 #include "sim/dcp/dcp.h"
 
@@ -66,8 +66,5 @@ int dq_cmp_group_sp(const void *x, const void *y);
 /* Materialises a step from groups g[0..n) (sorted in place, largest SP
  * first); ch[] gives the configuration of other buckets' micro-batches. */
 int dq_emit_step(dcp_plan *p, dq_queues *Q, const dcp_choice *ch, dq_group *g, int n, ts_err *e);
-
-/* dcp-inter (sim/dcp/dcp_inter.c). */
-int dcp_plan_inter(const dcp_ctx *c, const dcp_strategy *s, dcp_plan *p, ts_err *e);
 
 #endif
