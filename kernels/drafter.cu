@@ -299,6 +299,15 @@ __device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2
     m = M;
 }
 
+/* One block per row: lse[row] and the row's top k (idx, val, best first).
+ * Each thread scans its columns keeping an online log-sum-exp and a sorted
+ * top-TOPK_MAX list in registers; the block merges the log-sum-exps, then
+ * takes k rounds over the lists' heads in shared memory.  One function on
+ * purpose: the three stages share the register lists, the shared arrays and
+ * the barriers between them (a round's winner advances its own head), so
+ * helpers would take a dozen arrays by reference and hide __syncthreads();
+ * and inline helpers are not free here: tried, they change this kernel's
+ * generated code (same arithmetic, other predication and scheduling). */
 __global__ void __launch_bounds__(TOPK_THREADS)
 topk_kernel(const uint4 *logits, int nv, int k, int *idx, float *val, float *lse)
 {
