@@ -98,6 +98,181 @@ static int draft_ref_weights(const kt_drafter *d, float **buf, kref_drafter *r)
                ? -1 : 0;
 }
 
+/* Host buffers of one reference draft step: R = b * n rows (n = 1 at step
+ * 0, else k), width D, vocabulary V. */
+typedef struct draft_ref_buf {
+    int *lenx, *qn, *pos;   /* [b], [b], [R]: the reference batch */
+    int *tok, *frow;        /* [R]: the GPU's input tokens and feature rows */
+    float *feat;            /* [R, D]: input features, then the GPU's outputs */
+    float *hh, *lg, *gl;    /* [R, D] reference outputs; [R, V] reference, GPU logits */
+    int *r_idx;             /* [R, k]: the reference's top-k */
+    float *r_val, *r_lse;   /* [R, k], [R]; r_val ends as the next scores [b, k] */
+    int *g_tok, *g_par;     /* [b, k]: the GPU's choice */
+    float *g_score;         /* [b, k] */
+    int *ti, *tp;           /* [k]: the reference's choice for one sequence */
+    float *ts;              /* [k] */
+} draft_ref_buf;
+
+static void draft_ref_free(draft_ref_buf *w)
+{
+    free(w->lenx); free(w->qn); free(w->pos); free(w->tok); free(w->frow); free(w->g_tok);
+    free(w->g_par); free(w->r_idx); free(w->feat); free(w->lg); free(w->hh); free(w->r_val);
+    free(w->r_lse); free(w->g_score); free(w->gl); free(w->ti); free(w->tp); free(w->ts);
+}
+
+/* Allocates w for b sequences of n rows, top-k, width D, vocabulary V; 0,
+ * or -1 (kt_seterr) when host memory runs out.  Free with draft_ref_free()
+ * either way. */
+static int draft_ref_alloc(draft_ref_buf *w, int b, int n, int k, int D, int V)
+{
+    const int R = b * n;
+    memset(w, 0, sizeof *w);
+    w->lenx = (int *)malloc(b * sizeof(int));
+    w->qn = (int *)malloc(b * sizeof(int));
+    w->pos = (int *)malloc(R * sizeof(int));
+    w->tok = (int *)malloc(R * sizeof(int));
+    w->frow = (int *)malloc(R * sizeof(int));
+    w->g_tok = (int *)malloc(b * k * sizeof(int));
+    w->g_par = (int *)malloc(b * k * sizeof(int));
+    w->r_idx = (int *)malloc(R * k * sizeof(int));
+    w->feat = (float *)malloc((size_t)R * D * sizeof(float));
+    w->r_val = (float *)malloc(R * k * sizeof(float));
+    w->r_lse = (float *)malloc(R * sizeof(float));
+    w->g_score = (float *)malloc(b * k * sizeof(float));
+    w->gl = (float *)malloc((size_t)R * V * sizeof(float));
+    w->ti = (int *)malloc(k * sizeof(int));
+    w->tp = (int *)malloc(k * sizeof(int));
+    w->ts = (float *)malloc(k * sizeof(float));
+    w->lg = (float *)malloc((size_t)R * V * sizeof(float));
+    w->hh = (float *)malloc((size_t)R * D * sizeof(float));
+    if (!w->lenx || !w->qn || !w->pos || !w->tok || !w->frow || !w->g_tok || !w->g_par ||
+        !w->r_idx || !w->feat || !w->lg || !w->hh || !w->r_val || !w->r_lse || !w->g_score ||
+        !w->gl || !w->ti || !w->tp || !w->ts) {
+        kt_seterr(__FILE__, __LINE__, "out of host memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Step t's inputs as the GPU chose them: its tokens and feature rows, the
+ * batch (n rows per sequence at position len + t after the cached prefix
+ * and earlier draft rows), and the features (the root hidden states at step
+ * 0, counting a root token that is not root_tok in *bad; else the
+ * reference's outputs ref_h of the parent rows).  0, or -1 on a CUDA error. */
+static int draft_ref_inputs(const kt_draft *p, int t, int n, int D, const int *len,
+                            const int *root_tok, const float *root_h, const float *ref_h,
+                            draft_ref_buf *w, size_t *bad)
+{
+    const int b = p->b, k = p->k, R = b * n;
+    if (kt_download(w->tok, p->tok_in + (size_t)t * p->rows, R * sizeof(int)) ||
+        (t && kt_download(w->frow, p->feat_row + (size_t)t * p->rows, R * sizeof(int))))
+        return -1;
+    for (int i = 0; i < b; i++) {
+        w->lenx[i] = len[i] + (t ? 1 + (t - 1) * k : 0);
+        w->qn[i] = n;
+        for (int j = 0; j < n; j++)
+            w->pos[i * n + j] = len[i] + t;
+    }
+    for (int r = 0; r < R; r++) { /* features: root hidden, or the parent's output */
+        if (t == 0 && w->tok[r] != root_tok[r])
+            *bad += 1;
+        memcpy(w->feat + (size_t)r * D, t ? ref_h + (size_t)w->frow[r] * D : root_h + (size_t)r * D,
+               D * sizeof(float));
+    }
+    return 0;
+}
+
+/* Runs the reference forward of step t and compares the GPU's features and
+ * logits with it; ref_h becomes the reference's features and *tol the
+ * logits' absolute tolerance.  0, or -1 on a CUDA error or a case the
+ * reference rejects. */
+static int draft_ref_forward(const kt_draft *p, const kref_drafter *dr, kref_kv *kv, int t, int n,
+                             draft_ref_buf *w, float *ref_h, double *tol, FILE *log, size_t *bad)
+{
+    const int R = p->b * n, D = dr->s.hidden, V = dr->s.vocab;
+    float *got = w->feat;
+    char what[64];
+    kref_batch bt = {p->b, w->lenx, w->qn, w->pos};
+    if (kref_draft_forward(dr, &bt, kv, w->tok, w->feat, w->hh, w->lg, 1)) {
+        kt_seterr(__FILE__, __LINE__, "kref_draft_forward rejected the case");
+        return -1;
+    }
+    snprintf(what, sizeof what, "draft step %d: features", t);
+    if (kt_download_bf16(got, p->hout[t % 2], (size_t)R * D))
+        return -1;
+    *bad += kt_compare(log, what, w->hh, got, (size_t)R * D,
+                       4 * KREF_BF16_EPS * kt_rms(w->hh, (size_t)R * D), KREF_BF16_EPS);
+    memcpy(ref_h, w->hh, (size_t)R * D * sizeof(float));
+    snprintf(what, sizeof what, "draft step %d: logits", t);
+    *tol = 8 * KREF_BF16_EPS * kt_rms(w->lg, (size_t)R * V);
+    if (kt_download_bf16(w->gl, p->logits, (size_t)R * V))
+        return -1;
+    *bad += kt_compare(log, what, w->lg, w->gl, (size_t)R * V, *tol, KREF_BF16_EPS);
+    return 0;
+}
+
+/* Downloads the GPU's tree nodes of step t (token, parent, score; k per
+ * sequence) into w->g_tok, g_par, g_score; 0, or -1 on a CUDA error. */
+static int draft_ref_gpu_choice(const kt_draft *p, int t, draft_ref_buf *w)
+{
+    const int b = p->b, k = p->k;
+    size_t o = 0;
+    for (int i = 0; i < b; i++)
+        for (int s = 0; s < k; s++, o++) {
+            const size_t at = ((size_t)i * p->depth + t) * k + s;
+            if (kt_download(&w->g_tok[o], p->tree_tok + at, sizeof(int)) ||
+                kt_download(&w->g_par[o], p->tree_par + at, sizeof(int)) ||
+                kt_download(&w->g_score[o], p->tree_score + at, sizeof(float)))
+                return -1;
+        }
+    return 0;
+}
+
+/* Judges the GPU's selection at step t: each chosen node must be among the
+ * reference's best k paths within the logits' tolerance tol (twice: value
+ * and log-sum-exp), with the reference's path score; then ref_score becomes
+ * the reference's scores of the GPU's frontier.  0, or -1 on a CUDA error. */
+static int draft_ref_select(const kt_draft *p, int t, int n, int V, double tol, draft_ref_buf *w,
+                            float *ref_score, FILE *log, size_t *bad)
+{
+    const int b = p->b, k = p->k, R = b * n;
+    const float *lg = w->lg, *r_lse = w->r_lse, *g_score = w->g_score;
+    const int *g_tok = w->g_tok, *g_par = w->g_par;
+    kref_topk(lg, R, V, k, w->r_idx, w->r_val, w->r_lse);
+    if (draft_ref_gpu_choice(p, t, w))
+        return -1;
+    for (int i = 0; i < b; i++) {
+        kref_draft_select(1, n, k, ref_score + i * n, w->r_idx + (size_t)i * n * k,
+                          w->r_val + (size_t)i * n * k, w->r_lse + i * n, w->ti, w->tp, w->ts);
+        const float kth = w->ts[k - 1]; /* the reference's k-th best path score */
+        for (int s = 0; s < k; s++) {
+            const int par = g_par[i * k + s], tk = g_tok[i * k + s];
+            if (par < 0 || par >= n || tk < 0 || tk >= V) {
+                if ((*bad)++ < 5)
+                    fprintf(log, "  draft step %d seq %d: bad choice %d/%d\n", t, i, tk, par);
+                continue;
+            }
+            const int row = i * n + par;
+            const float sc = ref_score[row] + (lg[(size_t)row * V + tk] - r_lse[row]);
+            if (!(sc >= kth - 2 * tol - 1e-3f) || !(fabsf(g_score[i * k + s] - sc) <=
+                                                    2 * tol * (t + 1) + 1e-3f)) {
+                if ((*bad)++ < 5)
+                    fprintf(log, "  draft step %d seq %d: chose %d (ref path score %g, "
+                            "GPU %g), reference k-th best %g\n", t, i, tk, sc,
+                            g_score[i * k + s], kth);
+            }
+        }
+    }
+    for (int o2 = 0; o2 < b * k; o2++) { /* next step: the GPU's frontier, ref scores */
+        const int ok = g_par[o2] >= 0 && g_par[o2] < n && g_tok[o2] >= 0 && g_tok[o2] < V;
+        const int row = (o2 / k) * n + (ok ? g_par[o2] : 0);
+        w->r_val[o2] = ref_score[row] + (lg[(size_t)row * V + (ok ? g_tok[o2] : 0)] - r_lse[row]);
+    }
+    memcpy(ref_score, w->r_val, b * k * sizeof(float));
+    fprintf(log, "  draft step %d: %d rows, selection checked\n", t, R);
+    return 0;
+}
+
 /* Step t of a draft, reference side, teacher-forced by the GPU's choices:
  * the reference runs the rows the GPU chose (tokens; features from the
  * reference's own previous outputs) and judges the GPU's outputs and its
@@ -106,108 +281,16 @@ static int draft_ref_step(kt_draft *p, const kref_drafter *dr, kref_kv *kv, int 
                           const int *len, const int *root_tok, const float *root_h,
                           float *ref_h, float *ref_score, FILE *log, size_t *bad)
 {
-    const int b = p->b, k = p->k, n = t ? k : 1, R = b * n, D = dr->s.hidden, V = dr->s.vocab;
-    int *lenx = (int *)malloc(b * sizeof(int)), *qn = (int *)malloc(b * sizeof(int));
-    int *pos = (int *)malloc(R * sizeof(int)), *tok = (int *)malloc(R * sizeof(int));
-    int *frow = (int *)malloc(R * sizeof(int)), *g_tok = (int *)malloc(b * k * sizeof(int));
-    int *g_par = (int *)malloc(b * k * sizeof(int)), *r_idx = (int *)malloc(R * k * sizeof(int));
-    float *feat = (float *)malloc((size_t)R * D * sizeof(float)), *lg = NULL, *hh = NULL;
-    float *r_val = (float *)malloc(R * k * sizeof(float)), *r_lse = (float *)malloc(R * 4);
-    float *g_score = (float *)malloc(b * k * sizeof(float));
-    float *gl = (float *)malloc((size_t)R * V * sizeof(float)), *got = feat;
-    int *ti = (int *)malloc(k * sizeof(int)), *tp = (int *)malloc(k * sizeof(int));
-    float *ts = (float *)malloc(k * sizeof(float));
+    const int n = t ? p->k : 1;
+    draft_ref_buf w;
     double tol = 0.0;
-    char what[64];
-    int rc = -1;
-    lg = (float *)malloc((size_t)R * V * sizeof(float));
-    hh = (float *)malloc((size_t)R * D * sizeof(float));
-    if (!lenx || !qn || !pos || !tok || !frow || !g_tok || !g_par || !r_idx || !feat || !lg ||
-        !hh || !r_val || !r_lse || !g_score || !gl || !ti || !tp || !ts) {
-        kt_seterr(__FILE__, __LINE__, "out of host memory");
-        goto cleanup;
-    }
-    if (kt_download(tok, p->tok_in + (size_t)t * p->rows, R * sizeof(int)) ||
-        (t && kt_download(frow, p->feat_row + (size_t)t * p->rows, R * sizeof(int))))
-        goto cleanup;
-    for (int i = 0; i < b; i++) {
-        lenx[i] = len[i] + (t ? 1 + (t - 1) * k : 0);
-        qn[i] = n;
-        for (int j = 0; j < n; j++)
-            pos[i * n + j] = len[i] + t;
-    }
-    for (int r = 0; r < R; r++) { /* features: root hidden, or the parent's output */
-        if (t == 0 && tok[r] != root_tok[r])
-            *bad += 1;
-        memcpy(feat + (size_t)r * D, t ? ref_h + (size_t)frow[r] * D : root_h + (size_t)r * D,
-               D * sizeof(float));
-    }
-    {
-        kref_batch bt = {b, lenx, qn, pos};
-        if (kref_draft_forward(dr, &bt, kv, tok, feat, hh, lg, 1)) {
-            kt_seterr(__FILE__, __LINE__, "kref_draft_forward rejected the case");
-            goto cleanup;
-        }
-    }
-    snprintf(what, sizeof what, "draft step %d: features", t);
-    if (kt_download_bf16(got, p->hout[t % 2], (size_t)R * D))
-        goto cleanup;
-    *bad += kt_compare(log, what, hh, got, (size_t)R * D,
-                       4 * KREF_BF16_EPS * kt_rms(hh, (size_t)R * D), KREF_BF16_EPS);
-    memcpy(ref_h, hh, (size_t)R * D * sizeof(float));
-    snprintf(what, sizeof what, "draft step %d: logits", t);
-    tol = 8 * KREF_BF16_EPS * kt_rms(lg, (size_t)R * V);
-    if (kt_download_bf16(gl, p->logits, (size_t)R * V))
-        goto cleanup;
-    *bad += kt_compare(log, what, lg, gl, (size_t)R * V, tol, KREF_BF16_EPS);
-    {
-        /* the GPU's choice must be among the reference's best k paths
-         * within the logits' tolerance (twice: value and log-sum-exp) */
-        kref_topk(lg, R, V, k, r_idx, r_val, r_lse);
-        size_t o = 0;
-        for (int i = 0; i < b; i++)
-            for (int s = 0; s < k; s++, o++) {
-                const size_t at = ((size_t)i * p->depth + t) * k + s;
-                if (kt_download(&g_tok[o], p->tree_tok + at, sizeof(int)) ||
-                    kt_download(&g_par[o], p->tree_par + at, sizeof(int)) ||
-                    kt_download(&g_score[o], p->tree_score + at, sizeof(float)))
-                    goto cleanup;
-            }
-        for (int i = 0; i < b; i++) {
-            kref_draft_select(1, n, k, ref_score + i * n, r_idx + (size_t)i * n * k,
-                              r_val + (size_t)i * n * k, r_lse + i * n, ti, tp, ts);
-            const float kth = ts[k - 1]; /* the reference's k-th best path score */
-            for (int s = 0; s < k; s++) {
-                const int par = g_par[i * k + s], tk = g_tok[i * k + s];
-                if (par < 0 || par >= n || tk < 0 || tk >= V) {
-                    if ((*bad)++ < 5)
-                        fprintf(log, "  draft step %d seq %d: bad choice %d/%d\n", t, i, tk, par);
-                    continue;
-                }
-                const int row = i * n + par;
-                const float sc = ref_score[row] + (lg[(size_t)row * V + tk] - r_lse[row]);
-                if (!(sc >= kth - 2 * tol - 1e-3f) || !(fabsf(g_score[i * k + s] - sc) <=
-                                                        2 * tol * (t + 1) + 1e-3f)) {
-                    if ((*bad)++ < 5)
-                        fprintf(log, "  draft step %d seq %d: chose %d (ref path score %g, "
-                                "GPU %g), reference k-th best %g\n", t, i, tk, sc,
-                                g_score[i * k + s], kth);
-                }
-            }
-        }
-        for (int o2 = 0; o2 < b * k; o2++) { /* next step: the GPU's frontier, ref scores */
-            const int ok = g_par[o2] >= 0 && g_par[o2] < n && g_tok[o2] >= 0 && g_tok[o2] < V;
-            const int row = (o2 / k) * n + (ok ? g_par[o2] : 0);
-            r_val[o2] = ref_score[row] + (lg[(size_t)row * V + (ok ? g_tok[o2] : 0)] - r_lse[row]);
-        }
-        memcpy(ref_score, r_val, b * k * sizeof(float));
-        fprintf(log, "  draft step %d: %d rows, selection checked\n", t, R);
-    }
-    rc = 0;
-cleanup:
-    free(lenx); free(qn); free(pos); free(tok); free(frow); free(g_tok); free(g_par);
-    free(r_idx); free(feat); free(lg); free(hh); free(r_val); free(r_lse); free(g_score);
-    free(gl); free(ti); free(tp); free(ts);
+    int rc = draft_ref_alloc(&w, p->b, n, p->k, dr->s.hidden, dr->s.vocab);
+    if (rc == 0 &&
+        (draft_ref_inputs(p, t, n, dr->s.hidden, len, root_tok, root_h, ref_h, &w, bad) ||
+         draft_ref_forward(p, dr, kv, t, n, &w, ref_h, &tol, log, bad) ||
+         draft_ref_select(p, t, n, dr->s.vocab, tol, &w, ref_score, log, bad)))
+        rc = -1;
+    draft_ref_free(&w);
     return rc;
 }
 
@@ -299,6 +382,15 @@ __device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2
     m = M;
 }
 
+/* One block per row: lse[row] and the row's top k (idx, val, best first).
+ * Each thread scans its columns keeping an online log-sum-exp and a sorted
+ * top-TOPK_MAX list in registers; the block merges the log-sum-exps, then
+ * takes k rounds over the lists' heads in shared memory.  One function on
+ * purpose: the three stages share the register lists, the shared arrays and
+ * the barriers between them (a round's winner advances its own head), so
+ * helpers would take a dozen arrays by reference and hide __syncthreads();
+ * and inline helpers are not free here: tried, they change this kernel's
+ * generated code (same arithmetic, other predication and scheduling). */
 __global__ void __launch_bounds__(TOPK_THREADS)
 topk_kernel(const uint4 *logits, int nv, int k, int *idx, float *val, float *lse)
 {

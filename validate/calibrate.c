@@ -629,32 +629,51 @@ static int write_outputs(calib *c, const char *db)
     return 0;
 }
 
-int val_calibrate(int argc, char **argv)
+/* The command line of one run (--quick is stored in the calib itself). */
+typedef struct cal_opts {
+    const char *dir;    /* -o DIR; required */
+    const char *only;   /* --only GROUP; NULL: every group */
+    const char *db;     /* --db FILE; NULL until set_outputs() picks DIR/calib.db */
+    int64_t reps;       /* --reps N; 0: the default for --quick or not */
+    double budget;      /* --budget, s; 0: none */
+    char dbpath[4096];  /* DIR/calib.db, the default of db */
+} cal_opts;
+
+/* The measurement groups in the order they run; a NULL fn is sweep_attn,
+ * chunked for "chunk_attn". */
+static const struct {
+    const char *name;
+    int (*fn)(calib *);
+} GROUPS[] = {
+    {"copy", sweep_copy}, {"host", sweep_host}, {"gemm", sweep_gemm}, {"decode_attn", NULL},
+    {"chunk_attn", NULL}, {"rows", sweep_rows}, {"verify", sweep_verify},
+    {"layer", calib_sweep_layer}, {"drafter", calib_sweep_drafter},
+    {"train", calib_sweep_train},
+};
+
+/* Parses argv into o and c->quick; -1 to go on, else the exit status. */
+static int parse_options(int argc, char **argv, calib *c, cal_opts *o)
 {
-    static calib c; /* large: keep it off the stack */
-    const char *dir = NULL, *only = NULL, *db = NULL;
-    int64_t reps = 0;
-    double budget = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
-            c.quick = 1;
+            c->quick = 1;
         } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-            dir = argv[++i];
+            o->dir = argv[++i];
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            if (ts_parse_i64(argv[++i], 1, MAX_REPS, &reps)) {
+            if (ts_parse_i64(argv[++i], 1, MAX_REPS, &o->reps)) {
                 fprintf(stderr, "calibrate: --reps: '%s' is not in 1..%d\n", argv[i], MAX_REPS);
                 return 2;
             }
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
-            only = argv[++i];
+            o->only = argv[++i];
         } else if (!strcmp(argv[i], "--budget") && i + 1 < argc) {
-            if (ts_parse_double(argv[++i], 1.0, 1e6, &budget)) {
+            if (ts_parse_double(argv[++i], 1.0, 1e6, &o->budget)) {
                 fprintf(stderr, "calibrate: --budget: '%s' is not a number of seconds >= 1\n",
                         argv[i]);
                 return 2;
             }
         } else if (!strcmp(argv[i], "--db") && i + 1 < argc) {
-            db = argv[++i];
+            o->db = argv[++i];
         } else {
             fprintf(stderr, "calibrate: unknown option '%s' (--quick, --reps N, --only "
                             "copy|gemm|decode_attn|chunk_attn|rows|verify|layer|drafter|train, "
@@ -662,96 +681,138 @@ int val_calibrate(int argc, char **argv)
             return 2;
         }
     }
-    if (!dir) {
+    if (!o->dir) {
         fprintf(stderr, "calibrate: -o DIR is required\n");
         return 2;
     }
+    return -1;
+}
+
+/* Creates the output directory and names the CSV and the database in it;
+ * 0, or 2 (the exit status) when DIR cannot be created. */
+static int set_outputs(calib *c, cal_opts *o)
+{
     /* the output directory first: a run must not measure for minutes and
      * then find it cannot write */
-    if (mkdir(dir, 0777) && errno != EEXIST) {
-        fprintf(stderr, "calibrate: %s: cannot create: %s\n", dir, strerror(errno));
+    if (mkdir(o->dir, 0777) && errno != EEXIST) {
+        fprintf(stderr, "calibrate: %s: cannot create: %s\n", o->dir, strerror(errno));
         return 2;
     }
-    char dbpath[4096];
-    snprintf(c.csv, sizeof c.csv, "%s/calib.csv", dir);
-    snprintf(dbpath, sizeof dbpath, "%s/calib.db", dir);
-    if (!db)
-        db = dbpath;
-    kt_device dev;
-    int rc = val_open_device(&dev);
-    if (rc <= 0)
-        return rc == 0 ? VAL_EXIT_SKIP : 2;
-    snprintf(c.set.device, sizeof c.set.device, "%s", dev.name);
-    c.warmup = c.quick ? 2 : 5;
-    c.reps = reps ? (int)reps : c.quick ? 7 : 25;
-    c.cap_tokens = c.quick ? (size_t)1 << 21 : (size_t)1 << 23;
+    snprintf(c->csv, sizeof c->csv, "%s/calib.csv", o->dir);
+    snprintf(o->dbpath, sizeof o->dbpath, "%s/calib.db", o->dir);
+    if (!o->db)
+        o->db = o->dbpath;
+    return 0;
+}
+
+/* Fills the run's settings, models and TP configurations for the device;
+ * 0, or -1 with c->err set when a model does not split at a TP degree. */
+static int set_up(calib *c, const kt_device *dev, int64_t reps)
+{
+    snprintf(c->set.device, sizeof c->set.device, "%s", dev->name);
+    c->warmup = c->quick ? 2 : 5;
+    c->reps = reps ? (int)reps : c->quick ? 7 : 25;
+    c->cap_tokens = c->quick ? (size_t)1 << 21 : (size_t)1 << 23;
     for (int i = 0; i < 2; i++)
-        load_model(&BUILTIN[i], &c.models[i]);
+        load_model(&BUILTIN[i], &c->models[i]);
     static const int tp7[] = {1, 2, 4}, tp32[] = {1, 2, 4, 8};
-    rc = 0;
-    if (c.quick)
-        rc = add_cfg(&c, &c.models[0], 1) || add_cfg(&c, &c.models[1], 4);
-    for (size_t i = 0; !c.quick && rc == 0 && i < NELEM(tp7); i++)
-        rc = add_cfg(&c, &c.models[0], tp7[i]);
-    for (size_t i = 0; !c.quick && rc == 0 && i < NELEM(tp32); i++)
-        rc = add_cfg(&c, &c.models[1], tp32[i]);
-    struct { const char *name; int (*fn)(calib *); } groups[] = {
-        {"copy", sweep_copy}, {"host", sweep_host}, {"gemm", sweep_gemm}, {"decode_attn", NULL},
-        {"chunk_attn", NULL}, {"rows", sweep_rows}, {"verify", sweep_verify},
-        {"layer", calib_sweep_layer}, {"drafter", calib_sweep_drafter},
-        {"train", calib_sweep_train},
-    };
+    int rc = 0;
+    if (c->quick)
+        rc = add_cfg(c, &c->models[0], 1) || add_cfg(c, &c->models[1], 4);
+    for (size_t i = 0; !c->quick && rc == 0 && i < NELEM(tp7); i++)
+        rc = add_cfg(c, &c->models[0], tp7[i]);
+    for (size_t i = 0; !c->quick && rc == 0 && i < NELEM(tp32); i++)
+        rc = add_cfg(c, &c->models[1], tp32[i]);
+    return rc;
+}
+
+/* Whether only is NULL (every group) or names one of GROUPS. */
+static int known_group(const char *only)
+{
     int known = only == NULL;
-    for (size_t g = 0; g < NELEM(groups); g++)
-        known |= only && !strcmp(only, groups[g].name);
-    if (!known) {
-        fprintf(stderr, "calibrate: --only: no group named '%s'\n", only);
-        return 2;
-    }
-    double t0 = ts_wall_s();
-    c.deadline = budget > 0 ? t0 + budget : 0;
-    /* A group that fails is reported and the next one runs (one bad kernel
-     * must not cost the other ops' rows), unless the CUDA context is broken
-     * or the budget is spent. */
-    int failed = 0;
-    for (size_t g = 0; rc == 0 && g < NELEM(groups); g++) {
-        if (only && strcmp(only, groups[g].name) && g != 0)
+    for (size_t g = 0; g < NELEM(GROUPS); g++)
+        known |= only && !strcmp(only, GROUPS[g].name);
+    return known;
+}
+
+/* Runs the groups (only that one and copy, when only is set).  A group that
+ * fails is reported and the next one runs (one bad kernel must not cost the
+ * other ops' rows), unless the CUDA context is broken or the budget is
+ * spent: then -1.  *failed counts the groups that failed. */
+static int run_groups(calib *c, const char *only, int *failed)
+{
+    int rc = 0;
+    for (size_t g = 0; rc == 0 && g < NELEM(GROUPS); g++) {
+        if (only && strcmp(only, GROUPS[g].name) && g != 0)
             continue; /* the copy ceiling always runs: the fractions need it */
         double tg = ts_wall_s();
-        printf("== %s\n", groups[g].name);
+        printf("== %s\n", GROUPS[g].name);
         fflush(stdout);
-        int grc = groups[g].fn ? groups[g].fn(&c)
-                               : sweep_attn(&c, !strcmp(groups[g].name, "chunk_attn"));
-        printf("== %s: %.1f s\n", groups[g].name, ts_wall_s() - tg);
+        int grc = GROUPS[g].fn ? GROUPS[g].fn(c)
+                               : sweep_attn(c, !strcmp(GROUPS[g].name, "chunk_attn"));
+        printf("== %s: %.1f s\n", GROUPS[g].name, ts_wall_s() - tg);
         if (grc == 0)
             continue;
-        if (c.out_of_time) {
+        if (c->out_of_time) {
             rc = -1;
             break;
         }
-        failed++;
-        printf("== %s FAILED: %s\n", groups[g].name, c.err.msg);
-        fprintf(stderr, "calibrate: group %s failed: %s\n", groups[g].name, c.err.msg);
+        (*failed)++;
+        printf("== %s FAILED: %s\n", GROUPS[g].name, c->err.msg);
+        fprintf(stderr, "calibrate: group %s failed: %s\n", GROUPS[g].name, c->err.msg);
         if (kt_sync()) {
             fprintf(stderr, "calibrate: the CUDA context is unusable (%s); stopping\n",
                     kt_error());
             rc = -1;
         }
     }
+    return rc;
+}
+
+/* Reports how the run ended, writes the rows kept (partial ones too) and
+ * frees them; returns the exit status: 0, 2 an error, 3 out of time. */
+static int finish(calib *c, const char *db, int rc, int failed, double t0)
+{
     int status = 0;
-    if (c.out_of_time) {
-        fprintf(stderr, "calibrate: %s; %zu rows kept (partial: exit 3)\n", c.err.msg, c.set.n);
+    if (c->out_of_time) {
+        fprintf(stderr, "calibrate: %s; %zu rows kept (partial: exit 3)\n", c->err.msg, c->set.n);
         status = 3;
     } else if (rc || failed) {
         if (rc)
-            fprintf(stderr, "calibrate: %s\n", c.err.msg);
+            fprintf(stderr, "calibrate: %s\n", c->err.msg);
         status = 2;
     }
-    if (c.set.n > 0 && write_outputs(&c, db)) { /* partial results are kept too */
-        fprintf(stderr, "calibrate: %s\n", c.err.msg);
+    if (c->set.n > 0 && write_outputs(c, db)) { /* partial results are kept too */
+        fprintf(stderr, "calibrate: %s\n", c->err.msg);
         status = 2;
     }
-    printf("calibrate: %zu rows in %.1f s\n", c.set.n, ts_wall_s() - t0);
-    calib_free(&c.set);
+    printf("calibrate: %zu rows in %.1f s\n", c->set.n, ts_wall_s() - t0);
+    calib_free(&c->set);
     return status;
+}
+
+int val_calibrate(int argc, char **argv)
+{
+    static calib c; /* large: keep it off the stack */
+    cal_opts o = {0};
+    int rc = parse_options(argc, argv, &c, &o);
+    if (rc >= 0)
+        return rc;
+    if (set_outputs(&c, &o))
+        return 2;
+    kt_device dev;
+    rc = val_open_device(&dev);
+    if (rc <= 0)
+        return rc == 0 ? VAL_EXIT_SKIP : 2;
+    rc = set_up(&c, &dev, o.reps);
+    if (!known_group(o.only)) {
+        fprintf(stderr, "calibrate: --only: no group named '%s'\n", o.only);
+        return 2;
+    }
+    double t0 = ts_wall_s();
+    c.deadline = o.budget > 0 ? t0 + o.budget : 0;
+    int failed = 0;
+    if (rc == 0)
+        rc = run_groups(&c, o.only, &failed);
+    return finish(&c, o.db, rc, failed, t0);
 }

@@ -506,6 +506,155 @@ static int parse(int argc, char **argv, conf_opts *o)
 
 static double pct(double meas, double pred) { return 100.0 * (meas - pred) / pred; }
 
+/* Everything one run holds between its phases; run_free() releases it. */
+typedef struct conf_run {
+    hw_desc hw;
+    llm_desc m;             /* Qwen2.5-7B with the --layers stack */
+    trace *t;               /* the workload */
+    trace_stats ts;
+    run_pred base, spec;    /* the simulator's plans: plain, tail speculation */
+    kt_device dev;
+    int have_gpu;           /* dev opened: g is to be freed */
+    gpu g;
+    replay_stats rb, rs;    /* the plans replayed on the GPU */
+} conf_run;
+
+/* Predicted against measured: the run's errors and whether it met the
+ * targets. */
+typedef struct conf_verdict {
+    int complete;           /* both plans replayed in full */
+    int ok;                 /* complete and within the targets */
+    double sp_pred, sp_meas; /* speedups; sp_meas 0 unless complete */
+    double eb, es, esp;     /* % errors: baseline, speculative makespan, speedup */
+} conf_verdict;
+
+/* Simulates the workload with and without tail speculation and prints the
+ * predictions; 0, or -1 with e set. */
+static int predict(const conf_opts *o, conf_run *r, ts_err *e)
+{
+    if (hw_load(o->hw, &r->hw, e) || llm_load("qwen2.5-7b", &r->m, e))
+        return -1;
+    r->m.layers = o->layers;
+    if (!(r->t = workload(o, e)))
+        return -1;
+    if (simulate(&r->hw, &r->m, r->t, SPEC_OFF, o->seed, &r->base, e) ||
+        simulate(&r->hw, &r->m, r->t, SPEC_ADAPTIVE, o->seed, &r->spec, e))
+        return -1;
+    trace_stats_compute(r->t, &r->ts, e);
+    printf("confirm: %lld responses (mean %.0f, max %lld tokens), Qwen2.5-7B x %d layers, hw %s\n"
+           "calibration: %s\n"
+           "predicted: baseline %.3f s (%lld iterations), tail speculation %.3f s (%lld iterations, "
+           "%lld speculative, accept %.2f), speedup %.3f\n",
+           (long long)r->ts.responses, r->ts.mean, (long long)r->ts.max, o->layers, r->hw.name,
+           r->hw.calibration, r->base.makespan, (long long)r->base.iterations, r->spec.makespan,
+           (long long)r->spec.iterations, (long long)r->spec.spec_iterations, r->spec.accept_len,
+           r->base.makespan / r->spec.makespan);
+    fflush(stdout);
+    return 0;
+}
+
+/* Sets the GPU up and replays the baseline plan, then (if it finished within
+ * --budget) the speculative one; 0, or -1 with e set. */
+static int measure(const conf_opts *o, conf_run *r, ts_err *e)
+{
+    double t0 = ts_wall_s(), deadline = o->budget > 0 ? t0 + o->budget : 0;
+    if (gpu_setup(&r->g, &r->m, o->layers, r->t, o->seed, e))
+        return -1;
+    printf("GPU set-up: %.1f s\n", ts_wall_s() - t0);
+    fflush(stdout);
+    if (replay(&r->g, "baseline", &r->base, deadline, &r->rb, e) ||
+        (r->rb.done == r->base.log.n &&
+         replay(&r->g, "speculative", &r->spec, deadline, &r->rs, e)))
+        return -1;
+    return 0;
+}
+
+/* Compares the replays with the predictions against the targets. */
+static void judge(const conf_run *r, conf_verdict *v)
+{
+    const replay_stats *rb = &r->rb, *rs = &r->rs;
+    v->complete = rb->done == r->base.log.n && rs->done == r->spec.log.n;
+    v->sp_pred = r->base.makespan / r->spec.makespan;
+    v->sp_meas = v->complete ? rb->measured / rs->measured : 0;
+    v->eb = pct(rb->measured, rb->predicted);
+    v->es = rs->done ? pct(rs->measured, rs->predicted) : 0;
+    v->esp = v->complete ? pct(v->sp_meas, v->sp_pred) : 0;
+    v->ok = v->complete && fabs(v->eb) <= 10 && fabs(v->es) <= 10 && fabs(v->esp) <= 5;
+}
+
+/* Prints the predicted against measured table, the per-kind errors and the
+ * targets' verdict. */
+static void report(const conf_opts *o, const conf_run *r, const conf_verdict *v)
+{
+    const replay_stats *rb = &r->rb, *rs = &r->rs;
+    const char *kinds[3] = {"decode", "mixed", "speculative"};
+    printf("\n%-22s %12s %12s %8s\n", "", "predicted", "measured", "error");
+    printf("%-22s %10.3f s %10.3f s %+7.1f%%  (%zu/%zu iterations)\n", "baseline makespan",
+           rb->predicted, rb->measured, v->eb, rb->done, r->base.log.n);
+    printf("%-22s %10.3f s %10.3f s %+7.1f%%  (%zu/%zu iterations)\n", "speculative makespan",
+           rs->predicted, rs->measured, v->es, rs->done, r->spec.log.n);
+    if (v->complete)
+        printf("%-22s %11.3fx %11.3fx %+7.1f%%\n", "speedup", v->sp_pred, v->sp_meas, v->esp);
+    printf("\nper-iteration mean |error| by kind (both runs):\n");
+    for (int k = 0; k < 3; k++) {
+        int n = rb->n[k] + rs->n[k];
+        if (n)
+            printf("  %-12s %7d iterations  %6.1f%%\n", kinds[k], n,
+                   100.0 * (rb->err_abs[k] + rs->err_abs[k]) / n);
+    }
+    if (v->complete)
+        printf("\ntargets: makespan within 10%% (goal 5%%), speedup within 5%%: %s\n",
+               v->ok ? "met" : "NOT met");
+    else
+        printf("\ntargets: not evaluated: out of time (--budget %.0f s) after %zu of %zu "
+               "iterations; the rows above compare the iterations replayed\n",
+               o->budget, rb->done + rs->done, r->base.log.n + r->spec.log.n);
+}
+
+/* Writes o->out/confirm.json (creating o->out); a failure is reported on
+ * stderr and does not change the exit status. */
+static void write_json(const conf_opts *o, const conf_run *r, const conf_verdict *v)
+{
+    mkdir(o->out, 0777);
+    json_t *j = json_object();
+    json_object_set_new(j, "device", json_string(r->dev.name));
+    json_object_set_new(j, "calibration", json_string(r->hw.calibration));
+    json_object_set_new(j, "responses", json_integer(r->ts.responses));
+    json_object_set_new(j, "layers", json_integer(o->layers));
+    json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
+    json_object_set_new(j, "complete", json_boolean(v->complete));
+    json_object_set_new(j, "predicted_baseline_s", json_real(r->base.makespan));
+    json_object_set_new(j, "measured_baseline_s", json_real(r->rb.measured));
+    json_object_set_new(j, "predicted_spec_s", json_real(r->spec.makespan));
+    json_object_set_new(j, "measured_spec_s", json_real(r->rs.measured));
+    json_object_set_new(j, "predicted_speedup", json_real(v->sp_pred));
+    json_object_set_new(j, "measured_speedup", json_real(v->sp_meas));
+    json_object_set_new(j, "targets_met", json_boolean(v->ok));
+    /* every iteration replayed, so that a later calibration can be
+     * checked against these measurements without a GPU */
+    json_object_set_new(j, "baseline_iter_predicted_s", json_pred(&r->base.log, r->rb.done));
+    json_object_set_new(j, "baseline_iter_measured_s", json_reals(r->rb.iter_s, r->rb.done));
+    json_object_set_new(j, "spec_iter_predicted_s", json_pred(&r->spec.log, r->rs.done));
+    json_object_set_new(j, "spec_iter_measured_s", json_reals(r->rs.iter_s, r->rs.done));
+    char path[1024];
+    snprintf(path, sizeof path, "%s/confirm.json", o->out);
+    if (json_dump_file(j, path, JSON_INDENT(1) | JSON_REAL_PRECISION(8)))
+        fprintf(stderr, "tailsim-validate confirm: cannot write %s\n", path);
+    json_decref(j);
+}
+
+/* Frees what the phases allocated (r zeroed before the first one). */
+static void run_free(conf_run *r)
+{
+    if (r->have_gpu)
+        gpu_free(&r->g);
+    log_free(&r->base.log);
+    log_free(&r->spec.log);
+    free(r->rb.iter_s);
+    free(r->rs.iter_s);
+    trace_free(r->t);
+}
+
 int val_confirm(int argc, char **argv)
 {
     conf_opts o;
@@ -514,118 +663,29 @@ int val_confirm(int argc, char **argv)
         return prc;
     gsl_set_error_handler_off();
     ts_err e = {{0}};
-    hw_desc hw;
-    llm_desc m;
-    trace *t = NULL;
-    run_pred base = {0}, spec = {0};
-    replay_stats rb = {0}, rs = {0};
-    gpu g = {0};
-    int rc = 2, have_gpu = 0;
-    if (hw_load(o.hw, &hw, &e) || llm_load("qwen2.5-7b", &m, &e))
+    conf_run r = {0};
+    conf_verdict v;
+    int rc = 2;
+    if (predict(&o, &r, &e))
         goto fail;
-    m.layers = o.layers;
-    if (!(t = workload(&o, &e)))
-        goto fail;
-    if (simulate(&hw, &m, t, SPEC_OFF, o.seed, &base, &e) ||
-        simulate(&hw, &m, t, SPEC_ADAPTIVE, o.seed, &spec, &e))
-        goto fail;
-    trace_stats ts;
-    trace_stats_compute(t, &ts, &e);
-    printf("confirm: %lld responses (mean %.0f, max %lld tokens), Qwen2.5-7B x %d layers, hw %s\n"
-           "calibration: %s\n"
-           "predicted: baseline %.3f s (%lld iterations), tail speculation %.3f s (%lld iterations, "
-           "%lld speculative, accept %.2f), speedup %.3f\n",
-           (long long)ts.responses, ts.mean, (long long)ts.max, o.layers, hw.name, hw.calibration,
-           base.makespan, (long long)base.iterations, spec.makespan, (long long)spec.iterations,
-           (long long)spec.spec_iterations, spec.accept_len, base.makespan / spec.makespan);
-    fflush(stdout);
-    kt_device dev;
-    int d = val_open_device(&dev);
+    int d = val_open_device(&r.dev);
     if (d <= 0) {
         rc = d == 0 ? VAL_EXIT_SKIP : 2;
         goto done;
     }
-    have_gpu = 1;
-    double t0 = ts_wall_s(), deadline = o.budget > 0 ? t0 + o.budget : 0;
-    if (gpu_setup(&g, &m, o.layers, t, o.seed, &e))
+    r.have_gpu = 1;
+    if (measure(&o, &r, &e))
         goto fail;
-    printf("GPU set-up: %.1f s\n", ts_wall_s() - t0);
-    fflush(stdout);
-    if (replay(&g, "baseline", &base, deadline, &rb, &e) ||
-        (rb.done == base.log.n && replay(&g, "speculative", &spec, deadline, &rs, &e)))
-        goto fail;
-    int complete = rb.done == base.log.n && rs.done == spec.log.n;
-    double sp_pred = base.makespan / spec.makespan;
-    double sp_meas = complete ? rb.measured / rs.measured : 0;
-    double eb = pct(rb.measured, rb.predicted), es = rs.done ? pct(rs.measured, rs.predicted) : 0;
-    double esp = complete ? pct(sp_meas, sp_pred) : 0;
-    int ok = complete && fabs(eb) <= 10 && fabs(es) <= 10 && fabs(esp) <= 5;
-    const char *kinds[3] = {"decode", "mixed", "speculative"};
-    printf("\n%-22s %12s %12s %8s\n", "", "predicted", "measured", "error");
-    printf("%-22s %10.3f s %10.3f s %+7.1f%%  (%zu/%zu iterations)\n", "baseline makespan",
-           rb.predicted, rb.measured, eb, rb.done, base.log.n);
-    printf("%-22s %10.3f s %10.3f s %+7.1f%%  (%zu/%zu iterations)\n", "speculative makespan",
-           rs.predicted, rs.measured, es, rs.done, spec.log.n);
-    if (complete)
-        printf("%-22s %11.3fx %11.3fx %+7.1f%%\n", "speedup", sp_pred, sp_meas, esp);
-    printf("\nper-iteration mean |error| by kind (both runs):\n");
-    for (int k = 0; k < 3; k++) {
-        int n = rb.n[k] + rs.n[k];
-        if (n)
-            printf("  %-12s %7d iterations  %6.1f%%\n", kinds[k], n,
-                   100.0 * (rb.err_abs[k] + rs.err_abs[k]) / n);
-    }
-    if (complete)
-        printf("\ntargets: makespan within 10%% (goal 5%%), speedup within 5%%: %s\n",
-               ok ? "met" : "NOT met");
-    else
-        printf("\ntargets: not evaluated: out of time (--budget %.0f s) after %zu of %zu "
-               "iterations; the rows above compare the iterations replayed\n",
-               o.budget, rb.done + rs.done, base.log.n + spec.log.n);
-    if (o.out) {
-        mkdir(o.out, 0777);
-        json_t *j = json_object();
-        json_object_set_new(j, "device", json_string(dev.name));
-        json_object_set_new(j, "calibration", json_string(hw.calibration));
-        json_object_set_new(j, "responses", json_integer(ts.responses));
-        json_object_set_new(j, "layers", json_integer(o.layers));
-        json_object_set_new(j, "seed", json_integer((json_int_t)o.seed));
-        json_object_set_new(j, "complete", json_boolean(complete));
-        json_object_set_new(j, "predicted_baseline_s", json_real(base.makespan));
-        json_object_set_new(j, "measured_baseline_s", json_real(rb.measured));
-        json_object_set_new(j, "predicted_spec_s", json_real(spec.makespan));
-        json_object_set_new(j, "measured_spec_s", json_real(rs.measured));
-        json_object_set_new(j, "predicted_speedup", json_real(sp_pred));
-        json_object_set_new(j, "measured_speedup", json_real(sp_meas));
-        json_object_set_new(j, "targets_met", json_boolean(ok));
-        /* every iteration replayed, so that a later calibration can be
-         * checked against these measurements without a GPU */
-        json_object_set_new(j, "baseline_iter_predicted_s", json_pred(&base.log, rb.done));
-        json_object_set_new(j, "baseline_iter_measured_s", json_reals(rb.iter_s, rb.done));
-        json_object_set_new(j, "spec_iter_predicted_s", json_pred(&spec.log, rs.done));
-        json_object_set_new(j, "spec_iter_measured_s", json_reals(rs.iter_s, rs.done));
-        char path[1024];
-        snprintf(path, sizeof path, "%s/confirm.json", o.out);
-        if (json_dump_file(j, path, JSON_INDENT(1) | JSON_REAL_PRECISION(8)))
-            fprintf(stderr, "tailsim-validate confirm: cannot write %s\n", path);
-        json_decref(j);
-    }
-    if (!complete) {
-        rc = 3;
-        goto done;
-    }
-    rc = ok ? 0 : 1;
+    judge(&r, &v);
+    report(&o, &r, &v);
+    if (o.out)
+        write_json(&o, &r, &v);
+    rc = !v.complete ? 3 : v.ok ? 0 : 1;
     goto done;
 fail:
     fprintf(stderr, "tailsim-validate confirm: %s\n", e.msg);
     rc = 2;
 done:
-    if (have_gpu)
-        gpu_free(&g);
-    log_free(&base.log);
-    log_free(&spec.log);
-    free(rb.iter_s);
-    free(rs.iter_s);
-    trace_free(t);
+    run_free(&r);
     return rc;
 }
