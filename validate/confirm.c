@@ -405,6 +405,7 @@ static void gpu_free(gpu *g)
     kt_model_free(g->model);
     kt_free(g->d_tokens);
     kt_free(g->d_hidden);
+    memset(g, 0, sizeof *g); /* freeing twice (set-up failure, then run_free) is harmless */
 }
 
 static int gpu_setup(gpu *g, const llm_desc *m, int layers, const trace *t, uint64_t seed, ts_err *e)
