@@ -29,7 +29,9 @@
 #   - blocks preceded by a line `<!-- docs-check: skip REASON -->`;
 #   - lines with a pipe, or a redirection other than `> /dev/null`;
 #   - lines that need ../shared when it is absent: they name `../shared`, a
-#     scenario whose INI reads `shared:` data, or a file made by a skipped line;
+#     scenario whose INI reads `shared:` data, or a file made by a skipped
+#     line (its `-o`, `--db` or `>` argument, or a `cat NAME` file that
+#     names one);
 #   - `mpirun` lines (they need `make MPI=1`) and `tailsim-validate` (a GPU);
 #   - lines naming a placeholder the reader supplies (`YOUR...`).
 #
@@ -126,15 +128,26 @@ extract() {
 
 needs_shared() {   # needs_shared CMD: 0 when CMD needs ../shared
     case "$1" in *../shared*) return 0 ;; esac
-    local w
-    for w in $1; do
+    local w words
+    read -ra words <<< "$1"
+    for w in "${words[@]}"; do
+        case " $made_by_skipped " in *" $w "*) return 0 ;; esac
         w=${w##*/}; w=${w%.ini}
-        case " $shared_scen $made_by_skipped " in *" $w "*) return 0 ;; esac
+        case " $shared_scen " in *" $w "*) return 0 ;; esac
     done
     return 1
 }
 
-n_run=0 n_skip=0 n_fail=0
+outputs_of() {   # outputs_of CMD: the files CMD writes (-o X, --db X, > X)
+    local prev="" w words
+    read -ra words <<< "$1"
+    for w in "${words[@]}"; do
+        case "$prev" in -o | --db | '>') printf '%s ' "$w" ;; esac
+        prev=$w
+    done
+}
+
+n_run=0 n_setup=0 n_skip=0 n_fail=0
 failures=""
 for doc in "${docs[@]}"; do
     [ -f "$doc" ] || { echo "docs-check: $doc: no such file" >&2; exit 2; }
@@ -172,14 +185,20 @@ for doc in "${docs[@]}"; do
         if [ -n "$skip" ]; then
             n_skip=$((n_skip + 1))
             echo "skip  $where: $skip: \$ $cmd"
-            if [ "$kind" = cat-to ]; then
-                made_by_skipped="$made_by_skipped ${cmd##*> }"
-            fi
+            made_by_skipped="$made_by_skipped $(outputs_of "$cmd")"
             continue
         fi
         case "$kind" in
         cat-show)
             f=${cmd#cat }
+            for w in $made_by_skipped; do
+                case "$shown" in *"$w"*)
+                    made_by_skipped="$made_by_skipped $f"
+                    echo "skip  $where: names $w, made by a skipped line: \$ $cmd"
+                    n_skip=$((n_skip + 1))
+                    continue 2 ;;
+                esac
+            done
             if [ ! -e "$work/$f" ]; then
                 printf '%s\n' "$shown" | tr $'\x1e' '\n' > "$work/$f"
                 echo "write $where: $f ($(wc -l < "$work/$f") lines shown)"
@@ -187,7 +206,11 @@ for doc in "${docs[@]}"; do
             continue
             ;;
         esac
-        n_run=$((n_run + 1))
+        if [ "$kind" = cat-to ]; then
+            n_setup=$((n_setup + 1))
+        else
+            n_run=$((n_run + 1))
+        fi
         t0=$(date +%s.%N)
         (cd "$work" && PATH="$tmp/bin:$PATH" TAILSIM_SHARED=../shared \
             bash -c "$cmd" > "$tmp/out" 2> "$tmp/err" < /dev/null)
@@ -211,7 +234,7 @@ for doc in "${docs[@]}"; do
     done < <(extract "$doc")
 done
 
-echo "docs-check: $n_run commands run, $n_skip skipped, $n_fail failed"
+echo "docs-check: $n_run commands run, $n_skip skipped, $n_fail failed ($n_setup setup lines run)"
 if [ "$n_fail" -gt 0 ]; then
     echo "docs-check: failed:$failures"
     exit 1
