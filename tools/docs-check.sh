@@ -234,7 +234,7 @@ for doc in "${docs[@]}"; do
     done < <(extract "$doc")
 done
 
-echo "docs-check: $n_run commands run, $n_skip skipped, $n_fail failed ($n_setup setup lines run)"
+echo "docs-check: $n_run commands run, $n_skip skipped, $n_fail failed, $n_setup setup lines run"
 if [ "$n_fail" -gt 0 ]; then
     echo "docs-check: failed:$failures"
     exit 1
