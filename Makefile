@@ -173,3 +173,8 @@ clean:
 	rm -rf $(B)
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+# Run the tailsim commands that README.md and docs/*.md show (tools/docs-check.sh).
+.PHONY: docs-check
+docs-check: $(B)/tailsim
+	bash tools/docs-check.sh

@@ -2,7 +2,7 @@
 # tools/len-sweep.sh SCENARIO.ini [DIST ...]: how TLT's speedup depends on the
 # response-length distribution.  For each generator distribution DIST (a
 # trace.dist value: mixture, lognormal:MEDIAN:SIGMA, fixed:LEN; default: the
-# sweep of README "TLT speedup and the length distribution") it replays one
+# sweep of docs/paper-tlt.md "TLT speedup and the length distribution") it replays one
 # step of SCENARIO with `--set trace.dist=DIST` under verl, tlt-base and tlt,
 # and prints the generated lengths' mean, p99 and max/p87.5 (p87.5: where a
 # replica of 256 responses is down to 32 running), verl's tail_fraction (share
