@@ -3,7 +3,8 @@
 #
 #   make            build build/tailsim (and build/tailsim-validate with nvcc)
 #   make run        check dependencies, build, run the main job into reports/out
-#   make check      check dependencies and the include rules, build, run every test suite
+#   make check      check dependencies and the include rules, build, run every test
+#                   suite and the commands the docs show (make docs-check alone)
 #   make bench      simulator speed benchmarks
 #   make fuzz       run every libFuzzer target for FUZZ_SECONDS (clang)
 #   make memcheck   every test suite under valgrind (no leak, no invalid access)
@@ -119,6 +120,7 @@ check: deps
 	@sh tools/check-includes.sh --self-test && sh tools/check-includes.sh
 	@$(MAKE) --no-print-directory $(B)/tailsim $(MPI_BIN) $(TESTS) validate
 	@sh tools/run-tests.sh $(TESTS)
+	@bash tools/docs-check.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory OPT=-O2 $(B)/tailsim $(BENCHES)

@@ -57,7 +57,7 @@ typedef struct spec_params {
  * expected accepted length at budget 48 (47 draft nodes), averaged over the
  * Beta spread of sequences (kappa 20), is 6.49: TLT reports an average of
  * 6.53.  N-gram drafting off, repetitiveness mean 0.3 with concentration 4,
- * continuations up to 8 tokens, 20 us lookup (assumptions, see README);
+ * continuations up to 8 tokens, 20 us lookup (assumptions, see docs/policies.md);
  * the bandit off, with fastrl's arms 8_4_48,8_4_32,8_4_16,8_4_8, epsilon 0.1,
  * window 300. */
 void spec_params_default(spec_params *p);

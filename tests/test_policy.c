@@ -293,7 +293,7 @@ Test(policy, compare_and_multistep_cli, .timeout = 120)
     free(c);
 }
 
-/* The length distribution decides TLT's gain (README "TLT speedup and the
+/* The length distribution decides TLT's gain (docs/paper-tlt.md, "TLT speedup and the
  * length distribution"): on the TLT 7B setup, two generated traces with the
  * same mean (2000 tokens) and a lognormal sigma of 0.3 and 0.8.  The heavier
  * tail keeps each replica longer at <= 32 running requests (verl's

@@ -4,7 +4,7 @@
  * 1,000,000 responses (1,024 single-GPU replicas) and compares the peak
  * resident memory of the two processes (getrusage of the child): ten times
  * the responses may cost at most ~10x the memory beyond a fixed base, and
- * the README's bytes-per-response figure must hold.
+ * the bytes-per-response figure of docs/speed.md must hold.
  */
 #define _DEFAULT_SOURCE /* wait4 */
 #include <criterion/criterion.h>
@@ -55,7 +55,7 @@ Test(scale, million_responses_linear_memory, .timeout = 300)
     cr_assert_gt(small, 0, "100k-response run failed");
     cr_assert_gt(big, 0, "1M-response run failed");
     double per_resp = (big - small) / 900000.0;
-    /* README: about 110 bytes per response beyond a fixed base (AddressSanitizer
+    /* docs/speed.md: about 110 bytes per response beyond a fixed base (AddressSanitizer
      * builds add redzones around every allocation) */
 #ifdef __SANITIZE_ADDRESS__
     const double bound = 600.0;
