@@ -567,7 +567,8 @@ static int replica_init(sim *s, int r, rollout_result *res)
     rp->sched = malloc((size_t)rp->wcap * sizeof *rp->sched);
     rp->sp = malloc((size_t)rp->wcap * sizeof *rp->sp);
     /* at most max_running requests decode speculatively at once */
-    size_t nt = (size_t)(cfg->spec != SPEC_OFF ? (cfg->max_running < rp->wcap ? cfg->max_running : rp->wcap) : 0) + 1;
+    int32_t spec_max = cfg->max_running < rp->wcap ? cfg->max_running : rp->wcap;
+    size_t nt = (size_t)(cfg->spec != SPEC_OFF ? spec_max : 0) + 1;
     rp->sp_tree = malloc(nt * sizeof *rp->sp_tree);
     rp->sp_key = calloc(nt, sizeof *rp->sp_key);
     if (cfg->on_iter && !(rp->it_buf = malloc(6 * (size_t)rp->wcap * sizeof *rp->it_buf)))
@@ -590,7 +591,8 @@ static void run_draw(sim *s, size_t n)
     for (size_t q = 0; q < n; q++) {
         replica *rp = &s->reps[s->reqs[q].replica];
         s->reqs[q].q = cfg->spec != SPEC_OFF ? spec_draw_quality(&cfg->sp, rp->rng) : 0.0;
-        s->reqs[q].rep = cfg->spec != SPEC_OFF && cfg->sp.ngram ? ngram_draw_rep(&cfg->sp, rp->rng) : 0.0;
+        s->reqs[q].rep =
+            cfg->spec != SPEC_OFF && cfg->sp.ngram ? ngram_draw_rep(&cfg->sp, rp->rng) : 0.0;
     }
 }
 
@@ -749,7 +751,8 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
     sim s = {0};
     s.cfg = cfg;
     s.e = e;
-    if (cfg->spec != SPEC_OFF && cfg->sp.bandit && (s.n_arms = spec_arms_parse(cfg->sp.arms, s.arms, e)) < 0)
+    if (cfg->spec != SPEC_OFF && cfg->sp.bandit &&
+        (s.n_arms = spec_arms_parse(cfg->sp.arms, s.arms, e)) < 0)
         return -1;
     int rc = -1;
     if (run_alloc(&s, n, t->n_prompts, res) || run_load(&s, t, n, res))
