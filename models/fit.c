@@ -205,44 +205,38 @@ static void stop_words(const nlls_out *o, char *buf, size_t n)
         snprintf(buf, n, "converged (%s)", o->info == 1 ? "small step" : "small gradient");
 }
 
-int fit_hw(const hw_desc *start, const calib_row *rows, size_t n, const unsigned char *select,
-           fit_result *out, ts_err *e)
+/* Selects the rows to fit, those of select (NULL: all n) whose op the
+ * model prices, into idx and kind (c->n of them), counting the others
+ * into out->skipped.  Returns 1 when a selected row is not a GEMM, else 0. */
+static int fit_select(fit_ctx *c, size_t *idx, int *kind, size_t n,
+                      const unsigned char *select, fit_result *out)
 {
-    memset(out, 0, sizeof *out);
-    out->hw = *start;
-    size_t *idx = malloc((n ? n : 1) * sizeof *idx);
-    int *kind = malloc((n ? n : 1) * sizeof *kind);
-    int rc = -1, non_gemm = 0;
-    gsl_error_handler_t *old = gsl_set_error_handler_off();
-    fit_ctx c = {.hw = *start, .rows = rows, .idx = idx, .kind = kind};
-    if (!idx || !kind) {
-        ts_errf(e, "fit: out of memory for %zu rows", n);
-        goto cleanup;
-    }
+    int non_gemm = 0;
     for (size_t i = 0; i < n; i++) {
         if (select && !select[i])
             continue;
-        int k = calib_op_kind(rows[i].op);
+        int k = calib_op_kind(c->rows[i].op);
         if (k < 0) {
             out->skipped++;
             continue;
         }
-        idx[c.n] = i;
-        kind[c.n++] = k;
+        idx[c->n] = i;
+        kind[c->n++] = k;
         non_gemm |= k != CALIB_OP_GEMM;
     }
-    out->rows = c.n;
-    for (int j = 0; j < FIT_NPARAM; j++)
-        out->before[j] = out->after[j] = *param_ref(&c.hw, j);
-    if (c.n == 0) {
-        ts_errf(e, "fit: no rows of a modelled op (%zu rows skipped)", out->skipped);
-        goto cleanup;
-    }
-    /* pass 1: every parameter the rows depend on, gemm_half_flops at 0 */
-    c.hw.gemm_half_flops = 0;
+    return non_gemm;
+}
+
+/* Pass 1's parameters: every one the rows depend on (in c->which), but
+ * gemm_half_flops (set to 0) and launch_s without non-GEMM rows; the
+ * others' states into out->state.  Returns 1 when the rows depend on
+ * gemm_half_flops, else 0. */
+static int fit_choose(fit_ctx *c, int non_gemm, fit_result *out)
+{
+    c->hw.gemm_half_flops = 0;
     int half_used = 0;
     for (int j = 0; j < FIT_NPARAM; j++) {
-        int used = depends_on(&c, &c.hw, j);
+        int used = depends_on(c, &c->hw, j);
         if (j == FIT_GEMM_HALF) {
             half_used = used;
             out->state[j] = used ? FIT_DEGENERATE : FIT_UNUSED;
@@ -252,69 +246,124 @@ int fit_hw(const hw_desc *start, const calib_row *rows, size_t n, const unsigned
             out->state[j] = FIT_DEGENERATE;
         } else {
             out->state[j] = FIT_FITTED;
-            c.which[c.p++] = j;
+            c->which[c->p++] = j;
         }
     }
-    if (c.n < c.p + 1) {
-        ts_errf(e, "fit: %zu rows for %zu parameters (need at least %zu)", c.n, c.p, c.p + 1);
-        goto cleanup;
-    }
-    out->rms_before = sqrt(cost_of(&c, start) / (double)c.n);
-    /* from the INI's values, then from two far-apart starts (the max() in
-     * the rooflines makes the cost piecewise smooth: a start on the wrong
-     * side of a kink may stop in a worse valley); the lowest cost wins,
-     * the INI start on ties */
+    return half_used;
+}
+
+/* Pass 1: fits c->which from the INI's values (c->hw), then from two
+ * far-apart starts (the max() in the rooflines makes the cost piecewise
+ * smooth: a start on the wrong side of a kink may stop in a worse valley);
+ * the lowest cost wins, the INI start on ties.  c->hw gets the winner and
+ * *o its fit.  Returns 0, or -1 with e set. */
+static int fit_pass1(fit_ctx *c, nlls_out *o, ts_err *e)
+{
     static const double alt[2][FIT_NPARAM] = {
         /* gemm_eff, half, gemm_lat_s, launch_s, mem_eff, attn_eff */
         {0.5, 0, 10e-6, 5e-6, 0.5, 0.2},
         {0.95, 0, 1e-6, 0.5e-6, 0.95, 0.7},
     };
-    const hw_desc h0 = c.hw;
-    nlls_out o1 = {0};
-    if (c.p > 0 && run_nlls(&c, &o1, e))
-        goto cleanup;
-    if (c.p == 0)
-        o1.cost = cost_of(&c, &c.hw);
-    hw_desc best = c.hw;
-    for (int a = 0; a < 2 && c.p > 0; a++) {
-        c.hw = h0;
-        for (size_t i = 0; i < c.p; i++)
-            *param_ref(&c.hw, c.which[i]) = alt[a][c.which[i]];
+    const hw_desc h0 = c->hw;
+    if (c->p > 0 && run_nlls(c, o, e))
+        return -1;
+    if (c->p == 0)
+        o->cost = cost_of(c, &c->hw);
+    hw_desc best = c->hw;
+    for (int a = 0; a < 2 && c->p > 0; a++) {
+        c->hw = h0;
+        for (size_t i = 0; i < c->p; i++)
+            *param_ref(&c->hw, c->which[i]) = alt[a][c->which[i]];
         nlls_out oa = {0};
-        if (run_nlls(&c, &oa, e))
-            goto cleanup;
-        if (oa.cost < o1.cost * (1.0 - 1e-9)) {
-            o1 = oa;
-            best = c.hw;
+        if (run_nlls(c, &oa, e))
+            return -1;
+        if (oa.cost < o->cost * (1.0 - 1e-9)) {
+            *o = oa;
+            best = c->hw;
         }
     }
-    c.hw = best;
-    nlls_out kept = o1;
-    /* pass 2: gemm_half_flops free as well, from pass 1's solution */
-    if (half_used && c.n >= c.p + 2) {
-        c.which[c.p++] = FIT_GEMM_HALF;
-        c.hw.gemm_half_flops = start->gemm_half_flops > 0 ? start->gemm_half_flops : 1e8;
-        nlls_out o2 = {0};
-        if (run_nlls(&c, &o2, e))
-            goto cleanup;
-        out->half_tried = 1;
-        out->half_gain = o1.cost > 0 ? (o1.cost - o2.cost) / o1.cost : 0.0;
-        if (out->half_gain >= 0.02 && o2.se[c.p - 1] < 0.25) {
-            kept = o2;
-            best = c.hw;
-            out->state[FIT_GEMM_HALF] = FIT_FITTED;
-        }
+    c->hw = best;
+    return 0;
+}
+
+/* Pass 2: gemm_half_flops free as well, from pass 1's solution (c->hw, its
+ * fit o1; start's value or 1e8 to begin with); its solution replaces *best
+ * and *kept when it lowers the cost by at least 2% with a relative standard
+ * error under 25%.  Records the attempt in out.  Returns 0, or -1 with e
+ * set. */
+static int fit_pass2(fit_ctx *c, const hw_desc *start, const nlls_out *o1, hw_desc *best,
+                     nlls_out *kept, fit_result *out, ts_err *e)
+{
+    c->which[c->p++] = FIT_GEMM_HALF;
+    c->hw.gemm_half_flops = start->gemm_half_flops > 0 ? start->gemm_half_flops : 1e8;
+    nlls_out o2 = {0};
+    if (run_nlls(c, &o2, e))
+        return -1;
+    out->half_tried = 1;
+    out->half_gain = o1->cost > 0 ? (o1->cost - o2.cost) / o1->cost : 0.0;
+    if (out->half_gain >= 0.02 && o2.se[c->p - 1] < 0.25) {
+        *kept = o2;
+        *best = c->hw;
+        out->state[FIT_GEMM_HALF] = FIT_FITTED;
     }
-    out->hw = best;
+    return 0;
+}
+
+/* The fit's outcome into out: the kept description best and its
+ * parameters, the kept run's iterations, status and how it stopped, the
+ * RMS relative error after.  Cannot fail. */
+static void fit_report(const fit_ctx *c, const hw_desc *best, const nlls_out *kept,
+                       fit_result *out)
+{
+    out->hw = *best;
     for (int j = 0; j < FIT_NPARAM; j++)
         out->after[j] = *param_ref(&out->hw, j);
-    out->iterations = kept.iters;
-    out->gsl_status = kept.status;
-    if (c.p > 0)
-        stop_words(&kept, out->stop, sizeof out->stop);
+    out->iterations = kept->iters;
+    out->gsl_status = kept->status;
+    if (c->p > 0)
+        stop_words(kept, out->stop, sizeof out->stop);
     else
         snprintf(out->stop, sizeof out->stop, "nothing to fit");
-    out->rms_after = sqrt(cost_of(&c, &out->hw) / (double)c.n);
+    out->rms_after = sqrt(cost_of(c, &out->hw) / (double)c->n);
+}
+
+int fit_hw(const hw_desc *start, const calib_row *rows, size_t n, const unsigned char *select,
+           fit_result *out, ts_err *e)
+{
+    memset(out, 0, sizeof *out);
+    out->hw = *start;
+    size_t *idx = malloc((n ? n : 1) * sizeof *idx);
+    int *kind = malloc((n ? n : 1) * sizeof *kind);
+    int rc = -1;
+    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    fit_ctx c = {.hw = *start, .rows = rows, .idx = idx, .kind = kind};
+    if (!idx || !kind) {
+        ts_errf(e, "fit: out of memory for %zu rows", n);
+        goto cleanup;
+    }
+    int non_gemm = fit_select(&c, idx, kind, n, select, out);
+    out->rows = c.n;
+    for (int j = 0; j < FIT_NPARAM; j++)
+        out->before[j] = out->after[j] = *param_ref(&c.hw, j);
+    if (c.n == 0) {
+        ts_errf(e, "fit: no rows of a modelled op (%zu rows skipped)", out->skipped);
+        goto cleanup;
+    }
+    /* pass 1: every parameter the rows depend on, gemm_half_flops at 0 */
+    int half_used = fit_choose(&c, non_gemm, out);
+    if (c.n < c.p + 1) {
+        ts_errf(e, "fit: %zu rows for %zu parameters (need at least %zu)", c.n, c.p, c.p + 1);
+        goto cleanup;
+    }
+    out->rms_before = sqrt(cost_of(&c, start) / (double)c.n);
+    nlls_out o1 = {0};
+    if (fit_pass1(&c, &o1, e))
+        goto cleanup;
+    hw_desc best = c.hw;
+    nlls_out kept = o1;
+    if (half_used && c.n >= c.p + 2 && fit_pass2(&c, start, &o1, &best, &kept, out, e))
+        goto cleanup;
+    fit_report(&c, &best, &kept, out);
     rc = 0;
 cleanup:
     gsl_set_error_handler(old);

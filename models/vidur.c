@@ -88,6 +88,168 @@ static void chomp(char *s)
 
 #define MAX_FIELDS 256
 
+/* What a file's header says: its columns, and which of them matter. */
+typedef struct vcols {
+    char *header;               /* the header line, split in place into hdr */
+    char *hdr[MAX_FIELDS];      /* column names */
+    int n_cols;
+    int op_col[VOP_COUNT];      /* column of each op's statistic (-1: absent) */
+    int key_col[C_COUNT];       /* column of each key (-1: absent) */
+    int mlp_ops;                /* known ops other than all_reduce present */
+} vcols;
+
+/* Reads the header line (chomped) of path: the column of each known op's
+ * statistic stat, of each key column, and in t->has which ops the file
+ * has.  Returns 0, or -1 with e set: a quoted column, too many columns, no
+ * known op, a key column the ops need is missing, allocation failure.
+ * h->header is the caller's to free. */
+static int read_header(vcols *h, const char *line, const char *path, const char *stat,
+                       vidur_table *t, ts_err *e)
+{
+    for (int i = 0; i < VOP_COUNT; i++)
+        h->op_col[i] = -1;
+    for (int i = 0; i < C_COUNT; i++)
+        h->key_col[i] = -1;
+    if (!(h->header = strdup(line)))
+        return ts_errf(e, "%s: out of memory", path);
+    h->n_cols = split_csv(h->header, h->hdr, MAX_FIELDS);
+    if (h->n_cols < 0)
+        return ts_errf(e, "%s:1: more than %d columns", path, MAX_FIELDS);
+    for (int c = 0; c < h->n_cols; c++) {
+        if (strchr(h->hdr[c], '"'))
+            return ts_errf(e, "%s:1: column %d: quoted fields are not supported", path, c + 1);
+        for (int k = 0; k < C_COUNT; k++)
+            if (!strcmp(h->hdr[c], key_names[k]))
+                h->key_col[k] = c;
+        for (int o = 0; o < VOP_COUNT; o++) {
+            char want[96];
+            snprintf(want, sizeof want, "time_stats.%s.%s", vidur_op_names[o], stat);
+            if (!strcmp(h->hdr[c], want))
+                h->op_col[o] = c;
+        }
+    }
+    int n_ops = 0;
+    for (int o = 0; o < VOP_COUNT; o++) {
+        t->has[o] = h->op_col[o] >= 0;
+        n_ops += t->has[o];
+        h->mlp_ops += t->has[o] && o != VOP_ALL_REDUCE;
+    }
+    if (n_ops == 0)
+        return ts_errf(e, "%s:1: no time_stats.<op>.%s column for a known op", path, stat);
+    for (int k = 0; k < C_COUNT; k++) {
+        int needed = (k <= C_TP && h->mlp_ops) || (k >= C_SIZE && t->has[VOP_ALL_REDUCE]);
+        if (needed && h->key_col[k] < 0)
+            return ts_errf(e, "%s:1: missing column '%s'", path, key_names[k]);
+    }
+    return 0;
+}
+
+/* Parses the key columns of a data line's fields into v (absent ones stay
+ * 0).  Returns 0, or -1 with e set naming the column. */
+static int row_keys(const vcols *h, char **fields, const char *path, int lineno, int64_t *v,
+                    ts_err *e)
+{
+    for (int k = 0; k < C_COUNT; k++) {
+        if (h->key_col[k] < 0)
+            continue;
+        const char *s = fields[h->key_col[k]];
+        int bad;
+        if (k == C_GATED) {
+            int b = 0;
+            bad = ts_parse_bool(s, &b);
+            v[k] = b;
+        } else {
+            int64_t lo = (k == C_VOCAB) ? 0 : 1;
+            bad = ts_parse_i64(s, lo, (int64_t)1 << 40, &v[k]);
+        }
+        if (bad)
+            return ts_errf(e, "%s:%d: column '%s': bad value '%s'", path, lineno, key_names[k], s);
+    }
+    return 0;
+}
+
+/* The row's architecture and shape (MLP ops) and all-reduce size and
+ * workers from its key values v.  Returns 0, or -1 with e set: heads that
+ * do not divide, values out of range. */
+static int row_arch(const vcols *h, const vidur_table *t, const int64_t *v, const char *path,
+                    int lineno, vidur_row *r, ts_err *e)
+{
+    if (h->mlp_ops) {
+        if (v[C_N_EMBD] % v[C_N_HEAD] || v[C_N_HEAD] % v[C_N_KV_HEAD])
+            return ts_errf(e, "%s:%d: column 'n_embd': %lld not divisible by n_head %lld "
+                           "(or n_head by n_kv_head)", path, lineno, (long long)v[C_N_EMBD],
+                           (long long)v[C_N_HEAD]);
+        if (v[C_N_HEAD] > 4096 || v[C_N_EMBD] > (1 << 20) || v[C_N_EXPANDED] > (1 << 22) ||
+            v[C_VOCAB] > (1 << 24) || v[C_TOKENS] > (1 << 24) || v[C_TP] > 4096)
+            return ts_errf(e, "%s:%d: architecture value out of range", path, lineno);
+        llm_desc *a = &r->arch;
+        snprintf(a->name, sizeof a->name, "vidur-row");
+        a->layers = 1;
+        a->heads = (int)v[C_N_HEAD];
+        a->kv_heads = (int)v[C_N_KV_HEAD];
+        a->hidden = (int)v[C_N_EMBD];
+        a->head_dim = (int)(v[C_N_EMBD] / v[C_N_HEAD]);
+        a->ffn = (int)v[C_N_EXPANDED];
+        a->vocab = (int)v[C_VOCAB];
+        a->gated = (int)v[C_GATED];
+        r->tokens = (int)v[C_TOKENS];
+        r->tp = (int)v[C_TP];
+    }
+    if (t->has[VOP_ALL_REDUCE]) {
+        r->size = (double)v[C_SIZE];
+        r->workers = (int)v[C_WORKERS];
+    }
+    return 0;
+}
+
+/* Parses data line lineno of path (chomped, split in place) into *r.
+ * Returns 0, or -1 with e set: an empty or quoted line, a field count unlike
+ * the header's, a bad time or key value. */
+static int read_row(const vcols *h, const vidur_table *t, char *line, const char *path,
+                    int lineno, vidur_row *r, ts_err *e)
+{
+    char *fields[MAX_FIELDS];
+    if (!line[0])
+        return ts_errf(e, "%s:%d: empty line", path, lineno);
+    if (strchr(line, '"'))
+        return ts_errf(e, "%s:%d: quoted fields are not supported", path, lineno);
+    int nf = split_csv(line, fields, MAX_FIELDS);
+    if (nf != h->n_cols)
+        return ts_errf(e, "%s:%d: %d fields, the header has %d", path, lineno,
+                       nf < 0 ? MAX_FIELDS + 1 : nf, h->n_cols);
+    memset(r, 0, sizeof *r);
+    r->line = lineno;
+    for (int o = 0; o < VOP_COUNT; o++) {
+        r->ms[o] = -1.0;
+        if (h->op_col[o] < 0)
+            continue;
+        if (ts_parse_double(fields[h->op_col[o]], 0.0, 1e9, &r->ms[o]))
+            return ts_errf(e, "%s:%d: column '%s': '%s' is not a time in ms", path, lineno,
+                           h->hdr[h->op_col[o]], fields[h->op_col[o]]);
+    }
+    int64_t v[C_COUNT] = {0};
+    if (row_keys(h, fields, path, lineno, v, e))
+        return -1;
+    return row_arch(h, t, v, path, lineno, r, e);
+}
+
+/* Appends r to t's rows, doubling the array (*cap rows) when full.  Returns
+ * 0, or -1 with e set (allocation failure). */
+static int rows_push(vidur_table *t, size_t *cap, const vidur_row *r, const char *path,
+                     int lineno, ts_err *e)
+{
+    if (t->n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 1024;
+        vidur_row *nr = realloc(t->rows, nc * sizeof *nr);
+        if (!nr)
+            return ts_errf(e, "%s:%d: out of memory", path, lineno);
+        t->rows = nr;
+        *cap = nc;
+    }
+    t->rows[t->n++] = *r;
+    return 0;
+}
+
 int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
 {
     static const char *const stats[] = {"median", "mean", "min", "max"};
@@ -104,154 +266,22 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
 
     int rc = -1;
     char *line = NULL;
-    size_t cap = 0;
-    char *fields[MAX_FIELDS];
-    int op_col[VOP_COUNT], key_col[C_COUNT], n_cols = 0;
-    char *hdr[MAX_FIELDS];
-    char *header = NULL;
+    size_t cap = 0, rows_cap = 0;
+    vcols h = {0};
     vidur_table t = {0};
-    size_t rows_cap = 0;
-    for (int i = 0; i < VOP_COUNT; i++)
-        op_col[i] = -1;
-    for (int i = 0; i < C_COUNT; i++)
-        key_col[i] = -1;
-
     if (getline(&line, &cap, f) < 0) {
         ts_errf(e, "%s:1: empty file (expected a header line)", path);
         goto cleanup;
     }
     chomp(line);
-    header = strdup(line);
-    if (!header) {
-        ts_errf(e, "%s: out of memory", path);
+    if (read_header(&h, line, path, stat, &t, e))
         goto cleanup;
-    }
-    n_cols = split_csv(header, hdr, MAX_FIELDS);
-    if (n_cols < 0) {
-        ts_errf(e, "%s:1: more than %d columns", path, MAX_FIELDS);
-        goto cleanup;
-    }
-    for (int c = 0; c < n_cols; c++) {
-        if (strchr(hdr[c], '"')) {
-            ts_errf(e, "%s:1: column %d: quoted fields are not supported", path, c + 1);
-            goto cleanup;
-        }
-        for (int k = 0; k < C_COUNT; k++)
-            if (!strcmp(hdr[c], key_names[k]))
-                key_col[k] = c;
-        for (int o = 0; o < VOP_COUNT; o++) {
-            char want[96];
-            snprintf(want, sizeof want, "time_stats.%s.%s", vidur_op_names[o], stat);
-            if (!strcmp(hdr[c], want))
-                op_col[o] = c;
-        }
-    }
-    int n_ops = 0, mlp_ops = 0;
-    for (int o = 0; o < VOP_COUNT; o++) {
-        t.has[o] = op_col[o] >= 0;
-        n_ops += t.has[o];
-        mlp_ops += t.has[o] && o != VOP_ALL_REDUCE;
-    }
-    if (n_ops == 0) {
-        ts_errf(e, "%s:1: no time_stats.<op>.%s column for a known op", path, stat);
-        goto cleanup;
-    }
-    for (int k = 0; k < C_COUNT; k++) {
-        int needed = (k <= C_TP && mlp_ops) || (k >= C_SIZE && t.has[VOP_ALL_REDUCE]);
-        if (needed && key_col[k] < 0) {
-            ts_errf(e, "%s:1: missing column '%s'", path, key_names[k]);
-            goto cleanup;
-        }
-    }
-
     for (int lineno = 2; getline(&line, &cap, f) >= 0; lineno++) {
-        chomp(line);
-        if (!line[0]) {
-            ts_errf(e, "%s:%d: empty line", path, lineno);
-            goto cleanup;
-        }
-        if (strchr(line, '"')) {
-            ts_errf(e, "%s:%d: quoted fields are not supported", path, lineno);
-            goto cleanup;
-        }
-        int nf = split_csv(line, fields, MAX_FIELDS);
-        if (nf != n_cols) {
-            ts_errf(e, "%s:%d: %d fields, the header has %d", path, lineno, nf < 0 ? MAX_FIELDS + 1 : nf,
-                    n_cols);
-            goto cleanup;
-        }
         vidur_row r;
-        memset(&r, 0, sizeof r);
-        r.line = lineno;
-        for (int o = 0; o < VOP_COUNT; o++) {
-            r.ms[o] = -1.0;
-            if (op_col[o] < 0)
-                continue;
-            if (ts_parse_double(fields[op_col[o]], 0.0, 1e9, &r.ms[o])) {
-                ts_errf(e, "%s:%d: column '%s': '%s' is not a time in ms", path, lineno,
-                        hdr[op_col[o]], fields[op_col[o]]);
-                goto cleanup;
-            }
-        }
-        int64_t v[C_COUNT] = {0};
-        for (int k = 0; k < C_COUNT; k++) {
-            if (key_col[k] < 0)
-                continue;
-            const char *s = fields[key_col[k]];
-            int bad;
-            if (k == C_GATED) {
-                int b = 0;
-                bad = ts_parse_bool(s, &b);
-                v[k] = b;
-            } else {
-                int64_t lo = (k == C_VOCAB) ? 0 : 1;
-                bad = ts_parse_i64(s, lo, (int64_t)1 << 40, &v[k]);
-            }
-            if (bad) {
-                ts_errf(e, "%s:%d: column '%s': bad value '%s'", path, lineno, key_names[k], s);
-                goto cleanup;
-            }
-        }
-        if (mlp_ops) {
-            if (v[C_N_EMBD] % v[C_N_HEAD] || v[C_N_HEAD] % v[C_N_KV_HEAD]) {
-                ts_errf(e, "%s:%d: column 'n_embd': %lld not divisible by n_head %lld "
-                        "(or n_head by n_kv_head)", path, lineno, (long long)v[C_N_EMBD],
-                        (long long)v[C_N_HEAD]);
-                goto cleanup;
-            }
-            if (v[C_N_HEAD] > 4096 || v[C_N_EMBD] > (1 << 20) || v[C_N_EXPANDED] > (1 << 22) ||
-                v[C_VOCAB] > (1 << 24) || v[C_TOKENS] > (1 << 24) || v[C_TP] > 4096) {
-                ts_errf(e, "%s:%d: architecture value out of range", path, lineno);
-                goto cleanup;
-            }
-            llm_desc *a = &r.arch;
-            snprintf(a->name, sizeof a->name, "vidur-row");
-            a->layers = 1;
-            a->heads = (int)v[C_N_HEAD];
-            a->kv_heads = (int)v[C_N_KV_HEAD];
-            a->hidden = (int)v[C_N_EMBD];
-            a->head_dim = (int)(v[C_N_EMBD] / v[C_N_HEAD]);
-            a->ffn = (int)v[C_N_EXPANDED];
-            a->vocab = (int)v[C_VOCAB];
-            a->gated = (int)v[C_GATED];
-            r.tokens = (int)v[C_TOKENS];
-            r.tp = (int)v[C_TP];
-        }
-        if (t.has[VOP_ALL_REDUCE]) {
-            r.size = (double)v[C_SIZE];
-            r.workers = (int)v[C_WORKERS];
-        }
-        if (t.n == rows_cap) {
-            size_t nc = rows_cap ? 2 * rows_cap : 1024;
-            vidur_row *nr = realloc(t.rows, nc * sizeof *nr);
-            if (!nr) {
-                ts_errf(e, "%s:%d: out of memory", path, lineno);
-                goto cleanup;
-            }
-            t.rows = nr;
-            rows_cap = nc;
-        }
-        t.rows[t.n++] = r;
+        chomp(line);
+        if (read_row(&h, &t, line, path, lineno, &r, e) ||
+            rows_push(&t, &rows_cap, &r, path, lineno, e))
+            goto cleanup;
     }
     if (ferror(f)) {
         ts_errf(e, "%s: read error", path);
@@ -266,7 +296,7 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
     rc = 0;
 cleanup:
     free(t.rows);
-    free(header);
+    free(h.header);
     free(line);
     fclose(f);
     return rc;

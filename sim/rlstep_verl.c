@@ -57,6 +57,16 @@ typedef struct verl_ctx {
     double *bin;            /* scratch: tokens per micro-batch */
     int32_t *sort;          /* scratch: merge sort buffer (one per response) */
     tc_work *w;             /* scratch: work per micro-batch */
+    int sp, gpus, dp;       /* GPUs per rank, GPUs, data-parallel ranks */
+    size_t n;               /* responses */
+    double *L;              /* n: tokens of each response (prompt + response) */
+    int32_t *order;         /* n: responses longest first */
+    int32_t *rank;          /* n: each response's rank */
+    int32_t *shard;         /* n: each rank's responses in trace order, ranks one after another */
+    int32_t *tmp;           /* n: scratch for rank_time() */
+    int32_t *cnt;           /* dp: responses per rank */
+    double *tok;            /* dp: tokens per rank */
+    double *busy;           /* dp: each rank's busy time in a phase, s */
 } verl_ctx;
 
 static int by_len_desc(const void *a, const void *b, void *lens)
@@ -172,8 +182,11 @@ static int add_busy(run_record *rec, int gpus, int sp, int phase, double t0, con
     return 0;
 }
 
-int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
-                       double now, rlstep_result *res, run_record *rec, ts_err *e)
+/* Checks the scenario's VeRL trainer against t and sets up c's model,
+ * parallelism and token budget; *mini gets the responses per rank of a PPO
+ * mini-batch.  Returns 0, or -1 with e set. */
+static int verl_init(verl_ctx *c, const scenario *s, const llm_desc *m, const trace *t,
+                     int *mini, ts_err *e)
 {
     int sp = s->train_sp, gpus = s->gpus;
     if (sp < 1 || gpus % sp)
@@ -183,136 +196,211 @@ int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, 
     if (n == 0 || t->n_prompts == 0)
         return ts_errf(e, "%s: no responses to train on", s->path);
     double per_prompt = (double)n / (double)t->n_prompts;
-    int mini = (int)floor(s->mini_batch_prompts * per_prompt / dp + 1e-9);
-    if (mini < 1)
+    *mini = (int)floor(s->mini_batch_prompts * per_prompt / dp + 1e-9);
+    if (*mini < 1)
         return ts_errf(e, "%s: train.mini_batch_prompts = %d gives less than one response "
                           "per data-parallel rank (%d ranks)", s->path, s->mini_batch_prompts, dp);
-    verl_ctx c = {.hw = hw};
     /* the [dcp] section's activation count and all-to-all efficiency, as the
      * DCP trainer uses them (defaults 34 and 1: a GPT layer, full bandwidth) */
-    if (tc_model_init(&c.tm, m, 0, s->dcp.act_factor, e))
+    if (tc_model_init(&c->tm, m, 0, s->dcp.act_factor, e))
         return ts_err_prefix(e, "%s: [dcp]: ", s->path);
-    c.tm.a2a_eff = s->dcp.a2a_eff;
-    if (!tc_sp_ok(&c.tm, sp, 0))
+    c->tm.a2a_eff = s->dcp.a2a_eff;
+    if (!tc_sp_ok(&c->tm, sp, 0))
         return ts_errf(e, "%s: train.sp = %d does not divide the heads of %s", s->path, sp, m->name);
-    c.par = (tc_par){.sp = sp, .ring = 0, .ckpt_a = s->recompute ? c.tm.n_a : 0};
-    c.budget = (double)s->micro_batch_tokens * sp;
+    c->par = (tc_par){.sp = sp, .ring = 0, .ckpt_a = s->recompute ? c->tm.n_a : 0};
+    c->budget = (double)s->micro_batch_tokens * sp;
+    c->sp = sp;
+    c->gpus = gpus;
+    c->dp = dp;
+    c->n = n;
+    return 0;
+}
 
-    int rc = -1;
-    double *L = malloc(n * sizeof *L), *tok = calloc((size_t)dp, sizeof *tok);
-    double *busy = calloc((size_t)dp, sizeof *busy);
-    int32_t *order = malloc(n * sizeof *order), *rank = malloc(n * sizeof *rank);
-    int32_t *cnt = calloc((size_t)dp, sizeof *cnt), *shard = malloc(n * sizeof *shard);
-    int32_t *tmp = malloc(n * sizeof *tmp);
-    c.bin = malloc(n * sizeof *c.bin);
-    c.sort = malloc(n * sizeof *c.sort);
-    c.w = malloc(n * sizeof *c.w);
-    if (!L || !tok || !busy || !order || !rank || !cnt || !shard || !tmp || !c.bin || !c.sort || !c.w) {
-        ts_errf(e, "out of memory");
-        goto done;
-    }
+/* Allocates c's per-response and per-rank arrays.  Returns 0, or -1 with e
+ * set; verl_free() frees what was allocated. */
+static int verl_alloc(verl_ctx *c, ts_err *e)
+{
+    size_t n = c->n, dp = (size_t)c->dp;
+    c->L = malloc(n * sizeof *c->L);
+    c->tok = calloc(dp, sizeof *c->tok);
+    c->busy = calloc(dp, sizeof *c->busy);
+    c->order = malloc(n * sizeof *c->order);
+    c->rank = malloc(n * sizeof *c->rank);
+    c->cnt = calloc(dp, sizeof *c->cnt);
+    c->shard = malloc(n * sizeof *c->shard);
+    c->tmp = malloc(n * sizeof *c->tmp);
+    c->bin = malloc(n * sizeof *c->bin);
+    c->sort = malloc(n * sizeof *c->sort);
+    c->w = malloc(n * sizeof *c->w);
+    if (!c->L || !c->tok || !c->busy || !c->order || !c->rank || !c->cnt || !c->shard ||
+        !c->tmp || !c->bin || !c->sort || !c->w)
+        return ts_errf(e, "out of memory");
+    return 0;
+}
+
+/* Frees c's arrays.  Cannot fail. */
+static void verl_free(verl_ctx *c)
+{
+    free(c->L);
+    free(c->tok);
+    free(c->busy);
+    free(c->order);
+    free(c->rank);
+    free(c->cnt);
+    free(c->shard);
+    free(c->tmp);
+    free(c->bin);
+    free(c->sort);
+    free(c->w);
+}
+
+/* Each response's tokens (prompt + response, capped) in c->L, and c->order
+ * the identity.  Cannot fail. */
+static void verl_lengths(verl_ctx *c, const scenario *s, const trace *t)
+{
     size_t k = 0;
     for (size_t i = 0; i < t->n_prompts; i++)
         for (int32_t j = 0; j < t->prompts[i].n_resp; j++, k++) {
             int32_t len = scenario_cap_response(s, t->prompts[i].resp[j]);
-            L[k] = (double)t->prompts[i].prompt_tokens + len;
-            order[k] = (int32_t)k;
+            c->L[k] = (double)t->prompts[i].prompt_tokens + len;
+            c->order[k] = (int32_t)k;
         }
-    /* balance: longest first into the lightest rank that has room */
-    sort_idx(order, n, L, c.sort);
+}
+
+/* The update's memory (res->train_mem_gb) and offload costs, and the FSDP
+ * traffic per micro-batch inside the shard group (and across replicas under
+ * HSDP), with c->order longest first.  Returns 0, or -1 with e set (the
+ * update does not fit). */
+static int verl_fsdp(verl_ctx *c, const scenario *s, const llm_desc *m, rlstep_result *res,
+                     ts_err *e)
+{
     /* memory: a GPU holds its 1/sp of a micro-batch, the budget or one
      * longer sequence */
-    if (train_mem_plan(s, hw, m, gpus, train_mem_tokens(s, L[order[0]]), &c.mem, e))
-        goto done;
-    res->train_mem_gb = c.mem.need.total / 1e9;
+    if (train_mem_plan(s, c->hw, m, c->gpus, train_mem_tokens(s, c->L[c->order[0]]), &c->mem, e))
+        return -1;
+    res->train_mem_gb = c->mem.need.total / 1e9;
     /* FSDP traffic inside the shard group (and across replicas under HSDP) */
-    int f = c.mem.group;
+    int f = c->mem.group;
     double W = mem_weights(m, 1);
-    c.ag_s = comm_allgather(hw, W, f);
-    c.rs_s = comm_reduce_scatter(hw, 2.0 * W, f) + train_hsdp_allreduce(s, hw, 2.0 * W, gpus, f);
+    c->ag_s = comm_allgather(c->hw, W, f);
+    c->rs_s = comm_reduce_scatter(c->hw, 2.0 * W, f) +
+              train_hsdp_allreduce(s, c->hw, 2.0 * W, c->gpus, f);
+    return 0;
+}
+
+/* Balances the responses over the ranks (c->order, longest first, into the
+ * lightest rank that has room: equal counts) and lays out each rank's
+ * share in c->shard.  Cannot fail. */
+static void verl_balance(verl_ctx *c)
+{
+    size_t n = c->n;
+    int dp = c->dp;
     int32_t cap = (int32_t)((n + (size_t)dp - 1) / (size_t)dp);
     for (size_t i = 0; i < n; i++) {
         int best = -1;
         for (int r = 0; r < dp; r++)
-            if (cnt[r] < cap && (best < 0 || tok[r] < tok[best]))
+            if (c->cnt[r] < cap && (best < 0 || c->tok[r] < c->tok[best]))
                 best = r;
-        rank[order[i]] = best;
-        cnt[best]++;
-        tok[best] += L[order[i]];
+        c->rank[c->order[i]] = best;
+        c->cnt[best]++;
+        c->tok[best] += c->L[c->order[i]];
     }
     /* each rank's share in trace order, ranks one after another */
-    {
-        size_t off = 0;
-        for (int r = 0; r < dp; r++)
-            for (size_t i = 0; i < n; i++)
-                if (rank[i] == r)
-                    shard[off++] = (int32_t)i;
-    }
-    /* old log-prob, reference: forward passes over each rank's whole share */
+    size_t off = 0;
+    for (int r = 0; r < dp; r++)
+        for (size_t i = 0; i < n; i++)
+            if (c->rank[i] == r)
+                c->shard[off++] = (int32_t)i;
+}
+
+/* Old log-prob and reference (when s has a reference model): forward passes
+ * over each rank's whole share from *now, which advances past them; the
+ * phases and their timeline into res and rec.  Returns 0, or -1 with e set
+ * (allocation failure). */
+static int verl_forward(verl_ctx *c, const scenario *s, run_record *rec, double *now,
+                        rlstep_result *res, ts_err *e)
+{
     for (int ph = PH_OLD_LOGP; ph <= PH_REF; ph++) {
-        res->phase_t0[ph] = now;
+        res->phase_t0[ph] = *now;
         res->phase_s[ph] = 0;
         if (ph == PH_REF && !s->ref_model)
             continue;
         double len = 0;
         size_t off = 0;
-        c.host_s = ph == PH_REF ? c.mem.ref_s : c.mem.fwd_s;
-        for (int r = 0; r < dp; r++) {
-            busy[r] = rank_time(&c, shard + off, cnt[r], L, 0, tmp);
-            off += (size_t)cnt[r];
-            len = fmax(len, busy[r]);
+        c->host_s = ph == PH_REF ? c->mem.ref_s : c->mem.fwd_s;
+        for (int r = 0; r < c->dp; r++) {
+            c->busy[r] = rank_time(c, c->shard + off, c->cnt[r], c->L, 0, c->tmp);
+            off += (size_t)c->cnt[r];
+            len = fmax(len, c->busy[r]);
         }
         res->phase_s[ph] = len;
-        if (add_busy(rec, gpus, sp, ph, now, busy, len)) {
-            ts_errf(e, "out of memory for the timeline");
-            goto done;
-        }
-        now += len;
+        if (add_busy(rec, c->gpus, c->sp, ph, *now, c->busy, len))
+            return ts_errf(e, "out of memory for the timeline");
+        *now += len;
     }
-    /* update: mini-batches, each ending in an optimizer step on every rank */
+    return 0;
+}
+
+/* The update from now: PPO mini-batches of `mini` responses per rank, each
+ * ending in an optimizer step on every rank, train.update_epochs passes; the
+ * phase, its imbalance, its timeline and the step's end into res and rec.
+ * Returns 0, or -1 with e set (allocation failure). */
+static int verl_update(verl_ctx *c, const scenario *s, run_record *rec, double now, int mini,
+                       rlstep_result *res, ts_err *e)
+{
+    int dp = c->dp;
     double len = 0, sum = 0;
     for (int r = 0; r < dp; r++)
-        busy[r] = 0;
+        c->busy[r] = 0;
     int32_t most = 0;
     for (int r = 0; r < dp; r++)
-        most = cnt[r] > most ? cnt[r] : most;
+        most = c->cnt[r] > most ? c->cnt[r] : most;
     for (int32_t j = 0; j < most; j += mini) {
         double slow = 0;
         size_t off = 0;
         for (int r = 0; r < dp; r++) {
-            int32_t take = cnt[r] - j < mini ? cnt[r] - j : mini;
-            double tr = take > 0 ? rank_time(&c, shard + off + j, take, L, 1, tmp) : 0;
-            busy[r] += tr + c.mem.opt_s;
+            int32_t take = c->cnt[r] - j < mini ? c->cnt[r] - j : mini;
+            double tr = take > 0 ? rank_time(c, c->shard + off + j, take, c->L, 1, c->tmp) : 0;
+            c->busy[r] += tr + c->mem.opt_s;
             slow = fmax(slow, tr);
-            off += (size_t)cnt[r];
+            off += (size_t)c->cnt[r];
         }
-        len += slow + c.mem.opt_s; /* train.offload: the step on the host CPUs */
+        len += slow + c->mem.opt_s; /* train.offload: the step on the host CPUs */
     }
     for (int r = 0; r < dp; r++) {
-        busy[r] *= s->update_epochs;
-        sum += busy[r];
+        c->busy[r] *= s->update_epochs;
+        sum += c->busy[r];
     }
     len *= s->update_epochs;
     res->train_imbalance = len > 0 ? (len - sum / dp) / len : 0;
     res->phase_t0[PH_UPDATE] = now;
     res->phase_s[PH_UPDATE] = len;
-    if (add_busy(rec, gpus, sp, PH_UPDATE, now, busy, len)) {
-        ts_errf(e, "out of memory for the timeline");
-        goto done;
-    }
+    if (add_busy(rec, c->gpus, c->sp, PH_UPDATE, now, c->busy, len))
+        return ts_errf(e, "out of memory for the timeline");
     res->step_s = now + len;
+    return 0;
+}
+
+int rlstep_verl_phases(const scenario *s, const hw_desc *hw, const llm_desc *m, const trace *t,
+                       double now, rlstep_result *res, run_record *rec, ts_err *e)
+{
+    verl_ctx c = {.hw = hw};
+    int mini = 0;
+    if (verl_init(&c, s, m, t, &mini, e))
+        return -1;
+    int rc = -1;
+    if (verl_alloc(&c, e))
+        goto done;
+    verl_lengths(&c, s, t);
+    /* balance: longest first into the lightest rank that has room */
+    sort_idx(c.order, c.n, c.L, c.sort);
+    if (verl_fsdp(&c, s, m, res, e))
+        goto done;
+    verl_balance(&c);
+    if (verl_forward(&c, s, rec, &now, res, e) || verl_update(&c, s, rec, now, mini, res, e))
+        goto done;
     rc = 0;
 done:
-    free(L);
-    free(tok);
-    free(busy);
-    free(order);
-    free(rank);
-    free(cnt);
-    free(shard);
-    free(tmp);
-    free(c.bin);
-    free(c.sort);
-    free(c.w);
+    verl_free(&c);
     return rc;
 }

@@ -446,10 +446,9 @@ void rollout_full_rate(const rollout_cfg *cfg, const trace *t, double *rate, dou
     *rate = batch / dt;
 }
 
-int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_err *e)
+/* Checks a rollout of n responses under cfg.  Returns 0, or -1 with e set. */
+static int run_check(const rollout_cfg *cfg, size_t n, ts_err *e)
 {
-    memset(res, 0, sizeof *res);
-    size_t n = trace_n_responses(t);
     if (n == 0)
         return ts_errf(e, "trace has no responses");
     if (cfg->replicas < 1 || cfg->tp < 1)
@@ -460,42 +459,56 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         return -1;
     if (cfg->spot && drafter_params_check(&cfg->dp, e))
         return -1;
-    sim s = {0};
-    s.cfg = cfg;
-    s.e = e;
-    if (cfg->spec != SPEC_OFF && cfg->sp.bandit && (s.n_arms = spec_arms_parse(cfg->sp.arms, s.arms, e)) < 0)
-        return -1;
-    s.reqs = calloc(n, sizeof *s.reqs);
-    s.reps = calloc((size_t)cfg->replicas, sizeof *s.reps);
+    return 0;
+}
+
+/* Allocates the state of a rollout of n responses over n_prompts prompts:
+ * s's requests, replicas, engine, cost memo and stop-condition groups, and
+ * res's arrays.  Returns 0, or -1 with e set (allocation failure); run_free()
+ * and rollout_result_free() free what was allocated. */
+static int run_alloc(sim *s, size_t n, size_t n_prompts, rollout_result *res)
+{
+    const rollout_cfg *cfg = s->cfg;
+    s->reqs = calloc(n, sizeof *s->reqs);
+    s->reps = calloc((size_t)cfg->replicas, sizeof *s->reps);
     res->rep = calloc((size_t)cfg->replicas, sizeof *res->rep);
     res->finish_s = calloc(n, sizeof *res->finish_s);
     res->resp_replica = calloc(n, sizeof *res->resp_replica);
     res->gen = calloc(n, sizeof *res->gen);
-    int32_t *place = calloc(t->n_prompts, sizeof *place);
-    int32_t *count = calloc((size_t)cfg->replicas, sizeof *count);
-    engine *eng = engine_new();
-    s.cc = cost_cache_new(cfg->hw, cfg->llm, cfg->tp);
-    uint8_t *queued = NULL; /* cfg->order: responses queued so far */
-    int rc = -1;
+    s->eng = engine_new();
+    s->cc = cost_cache_new(cfg->hw, cfg->llm, cfg->tp);
     if (cfg->stop_groups > 0) {
-        s.grp = malloc(n * sizeof *s.grp);
-        s.grp_left = calloc(t->n_prompts, sizeof *s.grp_left);
+        s->grp = malloc(n * sizeof *s->grp);
+        s->grp_left = calloc(n_prompts, sizeof *s->grp_left);
     }
-    s.eng = eng;
-    if (!s.reqs || !s.reps || !res->rep || !res->finish_s || !res->resp_replica || !res->gen ||
-        !place || !count || !eng || !s.cc || (cfg->stop_groups > 0 && (!s.grp || !s.grp_left))) {
-        ts_errf(e, "out of memory for %zu responses", n);
-        goto cleanup;
-    }
-    s.finish_s = res->finish_s;
+    if (!s->reqs || !s->reps || !res->rep || !res->finish_s || !res->resp_replica || !res->gen ||
+        !s->eng || !s->cc || (cfg->stop_groups > 0 && (!s->grp || !s->grp_left)))
+        return ts_errf(s->e, "out of memory for %zu responses", n);
+    s->finish_s = res->finish_s;
     res->replicas = cfg->replicas;
     res->responses = (int64_t)n;
+    return 0;
+}
+
+/* Places every prompt of t on a replica (cfg->place, or rollout_place()) and
+ * sets up its responses' requests in trace order, counting each replica's
+ * responses into res->rep.  Returns 0, or -1 with e set: a place outside the
+ * replicas, a response that can never fit in the KV cache, a start_gen
+ * outside [0, length), allocation failure. */
+static int run_load(sim *s, const trace *t, size_t n, rollout_result *res)
+{
+    const rollout_cfg *cfg = s->cfg;
+    ts_err *e = s->e;
+    int rc = -1;
+    int32_t *place = calloc(t->n_prompts, sizeof *place);
+    if (!place)
+        return ts_errf(e, "out of memory for %zu responses", n);
     if (cfg->place) {
         for (size_t i = 0; i < t->n_prompts; i++) {
             if (cfg->place[i] < 0 || cfg->place[i] >= cfg->replicas) {
                 ts_errf(e, "prompt %zu: placed on replica %d of %d", i, cfg->place[i],
                         cfg->replicas);
-                goto cleanup;
+                goto done;
             }
             place[i] = cfg->place[i];
         }
@@ -515,88 +528,129 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
                 ts_errf(e, "prompt %zu response %d: prompt + response = %d tokens exceed the "
                            "KV cache capacity of one replica (%.0f tokens)",
                         i, j, p->prompt_tokens + len, cfg->kv_tokens - margin);
-                goto cleanup;
+                goto done;
             }
             int32_t g0 = cfg->start_gen ? cfg->start_gen[k] : 0;
             if (g0 < 0 || g0 >= len) {
                 ts_errf(e, "prompt %zu response %d: resumes at token %d of %d", i, j, g0, len);
-                goto cleanup;
+                goto done;
             }
-            s.reqs[k] = (req){.prompt = p->prompt_tokens, .target = len, .gen = g0,
-                              .replica = place[i]};
-            if (s.grp) {
-                s.grp[k] = (int32_t)i;
-                s.grp_left[i]++;
+            s->reqs[k] = (req){.prompt = p->prompt_tokens, .target = len, .gen = g0,
+                               .replica = place[i]};
+            if (s->grp) {
+                s->grp[k] = (int32_t)i;
+                s->grp_left[i]++;
             }
             res->resp_replica[k] = place[i];
-            count[place[i]]++;
+            res->rep[place[i]].responses++;
         }
     }
-    for (int r = 0; r < cfg->replicas; r++) {
-        replica *rp = &s.reps[r];
-        rp->id = r;
-        rp->st = &res->rep[r];
-        rp->st->responses = count[r];
-        rp->wcap = count[r] + 1;
-        rp->wq = malloc((size_t)rp->wcap * sizeof *rp->wq);
-        rp->pre = malloc((size_t)rp->wcap * sizeof *rp->pre);
-        rp->heap = malloc((size_t)rp->wcap * sizeof *rp->heap);
-        rp->sched = malloc((size_t)rp->wcap * sizeof *rp->sched);
-        rp->sp = malloc((size_t)rp->wcap * sizeof *rp->sp);
-        /* at most max_running requests decode speculatively at once */
-        size_t nt = (size_t)(cfg->spec != SPEC_OFF ? (cfg->max_running < rp->wcap ? cfg->max_running : rp->wcap) : 0) + 1;
-        rp->sp_tree = malloc(nt * sizeof *rp->sp_tree);
-        rp->sp_key = calloc(nt, sizeof *rp->sp_key);
-        if (cfg->on_iter && !(rp->it_buf = malloc(6 * (size_t)rp->wcap * sizeof *rp->it_buf))) {
-            ts_errf(e, "out of memory for replica %d", r);
-            goto cleanup;
-        }
-        rp->rng = ts_rng_new(cfg->seed, (uint64_t)r);
-        rp->chunk = cfg->chunk_tokens;
-        rp->spec_on = cfg->spec == SPEC_ALWAYS;
-        rp->st->spec_on_s = rp->spec_on ? 0.0 : -1.0;
-        if (!rp->wq || !rp->pre || !rp->heap || !rp->sched || !rp->sp || !rp->rng || !rp->sp_tree ||
-            !rp->sp_key) {
-            ts_errf(e, "out of memory for replica %d", r);
-            goto cleanup;
-        }
-    }
-    /* each sequence's drafter quality, drawn in trace order from its replica's stream */
+    rc = 0;
+done:
+    free(place);
+    return rc;
+}
+
+/* Gives replica r its queues and scratch, sized by its response count
+ * (res->rep[r]), its RNG stream and its starting mode.  Returns 0, or -1
+ * with e set (allocation failure); run_free() frees what was allocated. */
+static int replica_init(sim *s, int r, rollout_result *res)
+{
+    const rollout_cfg *cfg = s->cfg;
+    replica *rp = &s->reps[r];
+    rp->id = r;
+    rp->st = &res->rep[r];
+    rp->wcap = rp->st->responses + 1;
+    rp->wq = malloc((size_t)rp->wcap * sizeof *rp->wq);
+    rp->pre = malloc((size_t)rp->wcap * sizeof *rp->pre);
+    rp->heap = malloc((size_t)rp->wcap * sizeof *rp->heap);
+    rp->sched = malloc((size_t)rp->wcap * sizeof *rp->sched);
+    rp->sp = malloc((size_t)rp->wcap * sizeof *rp->sp);
+    /* at most max_running requests decode speculatively at once */
+    int32_t spec_max = cfg->max_running < rp->wcap ? cfg->max_running : rp->wcap;
+    size_t nt = (size_t)(cfg->spec != SPEC_OFF ? spec_max : 0) + 1;
+    rp->sp_tree = malloc(nt * sizeof *rp->sp_tree);
+    rp->sp_key = calloc(nt, sizeof *rp->sp_key);
+    if (cfg->on_iter && !(rp->it_buf = malloc(6 * (size_t)rp->wcap * sizeof *rp->it_buf)))
+        return ts_errf(s->e, "out of memory for replica %d", r);
+    rp->rng = ts_rng_new(cfg->seed, (uint64_t)r);
+    rp->chunk = cfg->chunk_tokens;
+    rp->spec_on = cfg->spec == SPEC_ALWAYS;
+    rp->st->spec_on_s = rp->spec_on ? 0.0 : -1.0;
+    if (!rp->wq || !rp->pre || !rp->heap || !rp->sched || !rp->sp || !rp->rng || !rp->sp_tree ||
+        !rp->sp_key)
+        return ts_errf(s->e, "out of memory for replica %d", r);
+    return 0;
+}
+
+/* Draws each sequence's drafter quality and n-gram repetitiveness, in trace
+ * order from its replica's stream.  Cannot fail. */
+static void run_draw(sim *s, size_t n)
+{
+    const rollout_cfg *cfg = s->cfg;
     for (size_t q = 0; q < n; q++) {
-        replica *rp = &s.reps[s.reqs[q].replica];
-        s.reqs[q].q = cfg->spec != SPEC_OFF ? spec_draw_quality(&cfg->sp, rp->rng) : 0.0;
-        s.reqs[q].rep = cfg->spec != SPEC_OFF && cfg->sp.ngram ? ngram_draw_rep(&cfg->sp, rp->rng) : 0.0;
+        replica *rp = &s->reps[s->reqs[q].replica];
+        s->reqs[q].q = cfg->spec != SPEC_OFF ? spec_draw_quality(&cfg->sp, rp->rng) : 0.0;
+        s->reqs[q].rep =
+            cfg->spec != SPEC_OFF && cfg->sp.ngram ? ngram_draw_rep(&cfg->sp, rp->rng) : 0.0;
     }
-    if (cfg->order && !(queued = calloc(n, 1))) {
-        ts_errf(e, "out of memory for %zu responses", n);
-        goto cleanup;
-    }
+}
+
+/* Queues every response on its replica's waiting deque, in cfg->order or
+ * else trace order.  Returns 0, or -1 with e set: an order entry out of
+ * range or repeated, allocation failure. */
+static int run_queue(sim *s, size_t n)
+{
+    const rollout_cfg *cfg = s->cfg;
+    uint8_t *queued = NULL; /* cfg->order: responses queued so far */
+    if (cfg->order && !(queued = calloc(n, 1)))
+        return ts_errf(s->e, "out of memory for %zu responses", n);
     for (size_t q = 0; q < n; q++) {
         int32_t r = cfg->order ? cfg->order[q] : (int32_t)q;
         if (cfg->order && (r < 0 || (size_t)r >= n || queued[r]++)) {
-            ts_errf(e, "admission order: entry %zu (response %d) is out of range or repeated",
-                    q, r);
-            goto cleanup;
+            free(queued);
+            return ts_errf(s->e, "admission order: entry %zu (response %d) is out of range or "
+                                 "repeated", q, r);
         }
-        wq_push_back(&s.reps[s.reqs[r].replica], r);
+        wq_push_back(&s->reps[s->reqs[r].replica], r);
     }
-    if (s.grp)
-        for (size_t i = 0; i < t->n_prompts; i++)
-            s.must_left += cfg->must_finish && cfg->must_finish[i];
-    s.unfinished = (int64_t)n;
+    free(queued);
+    return 0;
+}
+
+/* The event loop: sets the stop condition's counters, plans every replica's
+ * first iteration and runs the engine until every response has finished or
+ * the stop condition holds.  Returns 0, or -1 with e set when an iteration
+ * could not be scheduled. */
+static int run_events(sim *s, size_t n_prompts, size_t n)
+{
+    const rollout_cfg *cfg = s->cfg;
+    if (s->grp)
+        for (size_t i = 0; i < n_prompts; i++)
+            s->must_left += cfg->must_finish && cfg->must_finish[i];
+    s->unfinished = (int64_t)n;
     for (int r = 0; r < cfg->replicas; r++)
-        plan(&s, eng, &s.reps[r]);
-    engine_run(eng, INFINITY);
-    if (s.failed)
-        goto cleanup;
-    TS_CHECK(s.unfinished == 0 || cfg->stop_groups > 0);
-    res->groups_done = s.groups_done;
-    if (s.unfinished > 0) {
+        plan(s, s->eng, &s->reps[r]);
+    engine_run(s->eng, INFINITY);
+    if (s->failed)
+        return -1;
+    TS_CHECK(s->unfinished == 0 || cfg->stop_groups > 0);
+    return 0;
+}
+
+/* Collects where the run ended into res: complete groups, a stopped run's
+ * replicas charged up to the stop, each response's tokens generated (finish
+ * time -1 when unfinished), the engine's event count.  Cannot fail. */
+static void run_collect(const sim *s, size_t n, rollout_result *res)
+{
+    const rollout_cfg *cfg = s->cfg;
+    res->groups_done = s->groups_done;
+    if (s->unfinished > 0) {
         /* stopped: every replica with work left aborts its iteration in flight */
-        double T = engine_now(eng);
+        double T = engine_now(s->eng);
         res->stopped = 1;
         for (int r = 0; r < cfg->replicas; r++) {
-            replica *rp = &s.reps[r];
+            const replica *rp = &s->reps[r];
             if (rp->wn + rp->npre + rp->nheap + rp->nsp == 0)
                 continue;
             rp->st->busy_s += T - rp->t_last;
@@ -604,14 +658,22 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         }
     }
     for (size_t q = 0; q < n; q++) {
-        const req *rq = &s.reqs[q];
-        int heap = rq->state == R_DECODE && !s.reps[rq->replica].spec_on;
+        const req *rq = &s->reqs[q];
+        int heap = rq->state == R_DECODE && !s->reps[rq->replica].spec_on;
         res->gen[q] = rq->state == R_DONE ? rq->target
-                                          : heap ? dec_gen(rq, s.reps[rq->replica].D) : rq->gen;
+                                          : heap ? dec_gen(rq, s->reps[rq->replica].D) : rq->gen;
         if (rq->state != R_DONE)
             res->finish_s[q] = -1;
     }
-    res->events = engine_events(eng);
+    res->events = engine_events(s->eng);
+}
+
+/* The run's metrics from the per-replica figures in res: makespan, token,
+ * preemption and speculation totals, TLT's spot trainer, the bubble, train
+ * and tail fractions, utilization against rollout_full_rate().  Cannot
+ * fail. */
+static void run_metrics(const rollout_cfg *cfg, const trace *t, rollout_result *res)
+{
     double idle = 0, tail = 0;
     int64_t seq_steps = 0, accepted = 0;
     for (int r = 0; r < cfg->replicas; r++) {
@@ -653,31 +715,59 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
     res->train_fraction = span > 0 ? train / span : 0;
     res->tail_fraction = span > 0 ? tail / span : 0;
     res->utilization = span > 0 ? (double)res->decode_tokens / (span * res->full_rate) : 0;
+}
+
+/* Frees the run's state in s (not the result).  Cannot fail. */
+static void run_free(sim *s)
+{
+    if (s->reps)
+        for (int r = 0; r < s->cfg->replicas; r++) {
+            free(s->reps[r].wq);
+            free(s->reps[r].pre);
+            free(s->reps[r].heap);
+            free(s->reps[r].sched);
+            free(s->reps[r].sp);
+            free(s->reps[r].sp_tree);
+            free(s->reps[r].sp_key);
+            free(s->reps[r].it_buf);
+            ro_spec_free(&s->reps[r]);
+            if (s->reps[r].rng)
+                gsl_rng_free(s->reps[r].rng);
+        }
+    free(s->reps);
+    free(s->reqs);
+    free(s->grp);
+    free(s->grp_left);
+    engine_free(s->eng);
+    cost_cache_free(s->cc);
+}
+
+int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_err *e)
+{
+    memset(res, 0, sizeof *res);
+    size_t n = trace_n_responses(t);
+    if (run_check(cfg, n, e))
+        return -1;
+    sim s = {0};
+    s.cfg = cfg;
+    s.e = e;
+    if (cfg->spec != SPEC_OFF && cfg->sp.bandit &&
+        (s.n_arms = spec_arms_parse(cfg->sp.arms, s.arms, e)) < 0)
+        return -1;
+    int rc = -1;
+    if (run_alloc(&s, n, t->n_prompts, res) || run_load(&s, t, n, res))
+        goto cleanup;
+    for (int r = 0; r < cfg->replicas; r++)
+        if (replica_init(&s, r, res))
+            goto cleanup;
+    run_draw(&s, n);
+    if (run_queue(&s, n) || run_events(&s, t->n_prompts, n))
+        goto cleanup;
+    run_collect(&s, n, res);
+    run_metrics(cfg, t, res);
     rc = 0;
 cleanup:
-    if (s.reps)
-        for (int r = 0; r < cfg->replicas; r++) {
-            free(s.reps[r].wq);
-            free(s.reps[r].pre);
-            free(s.reps[r].heap);
-            free(s.reps[r].sched);
-            free(s.reps[r].sp);
-            free(s.reps[r].sp_tree);
-            free(s.reps[r].sp_key);
-            free(s.reps[r].it_buf);
-            ro_spec_free(&s.reps[r]);
-            if (s.reps[r].rng)
-                gsl_rng_free(s.reps[r].rng);
-        }
-    free(s.reps);
-    free(s.reqs);
-    free(s.grp);
-    free(s.grp_left);
-    free(queued);
-    free(place);
-    free(count);
-    engine_free(eng);
-    cost_cache_free(s.cc);
+    run_free(&s);
     if (rc)
         rollout_result_free(res);
     return rc;

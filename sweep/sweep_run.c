@@ -314,107 +314,135 @@ static void worker(const grid *g, const unsigned char *mask, _Atomic size_t *nex
     }
 }
 
-int sweep_run_local(const grid *g, int jobs, const unsigned char *mask, const sweep_hooks *h,
-                    ts_err *e)
+/* Runs the configurations in this process, in index order.  Returns 0, or
+ * -1 with e set. */
+static int run_serial(const grid *g, const unsigned char *mask, const sweep_hooks *h,
+                      size_t total, ts_err *e)
 {
-    size_t total = count_mask(g, mask), done = 0;
-    if (h->begin && h->begin(h->ctx, e))
-        return -1;
-    if (jobs > (int)total)
-        jobs = total ? (int)total : 1;
-    if (jobs <= 1) {
-        for (size_t i = 0; i < g->n_configs; i++) {
-            if (mask && !mask[i])
-                continue;
-            sweep_result r;
-            if (sweep_config_run(g, i, &r))
-                return ts_errf(e, "%s: out of memory running config %zu", g->path, i);
-            if (deliver(h, &r, &done, total, e))
-                return -1;
-        }
-        return 0;
+    size_t done = 0;
+    for (size_t i = 0; i < g->n_configs; i++) {
+        if (mask && !mask[i])
+            continue;
+        sweep_result r;
+        if (sweep_config_run(g, i, &r))
+            return ts_errf(e, "%s: out of memory running config %zu", g->path, i);
+        if (deliver(h, &r, &done, total, e))
+            return -1;
     }
-    int rc = -1, nw = 0;
-    pid_t *pid = calloc((size_t)jobs, sizeof *pid);
-    struct pollfd *pf = calloc((size_t)jobs, sizeof *pf);
-    _Atomic size_t *next = mmap(NULL, sizeof *next, PROT_READ | PROT_WRITE,
-                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (!pid || !pf || next == MAP_FAILED) {
-        ts_errf(e, "%s: cannot set up %d workers: %s", g->path, jobs, strerror(errno));
-        goto cleanup;
-    }
-    atomic_init(next, 0);
+    return 0;
+}
+
+/* The forked workers of a local sweep. */
+typedef struct pool {
+    const grid *g;
+    int jobs, nw;           /* workers wanted, started */
+    pid_t *pid;             /* jobs: their process ids */
+    struct pollfd *pf;      /* jobs: the read ends of their pipes (fd -1: closed) */
+    _Atomic size_t *next;   /* shared with them: the next configuration index */
+} pool;
+
+/* Forks w->jobs workers over the configurations of mask, each writing to
+ * its own pipe.  Returns 0, or -1 with e set; pool_stop() reaps the
+ * workers started (w->nw) and frees the pool. */
+static int pool_start(pool *w, const unsigned char *mask, ts_err *e)
+{
+    const grid *g = w->g;
+    w->pid = calloc((size_t)w->jobs, sizeof *w->pid);
+    w->pf = calloc((size_t)w->jobs, sizeof *w->pf);
+    w->next = mmap(NULL, sizeof *w->next, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+    if (!w->pid || !w->pf || w->next == MAP_FAILED)
+        return ts_errf(e, "%s: cannot set up %d workers: %s", g->path, w->jobs, strerror(errno));
+    atomic_init(w->next, 0);
     fflush(NULL);
-    for (; nw < jobs; nw++) {
-        int fd[2];
-        if (pipe(fd)) {
-            ts_errf(e, "%s: pipe: %s", g->path, strerror(errno));
-            goto cleanup;
-        }
-        pid[nw] = fork();
-        if (pid[nw] < 0) {
+    for (; w->nw < w->jobs; w->nw++) {
+        int fd[2], k = w->nw;
+        if (pipe(fd))
+            return ts_errf(e, "%s: pipe: %s", g->path, strerror(errno));
+        w->pid[k] = fork();
+        if (w->pid[k] < 0) {
             close(fd[0]);
             close(fd[1]);
-            ts_errf(e, "%s: fork: %s", g->path, strerror(errno));
-            goto cleanup;
+            return ts_errf(e, "%s: fork: %s", g->path, strerror(errno));
         }
-        if (pid[nw] == 0) {
-            for (int k = 0; k < nw; k++)
-                close(pf[k].fd);
+        if (w->pid[k] == 0) {
+            for (int x = 0; x < k; x++)
+                close(w->pf[x].fd);
             close(fd[0]);
-            worker(g, mask, next, fd[1]);
+            worker(g, mask, w->next, fd[1]);
         }
         close(fd[1]);
-        pf[nw].fd = fd[0];
-        pf[nw].events = POLLIN;
+        w->pf[k].fd = fd[0];
+        w->pf[k].events = POLLIN;
     }
-    int open_fds = nw;
+    return 0;
+}
+
+/* Takes what worker k's pipe holds: one result, handed to the hooks, or
+ * the end of its output (the pipe is closed).  Returns 0 for a result, 1
+ * at the end, -1 with e set (a broken message, a hook's error). */
+static int pool_take(pool *w, int k, const sweep_hooks *h, size_t *done, size_t total,
+                     ts_err *e)
+{
+    const grid *g = w->g;
+    uint64_t len = 0;
+    int got = read_all(w->pf[k].fd, &len, sizeof len);
+    if (got == 0) {
+        close(w->pf[k].fd);
+        w->pf[k].fd = -1;
+        return 1;
+    }
+    unsigned char *buf = got > 0 && len < (1u << 24) ? malloc(len) : NULL;
+    sweep_result r;
+    if (!buf || read_all(w->pf[k].fd, buf, len) != 1) {
+        free(buf);
+        return ts_errf(e, "%s: worker %d sent a broken message", g->path, k);
+    }
+    int bad = sweep_result_unpack(buf, len, &r, e);
+    free(buf);
+    if (bad)
+        return ts_err_prefix(e, "%s: worker %d: ", g->path, k);
+    return deliver(h, &r, done, total, e);
+}
+
+/* Polls the workers' pipes until every worker has closed its own, handing
+ * the results to the hooks.  Returns 0, or -1 with e set. */
+static int pool_collect(pool *w, const sweep_hooks *h, size_t *done, size_t total, ts_err *e)
+{
+    int open_fds = w->nw;
     while (open_fds > 0) {
-        if (poll(pf, (nfds_t)nw, -1) < 0) {
+        if (poll(w->pf, (nfds_t)w->nw, -1) < 0) {
             if (errno == EINTR)
                 continue;
-            ts_errf(e, "%s: poll: %s", g->path, strerror(errno));
-            goto cleanup;
+            return ts_errf(e, "%s: poll: %s", w->g->path, strerror(errno));
         }
-        for (int k = 0; k < nw; k++) {
-            if (pf[k].fd < 0 || !(pf[k].revents & (POLLIN | POLLHUP | POLLERR)))
+        for (int k = 0; k < w->nw; k++) {
+            if (w->pf[k].fd < 0 || !(w->pf[k].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
-            uint64_t len = 0;
-            int got = read_all(pf[k].fd, &len, sizeof len);
-            if (got == 0) {
-                close(pf[k].fd);
-                pf[k].fd = -1;
-                open_fds--;
-                continue;
-            }
-            unsigned char *buf = got > 0 && len < (1u << 24) ? malloc(len) : NULL;
-            sweep_result r;
-            if (!buf || read_all(pf[k].fd, buf, len) != 1) {
-                free(buf);
-                ts_errf(e, "%s: worker %d sent a broken message", g->path, k);
-                goto cleanup;
-            }
-            int bad = sweep_result_unpack(buf, len, &r, e);
-            free(buf);
-            if (bad) {
-                ts_err_prefix(e, "%s: worker %d: ", g->path, k);
-                goto cleanup;
-            }
-            if (deliver(h, &r, &done, total, e))
-                goto cleanup;
+            int rc = pool_take(w, k, h, done, total, e);
+            if (rc < 0)
+                return -1;
+            open_fds -= rc;
         }
     }
-    rc = 0;
-cleanup:
-    for (int k = 0; k < nw; k++) {
-        if (pf[k].fd >= 0)
-            close(pf[k].fd);
+    return 0;
+}
+
+/* Closes the pipes, stops the workers when rc is an error, reaps them and
+ * frees the pool.  Returns rc, or -1 with e set when rc was 0 but a worker
+ * failed or fewer than total results came back (done). */
+static int pool_stop(pool *w, int rc, size_t done, size_t total, ts_err *e)
+{
+    const grid *g = w->g;
+    for (int k = 0; k < w->nw; k++) {
+        if (w->pf[k].fd >= 0)
+            close(w->pf[k].fd);
         if (rc)
-            kill(pid[k], SIGTERM);
+            kill(w->pid[k], SIGTERM);
     }
-    for (int k = 0; k < nw; k++) {
+    for (int k = 0; k < w->nw; k++) {
         int st = 0;
-        while (waitpid(pid[k], &st, 0) < 0 && errno == EINTR)
+        while (waitpid(w->pid[k], &st, 0) < 0 && errno == EINTR)
             ;
         if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
             if (WIFSIGNALED(st))
@@ -427,11 +455,26 @@ cleanup:
     }
     if (rc == 0 && done != total)
         rc = ts_errf(e, "%s: %zu of %zu configurations came back", g->path, done, total);
-    if (next && next != MAP_FAILED)
-        munmap((void *)next, sizeof *next);
-    free(pid);
-    free(pf);
+    if (w->next && w->next != MAP_FAILED)
+        munmap((void *)w->next, sizeof *w->next);
+    free(w->pid);
+    free(w->pf);
     return rc;
+}
+
+int sweep_run_local(const grid *g, int jobs, const unsigned char *mask, const sweep_hooks *h,
+                    ts_err *e)
+{
+    size_t total = count_mask(g, mask), done = 0;
+    if (h->begin && h->begin(h->ctx, e))
+        return -1;
+    if (jobs > (int)total)
+        jobs = total ? (int)total : 1;
+    if (jobs <= 1)
+        return run_serial(g, mask, h, total, e);
+    pool w = {.g = g, .jobs = jobs, .next = MAP_FAILED};
+    int rc = pool_start(&w, mask, e) || pool_collect(&w, h, &done, total, e) ? -1 : 0;
+    return pool_stop(&w, rc, done, total, e);
 }
 
 int sweep_exec(const grid *g, int jobs, const unsigned char *mask, const sweep_hooks *h,

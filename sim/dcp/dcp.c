@@ -276,15 +276,19 @@ static int cmp_dbl(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-int dcp_ctx_init(dcp_ctx *c, const hw_desc *hw, const tc_model *tm, const btrace *bt,
-                 const dcp_cfg *cfg, ts_err *e)
+/* 1 when SP size sp can run: it divides the heads (or ring attention is on)
+ * and fits the GPUs.  Pure. */
+static int sp_usable(const dcp_ctx *c, int sp)
 {
-    double w0 = ts_wall_s();
-    memset(c, 0, sizeof *c);
-    c->hw = hw;
-    c->tm = tm;
-    c->bt = bt;
-    c->cfg = *cfg;
+    return tc_sp_ok(c->tm, sp, c->cfg.ring) && sp <= c->cfg.gpus;
+}
+
+/* Checks c->cfg and sets the per-GPU memory budget and the step's
+ * synchronisation time.  Returns 0, or -1 with e set. */
+static int ctx_budget(dcp_ctx *c, ts_err *e)
+{
+    const dcp_cfg *cfg = &c->cfg;
+    const btrace *bt = c->bt;
     if (!bt->buckets || bt->n_buckets <= 0)
         return ts_errf(e, "batch trace is not bucketized");
     if (cfg->gpus < 1 || cfg->n_sp < 1)
@@ -292,98 +296,94 @@ int dcp_ctx_init(dcp_ctx *c, const hw_desc *hw, const tc_model *tm, const btrace
     if (!(cfg->max_gas >= 1 && cfg->max_gas <= 64) || !(cfg->overshoot >= 1.0))
         return ts_errf(e, "DCP needs max_gas in [1, 64] and overshoot >= 1");
     c->nb = bt->n_buckets;
-    int nsp = cfg->n_sp;
-    c->states_bytes = tc_states_bytes(tm, cfg->zero_stage, cfg->gpus);
-    c->budget_bytes = cfg->mem_cap * hw->hbm_bytes - c->states_bytes - cfg->reserve_bytes;
+    c->states_bytes = tc_states_bytes(c->tm, cfg->zero_stage, cfg->gpus);
+    c->budget_bytes = cfg->mem_cap * c->hw->hbm_bytes - c->states_bytes - cfg->reserve_bytes;
     if (c->budget_bytes <= 0)
         return ts_errf(e, "model states (%.1f GB) and reserve leave no memory under the cap "
                           "(%.2f of %.0f GB)", c->states_bytes / 1e9, cfg->mem_cap,
-                       hw->hbm_bytes / 1e9);
-    c->sync_s = tc_step_sync_time(hw, tm, cfg->gpus, cfg->zero_stage);
-    size_t nbj = (size_t)c->nb * nsp;
-    c->max_bs = calloc(nbj, sizeof *c->max_bs);
-    c->tab = calloc(nbj * DCP_MAX_K, sizeof *c->tab);
-    c->best = calloc((size_t)c->nb, sizeof *c->best);
-    c->best_pac = calloc((size_t)c->nb, sizeof *c->best_pac);
-    c->bkt = calloc((size_t)c->nb, sizeof *c->bkt);
-    double *med = calloc((size_t)c->nb, sizeof *med);
-    if (!c->max_bs || !c->tab || !c->best || !c->best_pac || !c->bkt || !med) {
-        free(med);
-        dcp_ctx_free(c);
-        return ts_errf(e, "out of memory");
-    }
-    int usable = 0;
-    for (int j = 0; j < nsp; j++)
-        if (tc_sp_ok(tm, cfg->sp[j], cfg->ring) && cfg->sp[j] <= cfg->gpus)
-            usable = 1;
-    if (!usable) {
-        free(med);
-        dcp_ctx_free(c);
-        return ts_errf(e, "no listed SP size divides the model's %d heads (or fits %d GPUs); "
-                          "try ring attention", tm->m.heads, cfg->gpus);
-    }
-    for (int32_t b = 0; b < c->nb; b++) {
-        /* every (SP, 2^k) with full checkpointing and with PAC */
-        dcp_choice full[DCP_MAX_SP * DCP_MAX_K], pac[DCP_MAX_SP * DCP_MAX_K];
-        int nf = 0, np = 0;
-        for (int j = 0; j < nsp; j++) {
-            int sp = cfg->sp[j];
-            if (!tc_sp_ok(tm, sp, cfg->ring) || sp > cfg->gpus)
-                continue;
-            int32_t mb = max_bs_at(c, b, sp);
-            c->max_bs[(size_t)b * nsp + j] = mb;
-            double *t = &c->tab[((size_t)b * nsp + j) * DCP_MAX_K];
-            for (int k = 0; k < DCP_MAX_K && (1 << k) <= mb; k++) {
-                int32_t bs = 1 << k;
-                t[k] = mb_time(c, b, sp, bs, tm->n_a, tm->n_b);
-                full[nf++] = (dcp_choice){sp, bs, tm->n_a, tm->n_b, t[k]};
-                dcp_choice pc = {sp, bs, 0, 0, 0};
-                if (dcp_pac(c, b, &pc) == 0)
-                    pac[np++] = pc;
-            }
-        }
-        if (nf == 0) {
-            char nm[64];
-            free(med);
-            int32_t hi = c->bt->buckets[b].hi;
-            bt_bucket_name(bt, b, nm, sizeof nm);
-            dcp_ctx_free(c);
-            return ts_errf(e, "bucket %s (%d tokens) fits in memory at no SP size (cap %.2f of "
-                              "%.0f GB)", nm, hi, cfg->mem_cap, hw->hbm_bytes / 1e9);
-        }
-        c->best[b] = pick_best(full, nf, cfg->tie_tol);
-        c->best_pac[b] = np ? pick_best(pac, np, cfg->tie_tol) : c->best[b];
-    }
-    /* the bucket strategy's SP: given, or the smallest that fits the longest sequence */
-    int j0 = -1;
+                       c->hw->hbm_bytes / 1e9);
+    c->sync_s = tc_step_sync_time(c->hw, c->tm, cfg->gpus, cfg->zero_stage);
+    return 0;
+}
+
+/* Profiles bucket b: at every usable SP size its largest micro-batch and
+ * the time of micro-batches of 2^k sequences with full checkpointing, and
+ * from those, and the same with PAC, the best configuration.  Returns 0, or
+ * -1 with e set: the bucket fits in memory at no SP size. */
+static int profile_bucket(dcp_ctx *c, int32_t b, ts_err *e)
+{
+    const tc_model *tm = c->tm;
+    int nsp = c->cfg.n_sp;
+    /* every (SP, 2^k) with full checkpointing and with PAC */
+    dcp_choice full[DCP_MAX_SP * DCP_MAX_K], pac[DCP_MAX_SP * DCP_MAX_K];
+    int nf = 0, np = 0;
     for (int j = 0; j < nsp; j++) {
+        int sp = c->cfg.sp[j];
+        if (!sp_usable(c, sp))
+            continue;
+        int32_t mb = max_bs_at(c, b, sp);
+        c->max_bs[(size_t)b * nsp + j] = mb;
+        double *t = &c->tab[((size_t)b * nsp + j) * DCP_MAX_K];
+        for (int k = 0; k < DCP_MAX_K && (1 << k) <= mb; k++) {
+            int32_t bs = 1 << k;
+            t[k] = mb_time(c, b, sp, bs, tm->n_a, tm->n_b);
+            full[nf++] = (dcp_choice){sp, bs, tm->n_a, tm->n_b, t[k]};
+            dcp_choice pc = {sp, bs, 0, 0, 0};
+            if (dcp_pac(c, b, &pc) == 0)
+                pac[np++] = pc;
+        }
+    }
+    if (nf == 0) {
+        char nm[64];
+        bt_bucket_name(c->bt, b, nm, sizeof nm);
+        return ts_errf(e, "bucket %s (%d tokens) fits in memory at no SP size (cap %.2f of "
+                          "%.0f GB)", nm, c->bt->buckets[b].hi, c->cfg.mem_cap,
+                       c->hw->hbm_bytes / 1e9);
+    }
+    c->best[b] = pick_best(full, nf, c->cfg.tie_tol);
+    c->best_pac[b] = np ? pick_best(pac, np, c->cfg.tie_tol) : c->best[b];
+    return 0;
+}
+
+/* The bucket strategy's SP size: the one given, or the smallest that fits
+ * the longest sequence.  Returns its index in cfg.sp, or -1 with e set. */
+static int bucket_sp_index(const dcp_ctx *c, ts_err *e)
+{
+    const dcp_cfg *cfg = &c->cfg;
+    for (int j = 0; j < cfg->n_sp; j++) {
         if (cfg->bucket_sp > 0 && cfg->sp[j] != cfg->bucket_sp)
             continue;
-        if (!tc_sp_ok(tm, cfg->sp[j], cfg->ring) || cfg->sp[j] > cfg->gpus)
+        if (!sp_usable(c, cfg->sp[j]))
             continue;
-        if (c->max_bs[(size_t)(c->nb - 1) * nsp + j] >= 1) {
-            j0 = j;
-            break;
-        }
+        if (c->max_bs[(size_t)(c->nb - 1) * cfg->n_sp + j] >= 1)
+            return j;
     }
-    if (j0 < 0) {
-        free(med);
-        dcp_ctx_free(c);
-        if (cfg->bucket_sp > 0)
-            return ts_errf(e, "bucket SP %d is not a listed, usable SP size that fits the "
-                              "longest sequence", cfg->bucket_sp);
-        return ts_errf(e, "no SP size fits the longest sequence");
-    }
-    c->bucket_sp = cfg->sp[j0];
+    if (cfg->bucket_sp > 0)
+        return ts_errf(e, "bucket SP %d is not a listed, usable SP size that fits the "
+                          "longest sequence", cfg->bucket_sp);
+    return ts_errf(e, "no SP size fits the longest sequence");
+}
+
+/* The bucket strategy's choice per bucket at SP index j0: the profile's
+ * largest power-of-two micro-batch, then for buckets slower than the median
+ * bucket cut to max(1, floor(bs * median / time)).  Returns 0, or -1 with e
+ * set: a bucket does not fit at that SP size, allocation failure. */
+static int bucket_choices(dcp_ctx *c, int j0, ts_err *e)
+{
+    const tc_model *tm = c->tm;
+    int nsp = c->cfg.n_sp;
+    double *med = calloc((size_t)c->nb, sizeof *med);
+    if (!med)
+        return ts_errf(e, "out of memory");
+    c->bucket_sp = c->cfg.sp[j0];
     for (int32_t b = 0; b < c->nb; b++) {
         int32_t mb = c->max_bs[(size_t)b * nsp + j0];
         if (mb < 1) {
             char nm[64];
             free(med);
-            bt_bucket_name(bt, b, nm, sizeof nm);
-            dcp_ctx_free(c);
+            bt_bucket_name(c->bt, b, nm, sizeof nm);
             return ts_errf(e, "bucket %s does not fit at the bucket SP size %d", nm,
-                           cfg->sp[j0]);
+                           c->cfg.sp[j0]);
         }
         int k = 0;
         while ((1 << (k + 1)) <= mb && k + 1 < DCP_MAX_K)
@@ -403,8 +403,50 @@ int dcp_ctx_init(dcp_ctx *c, const hw_desc *hw, const tc_model *tm, const btrace
             ch->time_s = mb_time(c, b, ch->sp, ch->bs, tm->n_a, tm->n_b);
         }
     }
+    return 0;
+}
+
+int dcp_ctx_init(dcp_ctx *c, const hw_desc *hw, const tc_model *tm, const btrace *bt,
+                 const dcp_cfg *cfg, ts_err *e)
+{
+    double w0 = ts_wall_s();
+    memset(c, 0, sizeof *c);
+    c->hw = hw;
+    c->tm = tm;
+    c->bt = bt;
+    c->cfg = *cfg;
+    if (ctx_budget(c, e))
+        return -1;
+    size_t nbj = (size_t)c->nb * cfg->n_sp;
+    c->max_bs = calloc(nbj, sizeof *c->max_bs);
+    c->tab = calloc(nbj * DCP_MAX_K, sizeof *c->tab);
+    c->best = calloc((size_t)c->nb, sizeof *c->best);
+    c->best_pac = calloc((size_t)c->nb, sizeof *c->best_pac);
+    c->bkt = calloc((size_t)c->nb, sizeof *c->bkt);
+    if (!c->max_bs || !c->tab || !c->best || !c->best_pac || !c->bkt) {
+        ts_errf(e, "out of memory");
+        goto fail;
+    }
+    int usable = 0;
+    for (int j = 0; j < cfg->n_sp; j++)
+        if (sp_usable(c, cfg->sp[j]))
+            usable = 1;
+    if (!usable) {
+        ts_errf(e, "no listed SP size divides the model's %d heads (or fits %d GPUs); "
+                   "try ring attention", tm->m.heads, cfg->gpus);
+        goto fail;
+    }
+    for (int32_t b = 0; b < c->nb; b++)
+        if (profile_bucket(c, b, e))
+            goto fail;
+    int j0 = bucket_sp_index(c, e);
+    if (j0 < 0 || bucket_choices(c, j0, e))
+        goto fail;
     c->profile_ms = (ts_wall_s() - w0) * 1e3;
     return 0;
+fail:
+    dcp_ctx_free(c);
+    return -1;
 }
 
 void dcp_ctx_free(dcp_ctx *c)

@@ -69,6 +69,188 @@ static double est_group_time(const dcp_ctx *c, const dcp_plan *p, const dcp_grou
     return t;
 }
 
+/* A simulation's running state, step to step. */
+typedef struct dsim {
+    const dcp_ctx *c;
+    const dcp_plan *p;
+    dcp_result *r;
+    double cap;              /* memory cap per GPU, bytes */
+    double *gt, *ge;         /* per group of the step: time, the sampler's estimate, s */
+    int32_t *gs;             /* per group of the step: SP size */
+    double now;              /* end of the steps so far, s */
+    double idle, maxsum;     /* idle GPU-seconds; sum over steps of gpus x longest group */
+    double p_idle, p_maxsum; /* the same by the sampler's estimate, full steps only */
+    double rec_gs, comm_gs;  /* recomputation, communication, GPU-seconds */
+    double ckpt;             /* sum of the micro-batches' checkpointed fractions */
+    int64_t n_mb, n_grp;
+} dsim;
+
+/* The bound's result: one perfectly balanced step of p->bound_s.  Cannot
+ * fail. */
+static void sim_bound(const dcp_ctx *c, const dcp_plan *p, dcp_result *r)
+{
+    r->steps = 1;
+    r->seqs = (int64_t)c->bt->n;
+    r->tokens = btrace_tokens(c->bt);
+    r->time_s = r->step_s = p->bound_s;
+    r->sync_s = c->sync_s;
+    r->tokens_per_s = p->bound_s > 0 ? r->tokens / p->bound_s : 0;
+    r->mean_gas = 1;
+}
+
+/* Group g's time, s: each of its micro-batches priced from its own
+ * sequences, counted into the totals, its memory checked against the cap.
+ * Cannot fail. */
+static double group_time(dsim *d, const dcp_group *g)
+{
+    const dcp_ctx *c = d->c;
+    const dcp_plan *p = d->p;
+    const tc_model *tm = c->tm;
+    dcp_result *r = d->r;
+    double t = 0;
+    for (int32_t m = 0; m < g->n_mb; m++) {
+        const dcp_mb *mb = &p->mb[g->mb0 + m];
+        tc_work w = {0};
+        for (int32_t i = 0; i < mb->n; i++) {
+            const bt_seq *q = &c->bt->seq[p->seq[mb->first + i]];
+            tc_work_add(&w, q->t, q->s, 1);
+            r->tokens += bt_tokens(q);
+        }
+        r->seqs += mb->n;
+        tc_par par = {g->sp, c->cfg.ring, mb->ckpt_a, mb->ckpt_b};
+        tc_breakdown bd;
+        t += tc_microbatch_time(c->hw, tm, &par, &w, &bd);
+        d->rec_gs += g->sp * bd.recompute_s;
+        d->comm_gs += g->sp * bd.comm_s;
+        double mem = c->states_bytes + c->cfg.reserve_bytes + tc_act_bytes(tm, &par, &w);
+        if (mem > r->peak_mem_bytes)
+            r->peak_mem_bytes = mem;
+        if (mem > d->cap * (1 + 1e-9))
+            r->feasible = 0;
+        d->ckpt += (double)(mb->ckpt_a + mb->ckpt_b) / (tm->n_a + tm->n_b);
+        d->n_mb++;
+    }
+    return t;
+}
+/* Prices the groups of step st into d->gt, d->ge and d->gs, adding their
+ * GPU-seconds to *busy and the SP shares.  Returns the longest group's
+ * time, s.  Cannot fail. */
+static double step_price(dsim *d, const dcp_step *st, double *busy)
+{
+    const dcp_ctx *c = d->c;
+    const dcp_plan *p = d->p;
+    double cmax = 0;
+    *busy = 0;
+    for (int32_t k = 0; k < st->n_g; k++) {
+        const dcp_group *g = &p->grp[st->g0 + k];
+        double t = group_time(d, g);
+        d->gt[k] = t;
+        d->gs[k] = g->sp;
+        d->ge[k] = p->strat.kind == DCP_PACKED ? t : est_group_time(c, p, g);
+        *busy += g->sp * t;
+        if (t > cmax)
+            cmax = t;
+        for (int j = 0; j < c->cfg.n_sp; j++)
+            if (c->cfg.sp[j] == g->sp)
+                d->r->sp_share[j] += g->sp * t;
+        d->n_grp++;
+    }
+    return cmax;
+}
+
+/* Step st's figures into *x: groups, GPUs used, micro-batches, groups mixing
+ * buckets, compute time cmax and idle GPU-seconds (of busy ones busy).
+ * Cannot fail. */
+static void step_stat(const dcp_ctx *c, const dcp_plan *p, const dcp_step *st, double cmax,
+                      double busy, dcp_step_stat *x)
+{
+    int G = c->cfg.gpus;
+    memset(x, 0, sizeof *x);
+    x->groups = st->n_g;
+    for (int32_t k = 0; k < st->n_g; k++) {
+        const dcp_group *g = &p->grp[st->g0 + k];
+        x->gpus_used += g->sp;
+        x->mbs += g->n_mb;
+        int32_t b0 = mb_bucket(c, p, g->mb0);
+        for (int32_t m = g->mb0 + 1; m < g->mb0 + g->n_mb; m++)
+            if (mb_bucket(c, p, m) != b0) {
+                x->mixed++;
+                break;
+            }
+    }
+    x->compute_s = cmax;
+    x->idle_gs = G * cmax - busy;
+    x->imbalance = cmax > 0 ? x->idle_gs / (G * cmax) : 0.0;
+}
+
+/* The sampler's imbalance of step st (priced by step_price()), counted
+ * only when its groups hold every GPU.  Cannot fail. */
+static void step_plan_idle(dsim *d, const dcp_step *st)
+{
+    int G = d->c->cfg.gpus, used_gpus = 0;
+    for (int32_t k = 0; k < st->n_g; k++)
+        used_gpus += d->gs[k];
+    if (used_gpus == G) {
+        double emax;
+        d->p_idle += dcp_step_idle(d->ge, d->gs, st->n_g, G, &emax);
+        d->p_maxsum += G * emax;
+        d->r->full_steps++;
+    }
+}
+
+/* Step st's timeline into rec from d->now: each group's GPUs busy then idle
+ * until the longest group (cmax), GPUs without a group idle, then every GPU
+ * in the synchronisation until the step's end (step).  Returns 0, or -1
+ * with e set (allocation failure). */
+static int step_timeline(const dsim *d, const dcp_step *st, double cmax, double step,
+                         run_record *rec, int gpu_offset, ts_err *e)
+{
+    const dcp_plan *p = d->p;
+    int G = d->c->cfg.gpus, used = 0;
+    double now = d->now;
+    for (int32_t k = 0; k < st->n_g; k++) {
+        const dcp_group *g = &p->grp[st->g0 + k];
+        for (int x = 0; x < g->sp; x++) {
+            int gpu = gpu_offset + g->gpu0 + x;
+            if (tl_add(rec, gpu, PH_UPDATE, TL_BUSY, now, now + d->gt[k], e) ||
+                tl_add(rec, gpu, PH_UPDATE, TL_IDLE, now + d->gt[k], now + cmax, e))
+                return -1;
+        }
+        used = g->gpu0 + g->sp > used ? g->gpu0 + g->sp : used;
+    }
+    for (int gpu = used; gpu < G; gpu++)
+        if (tl_add(rec, gpu_offset + gpu, PH_UPDATE, TL_IDLE, now, now + cmax, e))
+            return -1;
+    for (int gpu = 0; gpu < G; gpu++)
+        if (tl_add(rec, gpu_offset + gpu, PH_SYNC, TL_BUSY, now + cmax, now + step, e))
+            return -1;
+    return 0;
+}
+
+/* The result's totals and ratios over nsteps steps.  Cannot fail. */
+static void sim_finish(const dsim *d, size_t nsteps)
+{
+    dcp_result *r = d->r;
+    int G = d->c->cfg.gpus;
+    double now = d->now;
+    r->steps = (int64_t)nsteps;
+    r->time_s = now;
+    r->step_s = nsteps ? now / nsteps : 0;
+    r->tokens_per_s = now > 0 ? r->tokens / now : 0;
+    r->imbalance = d->maxsum > 0 ? d->idle / d->maxsum : 0;
+    r->imbalance_plan = d->p_maxsum > 0 ? d->p_idle / d->p_maxsum : 0;
+    r->idle_fraction = now > 0 ? d->idle / (G * now) : 0;
+    r->recompute_s = d->rec_gs / G;
+    r->comm_s = d->comm_gs / G;
+    r->mean_gas = d->n_grp ? (double)d->n_mb / d->n_grp : 0;
+    r->mean_ckpt = d->n_mb ? d->ckpt / d->n_mb : 0;
+    double tot = 0;
+    for (int j = 0; j < d->c->cfg.n_sp; j++)
+        tot += r->sp_share[j];
+    for (int j = 0; tot > 0 && j < d->c->cfg.n_sp; j++)
+        r->sp_share[j] /= tot;
+}
+
 /* dcp_simulate(), and each step's figures into ps[] when ps is not NULL. */
 static int simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result *r,
                     run_record *rec, int gpu_offset, int tl_steps, dcp_step_stat *ps, ts_err *e)
@@ -77,16 +259,8 @@ static int simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_resu
     snprintf(r->name, sizeof r->name, "%s", p->strat.name);
     r->plan_ms = p->plan_ms;
     r->feasible = 1;
-    const btrace *bt = c->bt;
-    int G = c->cfg.gpus;
     if (p->strat.kind == DCP_BOUND) {
-        r->steps = 1;
-        r->seqs = (int64_t)bt->n;
-        r->tokens = btrace_tokens(bt);
-        r->time_s = r->step_s = p->bound_s;
-        r->sync_s = c->sync_s;
-        r->tokens_per_s = p->bound_s > 0 ? r->tokens / p->bound_s : 0;
-        r->mean_gas = 1;
+        sim_bound(c, p, r);
         return 0;
     }
     size_t nsteps = p->n_step;
@@ -96,136 +270,37 @@ static int simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_resu
     for (size_t s = 0; s < nsteps; s++)
         if ((size_t)p->step[s].n_g > maxg)
             maxg = (size_t)p->step[s].n_g;
-    double *gt = malloc(maxg * sizeof *gt), *ge = malloc(maxg * sizeof *ge);
-    int32_t *gs = malloc(maxg * sizeof *gs);
-    if (!gt || !ge || !gs) {
-        free(gt);
-        free(ge);
-        free(gs);
-        return ts_errf(e, "out of memory");
+    dsim d = {.c = c, .p = p, .r = r, .cap = c->cfg.mem_cap * c->hw->hbm_bytes};
+    d.gt = malloc(maxg * sizeof *d.gt);
+    d.ge = malloc(maxg * sizeof *d.ge);
+    d.gs = malloc(maxg * sizeof *d.gs);
+    int rc = -1, G = c->cfg.gpus;
+    if (!d.gt || !d.ge || !d.gs) {
+        ts_errf(e, "out of memory");
+        goto done;
     }
-    double p_idle = 0, p_maxsum = 0;
-    const tc_model *tm = c->tm;
-    double cap = c->cfg.mem_cap * c->hw->hbm_bytes;
-    double now = 0, idle = 0, maxsum = 0, rec_gs = 0, comm_gs = 0, ckpt = 0;
-    int64_t n_mb = 0, n_grp = 0;
     for (size_t s = 0; s < nsteps; s++) {
         const dcp_step *st = &p->step[s];
-        double cmax = 0, busy = 0;
-        for (int32_t k = 0; k < st->n_g; k++) {
-            const dcp_group *g = &p->grp[st->g0 + k];
-            double t = 0;
-            for (int32_t m = 0; m < g->n_mb; m++) {
-                const dcp_mb *mb = &p->mb[g->mb0 + m];
-                tc_work w = {0};
-                for (int32_t i = 0; i < mb->n; i++) {
-                    const bt_seq *q = &bt->seq[p->seq[mb->first + i]];
-                    tc_work_add(&w, q->t, q->s, 1);
-                    r->tokens += bt_tokens(q);
-                }
-                r->seqs += mb->n;
-                tc_par par = {g->sp, c->cfg.ring, mb->ckpt_a, mb->ckpt_b};
-                tc_breakdown bd;
-                t += tc_microbatch_time(c->hw, tm, &par, &w, &bd);
-                rec_gs += g->sp * bd.recompute_s;
-                comm_gs += g->sp * bd.comm_s;
-                double mem = c->states_bytes + c->cfg.reserve_bytes + tc_act_bytes(tm, &par, &w);
-                if (mem > r->peak_mem_bytes)
-                    r->peak_mem_bytes = mem;
-                if (mem > cap * (1 + 1e-9))
-                    r->feasible = 0;
-                ckpt += (double)(mb->ckpt_a + mb->ckpt_b) / (tm->n_a + tm->n_b);
-                n_mb++;
-            }
-            gt[k] = t;
-            gs[k] = g->sp;
-            ge[k] = p->strat.kind == DCP_PACKED ? t : est_group_time(c, p, g);
-            busy += g->sp * t;
-            if (t > cmax)
-                cmax = t;
-            for (int j = 0; j < c->cfg.n_sp; j++)
-                if (c->cfg.sp[j] == g->sp)
-                    r->sp_share[j] += g->sp * t;
-            n_grp++;
-        }
+        double busy;
+        double cmax = step_price(&d, st, &busy);
         double step = cmax + c->sync_s;
-        idle += G * cmax - busy;
-        if (ps) {
-            dcp_step_stat *x = &ps[s];
-            memset(x, 0, sizeof *x);
-            x->groups = st->n_g;
-            for (int32_t k = 0; k < st->n_g; k++) {
-                const dcp_group *g = &p->grp[st->g0 + k];
-                x->gpus_used += g->sp;
-                x->mbs += g->n_mb;
-                int32_t b0 = mb_bucket(c, p, g->mb0);
-                for (int32_t m = g->mb0 + 1; m < g->mb0 + g->n_mb; m++)
-                    if (mb_bucket(c, p, m) != b0) {
-                        x->mixed++;
-                        break;
-                    }
-            }
-            x->compute_s = cmax;
-            x->idle_gs = G * cmax - busy;
-            x->imbalance = cmax > 0 ? x->idle_gs / (G * cmax) : 0.0;
-        }
-        int used_gpus = 0;
-        for (int32_t k = 0; k < st->n_g; k++)
-            used_gpus += gs[k];
-        if (used_gpus == G) {
-            double emax;
-            p_idle += dcp_step_idle(ge, gs, st->n_g, G, &emax);
-            p_maxsum += G * emax;
-            r->full_steps++;
-        }
-        maxsum += G * cmax;
-        if (rec && (int)s < tl_steps) {
-            int used = 0;
-            for (int32_t k = 0; k < st->n_g; k++) {
-                const dcp_group *g = &p->grp[st->g0 + k];
-                for (int x = 0; x < g->sp; x++) {
-                    int gpu = gpu_offset + g->gpu0 + x;
-                    if (tl_add(rec, gpu, PH_UPDATE, TL_BUSY, now, now + gt[k], e) ||
-                        tl_add(rec, gpu, PH_UPDATE, TL_IDLE, now + gt[k], now + cmax, e))
-                        goto fail;
-                }
-                used = g->gpu0 + g->sp > used ? g->gpu0 + g->sp : used;
-            }
-            for (int gpu = used; gpu < G; gpu++)
-                if (tl_add(rec, gpu_offset + gpu, PH_UPDATE, TL_IDLE, now, now + cmax, e))
-                    goto fail;
-            for (int gpu = 0; gpu < G; gpu++)
-                if (tl_add(rec, gpu_offset + gpu, PH_SYNC, TL_BUSY, now + cmax, now + step, e))
-                    goto fail;
-        }
-        now += step;
+        d.idle += G * cmax - busy;
+        if (ps)
+            step_stat(c, p, st, cmax, busy, &ps[s]);
+        step_plan_idle(&d, st);
+        d.maxsum += G * cmax;
+        if (rec && (int)s < tl_steps && step_timeline(&d, st, cmax, step, rec, gpu_offset, e))
+            goto done;
+        d.now += step;
         r->sync_s += c->sync_s;
     }
-    free(gt);
-    free(ge);
-    free(gs);
-    r->steps = (int64_t)nsteps;
-    r->time_s = now;
-    r->step_s = nsteps ? now / nsteps : 0;
-    r->tokens_per_s = now > 0 ? r->tokens / now : 0;
-    r->imbalance = maxsum > 0 ? idle / maxsum : 0;
-    r->imbalance_plan = p_maxsum > 0 ? p_idle / p_maxsum : 0;
-    r->idle_fraction = now > 0 ? idle / (G * now) : 0;
-    r->recompute_s = rec_gs / G;
-    r->comm_s = comm_gs / G;
-    r->mean_gas = n_grp ? (double)n_mb / n_grp : 0;
-    r->mean_ckpt = n_mb ? ckpt / n_mb : 0;
-    double tot = 0;
-    for (int j = 0; j < c->cfg.n_sp; j++)
-        tot += r->sp_share[j];
-    for (int j = 0; tot > 0 && j < c->cfg.n_sp; j++)
-        r->sp_share[j] /= tot;
-    return 0;
-fail:
-    free(gt);
-    free(ge);
-    free(gs);
-    return -1;
+    sim_finish(&d, nsteps);
+    rc = 0;
+done:
+    free(d.gt);
+    free(d.ge);
+    free(d.gs);
+    return rc;
 }
 
 int dcp_simulate(const dcp_ctx *c, const dcp_plan *p, int max_steps, dcp_result *r,
