@@ -38,13 +38,12 @@
 #include "cli/opts.h"
 
 typedef struct plan_opts {
-    opts_common co;                     /* --set, --steps, --json, -o */
+    opts_common co;                     /* --set, --steps, -j, --json, -o */
     const char *scenario;
     const char *gpus, *tp, *train, *offload; /* --gpus ... --offload lists, or NULL */
     const char *pols;                   /* --policies (default verl,tlt) */
     const char *varies[GRID_MAX_DIMS];  /* --vary SEC.KEY=LIST, n_varies of them */
     int n_varies;
-    int jobs;                           /* -j N (default 1) */
     double target;                      /* --target-step, seconds (0: none) */
     double max_offpol;                  /* --max-off-policy (default 1) */
 } plan_opts;
@@ -196,14 +195,13 @@ static int plan_parse(int argc, char **argv, plan_opts *o)
         {"gpus", required_argument, 0, 'g'},   {"tp", required_argument, 0, 't'},
         {"policies", required_argument, 0, 'P'}, {"train", required_argument, 0, 'T'},
         {"target-step", required_argument, 0, 'x'}, OPTS_LONG_STEPS,
-        OPTS_LONG_SET,                         {"jobs", required_argument, 0, 'j'},
+        OPTS_LONG_SET,                         OPTS_LONG_JOBS,
         OPTS_LONG_JSON,                        OPTS_LONG_HELP,
         {"max-off-policy", required_argument, 0, 'M'}, {"offload", required_argument, 0, 'O'},
         {"vary", required_argument, 0, 'V'},   {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     opts_init(&o->co, "plan", OPTS_MAX_SETS);
     o->pols = "verl,tlt";
-    o->jobs = 1;
     o->max_offpol = 1;
     optind = 1;
     int c;
@@ -229,10 +227,6 @@ static int plan_parse(int argc, char **argv, plan_opts *o)
                                 "(e.g. 1800, 90s, 30m, 1.5h)\n", optarg);
                 return 2;
             }
-            break;
-        case 'j':
-            if (sweep_parse_jobs("plan", optarg, &o->jobs))
-                return 2;
             break;
         case 'M':
             if (ts_parse_double(optarg, 0, 1, &o->max_offpol)) {
@@ -359,7 +353,7 @@ static int plan_run(const plan_opts *o, plan_out *r, int *collector, ts_err *e)
     if (sweep_collect_init(&r->col, &r->g, "plan", NULL, &h, e))
         return -1;
     sweep_progress_attach(&r->col, &h);
-    int xrc = sweep_exec(&r->g, o->jobs, r->mask, &h, collector, e);
+    int xrc = sweep_exec(&r->g, o->co.jobs, r->mask, &h, collector, e);
     if (xrc || !*collector)
         return xrc ? -1 : 0;
     if (plan_points(o, r, e))

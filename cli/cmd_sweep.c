@@ -8,7 +8,7 @@
  * is opened, so bad input writes nothing.  Output lists configurations in
  * index order with no wall-clock values: it is byte-identical for -j 1,
  * -j N and MPI.  The collector is sweep/sweep_collect.c; the progress line
- * and -j parsing here are shared with `tailsim plan`.
+ * here is shared with `tailsim plan`.
  *
  * Phases: sweep_cmd_parse (the command line), sweep_cmd_run (load, check,
  * run and store the grid; prints only the progress line on stderr), then
@@ -29,9 +29,8 @@
 #include "cli/opts.h"
 
 typedef struct sweep_opts {
-    opts_common co;        /* --db (default tailsim.db), --json */
+    opts_common co;        /* -j, --db (default tailsim.db), --json */
     const char *grid_file;
-    int jobs;              /* -j N (default 1) */
 } sweep_opts;
 
 /* The grid and its results. */
@@ -71,17 +70,6 @@ void sweep_progress_attach(sweep_collect *c, sweep_hooks *h)
 {
     c->tty = isatty(STDERR_FILENO);
     h->progress = progress_print;
-}
-
-int sweep_parse_jobs(const char *prog, const char *arg, int *jobs)
-{
-    int64_t v;
-    if (ts_parse_i64(arg, 1, 256, &v)) {
-        fprintf(stderr, "tailsim %s: -j '%s': expected an integer in [1, 256]\n", prog, arg);
-        return -1;
-    }
-    *jobs = (int)v;
-    return 0;
 }
 
 static void usage(FILE *f)
@@ -192,7 +180,7 @@ static void sweep_emit_text(const grid *g, const sweep_collect *c)
  * (0 after --help, 2 after a usage error, said on stderr). */
 static int sweep_cmd_parse(int argc, char **argv, sweep_opts *o)
 {
-    static const struct option lo[] = {{"jobs", required_argument, 0, 'j'},
+    static const struct option lo[] = {OPTS_LONG_JOBS,
                                        OPTS_LONG_DB,
                                        OPTS_LONG_JSON,
                                        OPTS_LONG_HELP,
@@ -200,7 +188,6 @@ static int sweep_cmd_parse(int argc, char **argv, sweep_opts *o)
     memset(o, 0, sizeof *o);
     opts_init(&o->co, "sweep", 0);
     o->co.db = "tailsim.db";
-    o->jobs = 1;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "hj:", lo, NULL)) != -1) {
@@ -211,14 +198,10 @@ static int sweep_cmd_parse(int argc, char **argv, sweep_opts *o)
         }
         if (t == OPTS_BAD)
             return 2;
-        if (t == OPTS_TAKEN)
-            continue;
-        if (c != 'j') {
+        if (t == OPTS_OTHER) {
             usage(stderr);
             return 2;
         }
-        if (sweep_parse_jobs("sweep", optarg, &o->jobs))
-            return 2;
     }
     if (optind != argc - 1) {
         fprintf(stderr, "tailsim sweep: expected exactly one GRID file (try --help)\n");
@@ -248,7 +231,7 @@ static int sweep_cmd_run(const sweep_opts *o, sweep_out *r, int *collector, ts_e
         return -1;
     sweep_progress_attach(&r->col, &h);
     double w0 = ts_wall_s();
-    int xrc = sweep_exec(&r->g, o->jobs, NULL, &h, collector, e);
+    int xrc = sweep_exec(&r->g, o->co.jobs, NULL, &h, collector, e);
     if (!*collector)
         return xrc ? -1 : 0;
     if (xrc) {

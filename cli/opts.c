@@ -1,8 +1,8 @@
 /*
  * The options the CLI commands share (cli/opts.h): each command's getopt_long
  * loop hands every option to opts_take(), which keeps the shared ones in an
- * opts_common and checks their values, so that --set, --seed, --steps and the
- * rest read and fail the same way in every command.  The messages are the
+ * opts_common and checks their values, so that --set, --seed, --steps, -j and
+ * the rest read and fail the same way in every command.  The messages are the
  * commands' own from before they shared this ("tailsim CMD: --seed 'x':
  * expected a non-negative integer"), and tests/test_badinput.c holds some of
  * them.  Also the two helpers of the hand-parsed commands (trace, report,
@@ -21,6 +21,7 @@ void opts_init(opts_common *o, const char *cmd, int max_sets)
     o->cmd = cmd;
     o->max_sets = max_sets < OPTS_MAX_SETS ? max_sets : OPTS_MAX_SETS;
     o->steps = 1;
+    o->jobs = 1;
 }
 
 int opts_take(opts_common *o, int c, const char *arg)
@@ -56,6 +57,13 @@ int opts_take(opts_common *o, int c, const char *arg)
             return OPTS_BAD;
         }
         o->steps = (int)v;
+        return OPTS_TAKEN;
+    case 'j':
+        if (ts_parse_i64(arg, 1, 256, &v)) {
+            fprintf(stderr, "tailsim %s: -j '%s': expected an integer in [1, 256]\n", o->cmd, arg);
+            return OPTS_BAD;
+        }
+        o->jobs = (int)v;
         return OPTS_TAKEN;
     default: return OPTS_OTHER;
     }

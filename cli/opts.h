@@ -8,8 +8,8 @@
  * returns to opts_take() before their own switch.  The shared options are
  * --set SEC.KEY=VAL (repeatable, up to a bound per command), --seed S,
  * --steps N (in [1, 100000]; dcp has its own), --json, --no-wall, --db FILE,
- * --trace FILE, -o DIR/FILE and -h/--help; their error messages are the same
- * in every command, "tailsim CMD: ...".
+ * --trace FILE, -j/--jobs N (sweep, plan), -o DIR/FILE and -h/--help; their
+ * error messages are the same in every command, "tailsim CMD: ...".
  *
  * Commands that parse by hand (trace, report, calib) take "--flag VALUE" and
  * "--flag=VALUE" with opts_match() and opts_value(), and keep their own
@@ -24,7 +24,9 @@
 #define OPTS_MAX_SETS 64
 
 /* getopt_long codes of the shared long options: above every character, so
- * that they never meet a command's own codes.  -o and -h keep 'o' and 'h'. */
+ * that they never meet a command's own codes.  The short options -o, -h and
+ * -j (and --help, --jobs) keep 'o', 'h' and 'j', which no command uses for
+ * anything else. */
 enum {
     OPT_SET = 0x100, /* --set SEC.KEY=VAL */
     OPT_SEED,        /* --seed S */
@@ -44,6 +46,7 @@ enum {
 #define OPTS_LONG_DB {"db", required_argument, 0, OPT_DB}
 #define OPTS_LONG_TRACE {"trace", required_argument, 0, OPT_TRACE}
 #define OPTS_LONG_HELP {"help", no_argument, 0, 'h'}
+#define OPTS_LONG_JOBS {"jobs", required_argument, 0, 'j'}
 
 /* The shared options of one command line.  Pointers point into argv. */
 typedef struct opts_common {
@@ -54,13 +57,14 @@ typedef struct opts_common {
     int have_seed;                   /* 1: --seed given */
     uint64_t seed;                   /* --seed */
     int steps;                       /* --steps (default 1) */
+    int jobs;                        /* -j/--jobs, worker processes in [1, 256] (default 1) */
     int json, no_wall;               /* --json, --no-wall (0 or 1) */
     const char *db;                  /* --db FILE, NULL when not given */
     const char *out;                 /* -o DIR or FILE, NULL when not given */
     const char *trace;               /* --trace FILE, NULL when not given */
 } opts_common;
 
-/* Sets o to no options given (steps 1) for command cmd (kept, not copied),
+/* Sets o to no options given (steps and jobs 1) for command cmd (kept, not copied),
  * accepting up to max_sets --set options.  Cannot fail. */
 void opts_init(opts_common *o, const char *cmd, int max_sets);
 
