@@ -248,12 +248,17 @@ done:
 static int compare_parse(int argc, char **argv, compare_opts *o)
 {
     static const struct option lo[] = {
-        {"policies", required_argument, 0, 'P'}, OPTS_LONG_STEPS,
-        OPTS_LONG_SEED,                          OPTS_LONG_TRACE,
-        OPTS_LONG_SET,                           OPTS_LONG_JSON,
-        {"train", required_argument, 0, 'T'},   {"bootstrap", required_argument, 0, 'B'},
+        {"policies", required_argument, 0, 'P'},
+        OPTS_LONG_STEPS,
+        OPTS_LONG_SEED,
+        OPTS_LONG_TRACE,
+        OPTS_LONG_SET,
+        OPTS_LONG_JSON,
+        {"train", required_argument, 0, 'T'},
+        {"bootstrap", required_argument, 0, 'B'},
         {"per-step", no_argument, 0, 'X'},
-        OPTS_LONG_HELP,                          {0, 0, 0, 0}};
+        OPTS_LONG_HELP,
+        {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     opts_init(&o->co, "compare", OPTS_MAX_SETS);
     int64_t v;

@@ -30,7 +30,6 @@
 #include "cli/cmd.h"
 #include "cli/opts.h"
 #include "sim/dcp/dcp_setup.h"
-#include "results/store.h"
 
 typedef struct dcp_opts {
     opts_common co;          /* --set, --trace, --db, --json, --no-wall */
@@ -91,13 +90,19 @@ static void dcp_usage(FILE *f)
 static int dcp_cmd_parse(int argc, char **argv, dcp_opts *o)
 {
     static const struct option lo[] = {
-        {"strategies", required_argument, 0, 'S'}, {"steps", required_argument, 0, 'n'},
-        OPTS_LONG_TRACE,                           OPTS_LONG_SET,
-        OPTS_LONG_DB,                              {"tl-steps", required_argument, 0, 'T'},
-        OPTS_LONG_JSON,                            OPTS_LONG_NO_WALL,
-        {"scale", no_argument, 0, 'g'},            {"buckets", no_argument, 0, 'b'},
+        {"strategies", required_argument, 0, 'S'},
+        {"steps", required_argument, 0, 'n'},
+        OPTS_LONG_TRACE,
+        OPTS_LONG_SET,
+        OPTS_LONG_DB,
+        {"tl-steps", required_argument, 0, 'T'},
+        OPTS_LONG_JSON,
+        OPTS_LONG_NO_WALL,
+        {"scale", no_argument, 0, 'g'},
+        {"buckets", no_argument, 0, 'b'},
         {"per-step", required_argument, 0, 'p'},
-        OPTS_LONG_HELP,                            {0, 0, 0, 0}};
+        OPTS_LONG_HELP,
+        {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     opts_init(&o->co, "dcp", OPTS_MAX_SETS);
     o->tl_steps = 4;

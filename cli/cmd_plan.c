@@ -192,13 +192,20 @@ static char *reason_of(const char *msg)
 static int plan_parse(int argc, char **argv, plan_opts *o)
 {
     static const struct option lo[] = {
-        {"gpus", required_argument, 0, 'g'},   {"tp", required_argument, 0, 't'},
-        {"policies", required_argument, 0, 'P'}, {"train", required_argument, 0, 'T'},
-        {"target-step", required_argument, 0, 'x'}, OPTS_LONG_STEPS,
-        OPTS_LONG_SET,                         OPTS_LONG_JOBS,
-        OPTS_LONG_JSON,                        OPTS_LONG_HELP,
-        {"max-off-policy", required_argument, 0, 'M'}, {"offload", required_argument, 0, 'O'},
-        {"vary", required_argument, 0, 'V'},   {0, 0, 0, 0}};
+        {"gpus", required_argument, 0, 'g'},
+        {"tp", required_argument, 0, 't'},
+        {"policies", required_argument, 0, 'P'},
+        {"train", required_argument, 0, 'T'},
+        {"target-step", required_argument, 0, 'x'},
+        OPTS_LONG_STEPS,
+        OPTS_LONG_SET,
+        OPTS_LONG_JOBS,
+        OPTS_LONG_JSON,
+        OPTS_LONG_HELP,
+        {"max-off-policy", required_argument, 0, 'M'},
+        {"offload", required_argument, 0, 'O'},
+        {"vary", required_argument, 0, 'V'},
+        {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     opts_init(&o->co, "plan", OPTS_MAX_SETS);
     o->pols = "verl,tlt";

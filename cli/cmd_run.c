@@ -114,11 +114,16 @@ static void run_usage(FILE *f, const char *cmd)
 static int run_parse(int argc, char **argv, run_opts *o)
 {
     static const struct option lo[] = {
-        OPTS_LONG_TRACE, OPTS_LONG_SEED,
-        OPTS_LONG_SET,   OPTS_LONG_DB,
-        OPTS_LONG_JSON,  OPTS_LONG_NO_WALL,
-        OPTS_LONG_HELP,  OPTS_LONG_STEPS,
-        {"policy", required_argument, 0, 'p'}, {0, 0, 0, 0}};
+        OPTS_LONG_TRACE,
+        OPTS_LONG_SEED,
+        OPTS_LONG_SET,
+        OPTS_LONG_DB,
+        OPTS_LONG_JSON,
+        OPTS_LONG_NO_WALL,
+        OPTS_LONG_HELP,
+        OPTS_LONG_STEPS,
+        {"policy", required_argument, 0, 'p'},
+        {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     opts_init(&o->co, argv[0], OPTS_MAX_SETS);
     optind = 1;

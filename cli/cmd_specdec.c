@@ -108,9 +108,13 @@ static double mean_ngram(const spec_params *p, int V, uint64_t seed)
  * (0 after --help, 2 after a usage error, said on stderr). */
 static int specdec_parse(int argc, char **argv, specdec_opts *o)
 {
-    static const struct option lo[] = {{"batch", required_argument, 0, 'b'}, {"ctx", required_argument, 0, 'c'},
-                                       OPTS_LONG_SET,                        OPTS_LONG_JSON,
-                                       OPTS_LONG_HELP,                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"batch", required_argument, 0, 'b'},
+        {"ctx", required_argument, 0, 'c'},
+        OPTS_LONG_SET,
+        OPTS_LONG_JSON,
+        OPTS_LONG_HELP,
+        {0, 0, 0, 0}};
     static const int batches[] = {1, 2, 4, 8, 16, 32, 64, 128, 256}, ctxs[] = {2048, 8192, 32768};
     memset(o, 0, sizeof *o);
     opts_init(&o->co, "specdec", SPECDEC_MAX_SETS);
