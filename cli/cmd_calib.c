@@ -27,6 +27,10 @@
  * `tailsim-validate check` (validate/check.c), for machines with CUDA; this
  * one runs anywhere.  Exit status 0 when the report was produced (targets
  * met or not), 1 on bad input or a failed fit, 2 on a usage error.
+ *
+ * Both parse their flags first (calib_cmd_vidur_parse,
+ * calib_cmd_check_parse; a flag's value is the next argument), then run and
+ * print.
  */
 #include <gsl/gsl_errno.h>
 #include <jansson.h>
@@ -41,6 +45,21 @@
 #include "models/hw_calib.h"
 #include "models/vidur.h"
 #include "cli/cmd.h"
+#include "cli/opts.h"
+
+typedef struct calib_vidur_opts {
+    const char *hw_name;   /* --hw (default h100) */
+    const char *stat;      /* --stat (default median) */
+    const char *file;      /* the profiling CSV */
+    int json, rows;        /* --json, --rows */
+} calib_vidur_opts;
+
+typedef struct calib_check_opts {
+    const char *hw_name;   /* --hw (default h200) */
+    const char *file;      /* the calibration CSV */
+    const char *ini;       /* -o FILE.ini, or NULL */
+    int json;              /* --json */
+} calib_check_opts;
 
 static void usage(FILE *f)
 {
@@ -171,38 +190,51 @@ static void print_table(const char *file, const hw_desc *hw, const char *stat,
                r->layer.n, r->layer.mape, r->layer.worst, r->layer.worst_line, r->layer_bias);
 }
 
-/* `tailsim calib check ...` and `tailsim-validate check ...` (see cli/cmd.h);
- * argv[0] is "check". */
-int calib_check_main(int argc, char **argv, const char *prog, int strict)
+/* Parses `check`'s arguments (argv[0] is "check") into o; prog names the
+ * command in messages.  Returns -1 to go on, or 2 after a usage error, said
+ * on stderr. */
+static int calib_cmd_check_parse(int argc, char **argv, const char *prog, calib_check_opts *o)
 {
-    const char *hw_name = "h200", *file = NULL, *ini = NULL;
-    int json = 0;
+    o->hw_name = "h200";
+    o->file = o->ini = NULL;
+    o->json = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = argv[i], *v;
         if (!strcmp(a, "--json")) {
-            json = 1;
+            o->json = 1;
         } else if (!strcmp(a, "--hw") || !strcmp(a, "-o")) {
-            if (i + 1 >= argc) {
+            if (!(v = opts_value(argc, argv, &i, a))) {
                 fprintf(stderr, "%s: %s needs a value\n", prog, a);
                 return 2;
             }
-            *(a[1] == 'o' ? &ini : &hw_name) = argv[++i];
+            *(a[1] == 'o' ? &o->ini : &o->hw_name) = v;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "%s: unknown option '%s'\n", prog, a);
             usage(stderr);
             return 2;
-        } else if (!file) {
-            file = a;
+        } else if (!o->file) {
+            o->file = a;
         } else {
             fprintf(stderr, "%s: more than one CSV ('%s')\n", prog, a);
             return 2;
         }
     }
-    if (!file) {
+    if (!o->file) {
         fprintf(stderr, "%s: missing CSV\n", prog);
         usage(stderr);
         return 2;
     }
+    return -1;
+}
+
+/* `tailsim calib check ...` and `tailsim-validate check ...` (see cli/cmd.h);
+ * argv[0] is "check". */
+int calib_check_main(int argc, char **argv, const char *prog, int strict)
+{
+    calib_check_opts o;
+    int prc = calib_cmd_check_parse(argc, argv, prog, &o);
+    if (prc >= 0)
+        return prc;
     gsl_set_error_handler_off();
     ts_err e = {{0}};
     hw_desc start;
@@ -211,33 +243,32 @@ int calib_check_main(int argc, char **argv, const char *prog, int strict)
     calib_check c = {0};
     char *text = NULL;
     int rc = strict ? 2 : 1;
-    if (hw_load_ini(hw_name, &start, &e) || calib_csv_load(file, &rows, &n, &e) ||
+    if (hw_load_ini(o.hw_name, &start, &e) || calib_csv_load(o.file, &rows, &n, &e) ||
         calib_check_run(&start, rows, n, &c, &e)) {
         fprintf(stderr, "%s: %s\n", prog, e.msg);
         goto cleanup;
     }
-    text = json ? calib_check_json(&c, rows, file, &start)
-                : calib_check_table(&c, rows, file, &start);
+    text = o.json ? calib_check_json(&c, rows, o.file, &start)
+                  : calib_check_table(&c, rows, o.file, &start);
     if (!text) {
         fprintf(stderr, "%s: out of memory\n", prog);
         goto cleanup;
     }
     fputs(text, stdout);
-    if (json)
+    if (o.json)
         fputc('\n', stdout);
     double host_bw;
-    if (!json && calib_host_bw(rows, n, &host_bw) == 0)
+    if (!o.json && calib_host_bw(rows, n, &host_bw) == 0)
         printf("\nhost link (pinned h2d/d2h copies, the slower direction): %.1f GB/s "
                "(pcie_bw; %s's INI: %.1f)\n",
                host_bw / 1e9, start.name, start.pcie_bw / 1e9);
-    if (ini) {
+    if (o.ini) {
         fit_result all;
-        if (fit_write_calibrated_ini(&start, rows, n, file, prog, ini, &all,
-                                     &e)) {
+        if (fit_write_calibrated_ini(&start, rows, n, o.file, prog, o.ini, &all, &e)) {
             fprintf(stderr, "%s: %s\n", prog, e.msg);
             goto cleanup;
         }
-        fprintf(json ? stderr : stdout, "\nwrote %s (fit on all %zu modelled rows)\n", ini,
+        fprintf(o.json ? stderr : stdout, "\nwrote %s (fit on all %zu modelled rows)\n", o.ini,
                 all.rows);
     }
     rc = 0;
@@ -253,10 +284,85 @@ cleanup:
     return rc;
 }
 
+/* Parses `vidur`'s arguments (argv[1] is "vidur") into o.  Returns -1 to go
+ * on, or 2 after a usage error, said on stderr. */
+static int calib_cmd_vidur_parse(int argc, char **argv, calib_vidur_opts *o)
+{
+    o->hw_name = "h100";
+    o->stat = "median";
+    o->file = NULL;
+    o->json = o->rows = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--json")) {
+            o->json = 1;
+        } else if (!strcmp(a, "--rows")) {
+            o->rows = 1;
+        } else if (!strcmp(a, "--hw") || !strcmp(a, "--stat")) {
+            if (!(v = opts_value(argc, argv, &i, a))) {
+                fprintf(stderr, "tailsim calib: %s needs a value\n", a);
+                return 2;
+            }
+            *(!strcmp(a, "--hw") ? &o->hw_name : &o->stat) = v;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "tailsim calib: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!o->file) {
+            o->file = a;
+        } else {
+            fprintf(stderr, "tailsim calib: more than one FILE ('%s')\n", a);
+            return 2;
+        }
+    }
+    if (!o->file) {
+        fprintf(stderr, "tailsim calib: missing FILE\n");
+        usage(stderr);
+        return 2;
+    }
+    if (o->json && o->rows) {
+        fprintf(stderr, "tailsim calib: --json and --rows exclude each other\n");
+        return 2;
+    }
+    if (strcmp(o->stat, "median") && strcmp(o->stat, "mean") && strcmp(o->stat, "min") &&
+        strcmp(o->stat, "max")) {
+        fprintf(stderr, "tailsim calib: --stat must be median, mean, min or max (got '%s')\n",
+                o->stat);
+        return 2;
+    }
+    return -1;
+}
+
+/* Predicts every op of o's profile and prints the report (or the rows).
+ * Returns the exit status: 0, or 1 after saying what failed. */
+static int calib_cmd_vidur(const calib_vidur_opts *o)
+{
+    ts_err e = {{0}};
+    hw_desc hw;
+    if (hw_load(o->hw_name, &hw, &e)) {
+        fprintf(stderr, "tailsim calib: %s\n", e.msg);
+        return 1;
+    }
+    vidur_table t;
+    if (vidur_load(o->file, o->stat, &t, &e)) {
+        fprintf(stderr, "tailsim calib: %s\n", e.msg);
+        return 1;
+    }
+    vidur_report r;
+    vidur_evaluate(&t, &hw, &r);
+    int rc = 0;
+    if (o->json)
+        rc = print_json(o->file, &hw, o->stat, &t, &r);
+    else if (o->rows)
+        print_rows(&hw, &t);
+    else
+        print_table(o->file, &hw, o->stat, &t, &r);
+    vidur_free(&t);
+    return rc;
+}
+
 int cmd_calib(int argc, char **argv)
 {
-    const char *hw_name = "h100", *stat = "median", *file = NULL;
-    int json = 0, rows = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -275,67 +381,7 @@ int cmd_calib(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--rows")) {
-            rows = 1;
-        } else if (!strcmp(a, "--hw") || !strcmp(a, "--stat")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "tailsim calib: %s needs a value\n", a);
-                return 2;
-            }
-            if (!strcmp(a, "--hw"))
-                hw_name = argv[++i];
-            else
-                stat = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "tailsim calib: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else if (!file) {
-            file = a;
-        } else {
-            fprintf(stderr, "tailsim calib: more than one FILE ('%s')\n", a);
-            return 2;
-        }
-    }
-    if (!file) {
-        fprintf(stderr, "tailsim calib: missing FILE\n");
-        usage(stderr);
-        return 2;
-    }
-    if (json && rows) {
-        fprintf(stderr, "tailsim calib: --json and --rows exclude each other\n");
-        return 2;
-    }
-    if (strcmp(stat, "median") && strcmp(stat, "mean") && strcmp(stat, "min") &&
-        strcmp(stat, "max")) {
-        fprintf(stderr, "tailsim calib: --stat must be median, mean, min or max (got '%s')\n", stat);
-        return 2;
-    }
-
-    ts_err e = {{0}};
-    hw_desc hw;
-    if (hw_load(hw_name, &hw, &e)) {
-        fprintf(stderr, "tailsim calib: %s\n", e.msg);
-        return 1;
-    }
-    vidur_table t;
-    if (vidur_load(file, stat, &t, &e)) {
-        fprintf(stderr, "tailsim calib: %s\n", e.msg);
-        return 1;
-    }
-    vidur_report r;
-    vidur_evaluate(&t, &hw, &r);
-    int rc = 0;
-    if (json)
-        rc = print_json(file, &hw, stat, &t, &r);
-    else if (rows)
-        print_rows(&hw, &t);
-    else
-        print_table(file, &hw, stat, &t, &r);
-    vidur_free(&t);
-    return rc;
+    calib_vidur_opts o;
+    int prc = calib_cmd_vidur_parse(argc, argv, &o);
+    return prc >= 0 ? prc : calib_cmd_vidur(&o);
 }

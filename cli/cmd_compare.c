@@ -16,6 +16,11 @@
  * comparison's report (cli/paper.c's paper_run_compare: one RL step under
  * one train strategy, so --steps > 1 and --train are refused with it) with
  * the terminal table verbatim; stdout is the same with or without it.
+ *
+ * Phases: compare_parse and compare_lists (the command line, the policies
+ * and train strategies), compare_run (every row's steps and the bootstrap;
+ * prints nothing), then compare_emit_json or the table (table_print), and
+ * compare_report for -o.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -30,10 +35,27 @@
 #include "cli/cmd.h"
 #include "reports/report.h"
 #include "cli/cmd_run.h"
+#include "cli/opts.h"
 #include "cli/paper.h"
 
 #define MAX_POL 16
 #define MAX_TRAIN 8
+#define MAX_ROWS (MAX_POL * MAX_TRAIN)
+
+typedef struct compare_opts {
+    opts_common co;               /* --set, --seed, --steps, --trace, --json, -o */
+    const char *scenario;
+    const char *pols;             /* --policies LIST, NULL: every registered policy */
+    const char *trains;           /* --train LIST, or NULL */
+    int nboot;                    /* --bootstrap N (0: none) */
+    int per_step;                 /* --per-step (0 or 1) */
+    int argi;                     /* argv index of SCENARIO after getopt_long */
+    const policy *plist[MAX_POL]; /* the policies, np of them */
+    int np;
+    char tbuf[256];               /* --train's list, split in place into tlist */
+    char *tlist[MAX_TRAIN];       /* the train strategies, nt of them (0: the scenario's) */
+    int nt;
+} compare_opts;
 
 static void usage(FILE *f)
 {
@@ -177,12 +199,12 @@ static void table_print(FILE *f, const cmp_table *t)
     }
 }
 
-/* The command line without -o DIR, for the report's page; call after
- * getopt, which moved SCENARIO to argv[optind]. */
-static void command_line(int argc, char **argv, char *buf, size_t n)
+/* The command line without -o DIR, for the report's page; argi is the
+ * index of SCENARIO, where getopt_long moved it after the options. */
+static void command_line(int argc, char **argv, int argi, char *buf, size_t n)
 {
-    size_t k = (size_t)snprintf(buf, n, "tailsim compare %s", argv[optind]);
-    for (int i = 1; i < optind && i < argc && k < n; i++) {
+    size_t k = (size_t)snprintf(buf, n, "tailsim compare %s", argv[argi]);
+    for (int i = 1; i < argi && i < argc && k < n; i++) {
         if (!strcmp(argv[i], "-o")) {
             i++;
             continue;
@@ -220,234 +242,301 @@ done:
     return rc;
 }
 
-int cmd_compare(int argc, char **argv)
+/* Parses the command line into o (the lists by compare_lists()).  Returns
+ * -1 to go on, or the exit status (0 after --help, 2 after a usage error,
+ * said on stderr). */
+static int compare_parse(int argc, char **argv, compare_opts *o)
 {
     static const struct option lo[] = {
-        {"policies", required_argument, 0, 'P'}, {"steps", required_argument, 0, 'n'},
-        {"seed", required_argument, 0, 's'},     {"trace", required_argument, 0, 't'},
-        {"set", required_argument, 0, 'S'},      {"json", no_argument, 0, 'j'},
-        {"train", required_argument, 0, 'T'},   {"bootstrap", required_argument, 0, 'B'},
+        {"policies", required_argument, 0, 'P'},
+        OPTS_LONG_STEPS,
+        OPTS_LONG_SEED,
+        OPTS_LONG_TRACE,
+        OPTS_LONG_SET,
+        OPTS_LONG_JSON,
+        {"train", required_argument, 0, 'T'},
+        {"bootstrap", required_argument, 0, 'B'},
         {"per-step", no_argument, 0, 'X'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
-    const char *pols = NULL, *trains = NULL, *trace_file = NULL, *out_dir = NULL, *sets[64];
-    int n_sets = 0, steps = 1, json = 0, have_seed = 0, nboot = 0, per_step_table = 0;
-    uint64_t seed = 0;
+        OPTS_LONG_HELP,
+        {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    opts_init(&o->co, "compare", OPTS_MAX_SETS);
     int64_t v;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "ho:", lo, NULL)) != -1) {
+        int t = opts_take(&o->co, c, optarg);
+        if (t == OPTS_HELP) {
+            usage(stdout);
+            return 0;
+        }
+        if (t == OPTS_BAD)
+            return 2;
+        if (t == OPTS_TAKEN)
+            continue;
         switch (c) {
-        case 'P': pols = optarg; break;
-        case 'o': out_dir = optarg; break;
-        case 'T': trains = optarg; break;
-        case 't': trace_file = optarg; break;
-        case 'j': json = 1; break;
-        case 'X': per_step_table = 1; break;
-        case 'h': usage(stdout); return 0;
-        case 'n':
-            if (ts_parse_i64(optarg, 1, 100000, &v)) {
-                fprintf(stderr, "tailsim compare: --steps '%s': expected an integer in [1, 100000]\n", optarg);
-                return 2;
-            }
-            steps = (int)v;
-            break;
+        case 'P': o->pols = optarg; break;
+        case 'T': o->trains = optarg; break;
+        case 'X': o->per_step = 1; break;
         case 'B':
             if (ts_parse_i64(optarg, 1, 100000, &v)) {
                 fprintf(stderr, "tailsim compare: --bootstrap '%s': expected an integer in [1, 100000]\n", optarg);
                 return 2;
             }
-            nboot = (int)v;
-            break;
-        case 's':
-            if (ts_parse_i64(optarg, 0, INT64_MAX, &v)) {
-                fprintf(stderr, "tailsim compare: --seed '%s': expected a non-negative integer\n", optarg);
-                return 2;
-            }
-            seed = (uint64_t)v;
-            have_seed = 1;
-            break;
-        case 'S':
-            if (n_sets == 64) {
-                fprintf(stderr, "tailsim compare: too many --set options\n");
-                return 2;
-            }
-            sets[n_sets++] = optarg;
+            o->nboot = (int)v;
             break;
         default: usage(stderr); return 2;
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "tailsim compare: expected exactly one SCENARIO (try --help)\n");
+    if (!(o->scenario = opts_scenario(&o->co, argc, argv)))
         return 2;
-    }
-    if (out_dir && trains) {
+    o->argi = optind;
+    return -1;
+}
+
+/* The policies (--policies, else every registered one) and train strategies
+ * (--train) of o, and the combinations refused.  Returns -1 to go on, or 2
+ * after saying what is wrong on stderr. */
+static int compare_lists(compare_opts *o)
+{
+    if (o->co.out && o->trains) {
         fprintf(stderr, "tailsim compare: --train cannot be drawn with -o: the report draws one "
                         "train strategy (use --set train.strategy=S instead)\n");
         return 2;
     }
-    /* the policy list */
-    const policy *plist[MAX_POL];
-    int np = 0;
-    if (!pols) {
+    if (!o->pols) {
         size_t n;
         const policy *const *all = policy_all(&n);
-        for (size_t i = 0; i < n && np < MAX_POL; i++)
-            plist[np++] = all[i];
+        for (size_t i = 0; i < n && o->np < MAX_POL; i++)
+            o->plist[o->np++] = all[i];
     } else {
         char buf[512];
-        snprintf(buf, sizeof buf, "%s", pols);
+        snprintf(buf, sizeof buf, "%s", o->pols);
         for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-            if (np == MAX_POL || !(plist[np] = policy_find(tok))) {
+            if (o->np == MAX_POL || !(o->plist[o->np] = policy_find(tok))) {
                 fprintf(stderr, "tailsim compare: unknown policy '%s' (try --help)\n", tok);
                 return 2;
             }
-            np++;
+            o->np++;
         }
     }
-    /* the train strategies: the scenario's unless --train lists them */
-    char tbuf[256], *tlist[MAX_TRAIN];
-    int nt = 0;
-    snprintf(tbuf, sizeof tbuf, "%s", trains ? trains : "");
-    for (char *tok = strtok(tbuf, ","); tok; tok = strtok(NULL, ",")) {
-        if (nt == MAX_TRAIN) {
+    snprintf(o->tbuf, sizeof o->tbuf, "%s", o->trains ? o->trains : "");
+    for (char *tok = strtok(o->tbuf, ","); tok; tok = strtok(NULL, ",")) {
+        if (o->nt == MAX_TRAIN) {
             fprintf(stderr, "tailsim compare: --train: at most %d strategies\n", MAX_TRAIN);
             return 2;
         }
-        tlist[nt++] = tok;
+        o->tlist[o->nt++] = tok;
     }
-    if (nboot && nt > 1) {
+    if (o->nboot && o->nt > 1) {
         fprintf(stderr, "tailsim compare: --bootstrap takes one --train strategy at most "
                         "(run one compare per strategy)\n");
         return 2;
     }
-    gsl_set_error_handler_off();
-    ts_err e = {{0}};
-    if (out_dir && report_can_draw(out_dir, &e)) {
-        fprintf(stderr, "tailsim compare: -o %s: %s\n", out_dir, e.msg);
-        return 1;
-    }
+    return -1;
+}
+
+/* What the runs produced: one row per policy x train strategy (policy
+ * fastest). */
+typedef struct compare_out {
     scenario s;
     hw_desc hw;
     llm_desc m;
-    int rc = 1;
-    trace **tr = calloc((size_t)steps, sizeof *tr);
-    int ntr = nt ? nt : 1, nrow = np * ntr;
-    double (*val)[N_SHOWN] = calloc((size_t)nrow, sizeof *val);
-    double upd[MAX_POL * MAX_TRAIN]; /* update_s per row, shown with --train */
-    json_t *per_step[MAX_POL * MAX_TRAIN] = {0}; /* --json over several steps: each step's */
-    double *step_s = per_step_table ? calloc((size_t)nrow * (size_t)steps, sizeof *step_s) : NULL;
-    json_t *out = json_object(), *arr = json_array();
-    boot_result boot = {0};
-    if (!tr || !val || !out || !arr || (per_step_table && !step_s)) {
-        ts_errf(&e, "out of memory");
-        goto fail;
-    }
-    if (run_setup(argv[optind], sets, n_sets, have_seed, seed, &s, &hw, &m, &e) ||
-        policy_load_steps(&s, trace_file, steps, tr, &e))
-        goto fail;
-    char row_train[MAX_POL * MAX_TRAIN][32];
-    for (int row = 0; row < nrow; row++) {
-        int i = row % np;
-        char set[64];
-        snprintf(set, sizeof set, "train.strategy=%s", nt ? tlist[row / np] : s.train_strategy);
-        if (scenario_set(&s, set, &e))
-            goto fail;
-        snprintf(row_train[row], sizeof row_train[row], "%s", s.train_strategy);
-        multistep_result r;
-        run_record *rec = run_record_new();
-        if (!rec) {
-            ts_errf(&e, "out of memory");
-            goto fail;
-        }
-        if (policy_run(&s, plist[i], &hw, &m, tr, steps, 1, &r, NULL, &e)) {
-            ts_err_prefix(&e, "policy %s, train %s: ", plist[i]->name, s.train_strategy);
-            run_record_free(rec);
-            goto fail;
-        }
-        for (int k = 0; step_s && k < steps; k++)
-            step_s[(size_t)row * (size_t)steps + (size_t)k] = r.step[k].step_s;
-        int bad = run_multistep_metrics(rec, &r, tr, 1, json && steps > 1 ? &per_step[row] : NULL);
-        for (size_t k = 0; k < N_SHOWN && !bad; k++)
-            bad = run_get_metric(rec, shown[k], &val[row][k]);
-        if (!bad)
-            bad = run_get_metric(rec, "update_s", &upd[row]);
+    trace **tr;                   /* the steps every row replays, n_tr of them */
+    int n_tr;
+    int nrow;
+    double (*val)[N_SHOWN];       /* shown[] per row (means over the steps) */
+    double upd[MAX_ROWS];         /* update_s per row */
+    json_t *per_step[MAX_ROWS];   /* --json over several steps: each step's metrics per row */
+    double *step_s;               /* --per-step: nrow x steps step times, else NULL */
+    char row_train[MAX_ROWS][32]; /* train strategy per row */
+    boot_result boot;             /* --bootstrap's, else empty */
+} compare_out;
+
+/* Runs row `row` of o into r (the scenario's train.strategy set to the
+ * row's).  Returns 0, or -1 with e set. */
+static int compare_row(const compare_opts *o, compare_out *r, int row, ts_err *e)
+{
+    const int steps = o->co.steps;
+    const policy *p = o->plist[row % o->np];
+    char set[64];
+    snprintf(set, sizeof set, "train.strategy=%s",
+             o->nt ? o->tlist[row / o->np] : r->s.train_strategy);
+    if (scenario_set(&r->s, set, e))
+        return -1;
+    snprintf(r->row_train[row], sizeof r->row_train[row], "%s", r->s.train_strategy);
+    multistep_result m;
+    run_record *rec = run_record_new();
+    if (!rec)
+        return ts_errf(e, "out of memory");
+    if (policy_run(&r->s, p, &r->hw, &r->m, r->tr, steps, 1, &m, NULL, e)) {
+        ts_err_prefix(e, "policy %s, train %s: ", p->name, r->s.train_strategy);
         run_record_free(rec);
-        multistep_result_free(&r);
-        if (bad) {
-            ts_errf(&e, "out of memory");
-            goto fail;
-        }
+        return -1;
     }
-    if (nboot && boot_compare(&s, plist, np, &hw, &m, tr, steps, nboot, shown, (int)N_SHOWN, &boot, &e))
-        goto fail;
-    const cmp_table tab = {&s, &m, &hw, steps, np, nt, nrow, plist,
-                           (const char(*)[32])row_train, (const double(*)[N_SHOWN])val, upd,
-                           nboot ? &boot : NULL, step_s};
-    if (json) {
-        json_object_set_new(out, "command", json_string("compare"));
-        json_object_set_new(out, "scenario", json_string(s.name));
-        json_object_set_new(out, "model", json_string(m.name));
-        json_object_set_new(out, "hw", json_string(hw.name));
-        json_object_set_new(out, "seed", json_integer((json_int_t)s.seed));
-        json_object_set_new(out, "steps", json_integer(steps));
-        for (int i = 0; i < nrow; i++) {
-            json_t *p = json_object();
-            json_object_set_new(p, "policy", json_string(plist[i % np]->name));
-            if (nt) {
-                json_object_set_new(p, "train", json_string(row_train[i]));
-                json_object_set_new(p, "update_s", json_real(upd[i]));
-            }
-            json_object_set_new(p, "source", json_string(plist[i % np]->source));
-            for (size_t k = 0; k < N_SHOWN; k++)
-                json_object_set_new(p, shown[k], json_real(val[i][k]));
-            json_object_set_new(p, "speedup", json_real(val[0][0] / val[i][0]));
-            json_object_set_new(p, "rollout_speedup", json_real(val[0][1] / val[i][1]));
-            json_object_set_new(p, "goodput_speedup",
-                                json_real(val[0][I_TOK_S] > 0 ? val[i][I_TOK_S] / val[0][I_TOK_S] : 0.0));
-            if (nboot)
-                json_object_set_new(p, "bootstrap", boot_json(&boot, i));
-            if (per_step[i]) {
-                json_object_set_new(p, "per_step", per_step[i]);
-                per_step[i] = NULL;
-            }
-            json_array_append_new(arr, p);
+    for (int k = 0; r->step_s && k < steps; k++)
+        r->step_s[(size_t)row * (size_t)steps + (size_t)k] = m.step[k].step_s;
+    int bad = run_multistep_metrics(rec, &m, r->tr, 1,
+                                    o->co.json && steps > 1 ? &r->per_step[row] : NULL);
+    for (size_t k = 0; k < N_SHOWN && !bad; k++)
+        bad = run_get_metric(rec, shown[k], &r->val[row][k]);
+    if (!bad)
+        bad = run_get_metric(rec, "update_s", &r->upd[row]);
+    run_record_free(rec);
+    multistep_result_free(&m);
+    return bad ? ts_errf(e, "out of memory") : 0;
+}
+
+/* Sets up the scenario and its steps and runs every row of o, and the
+ * bootstrap, into r (zeroed first; free with compare_out_free() whatever
+ * this returns).  Prints nothing.  Returns 0, or -1 with e set. */
+static int compare_run(const compare_opts *o, compare_out *r, ts_err *e)
+{
+    memset(r, 0, sizeof *r);
+    const opts_common *co = &o->co;
+    r->nrow = o->np * (o->nt ? o->nt : 1);
+    r->tr = calloc((size_t)co->steps, sizeof *r->tr);
+    r->val = calloc((size_t)r->nrow, sizeof *r->val);
+    r->step_s = o->per_step ? calloc((size_t)r->nrow * (size_t)co->steps, sizeof *r->step_s)
+                            : NULL;
+    if (!r->tr || !r->val || (o->per_step && !r->step_s))
+        return ts_errf(e, "out of memory");
+    r->n_tr = co->steps;
+    if (run_setup(o->scenario, co->sets, co->n_sets, co->have_seed, co->seed, &r->s, &r->hw,
+                  &r->m, e) ||
+        policy_load_steps(&r->s, co->trace, co->steps, r->tr, e))
+        return -1;
+    for (int row = 0; row < r->nrow; row++)
+        if (compare_row(o, r, row, e))
+            return -1;
+    if (o->nboot && boot_compare(&r->s, o->plist, o->np, &r->hw, &r->m, r->tr, co->steps,
+                                 o->nboot, shown, (int)N_SHOWN, &r->boot, e))
+        return -1;
+    return 0;
+}
+
+static void compare_out_free(compare_out *r)
+{
+    boot_result_free(&r->boot);
+    for (int i = 0; i < r->nrow; i++)
+        json_decref(r->per_step[i]);
+    for (int k = 0; r->tr && k < r->n_tr; k++)
+        trace_free(r->tr[k]);
+    free(r->tr);
+    free(r->val);
+    free(r->step_s);
+}
+
+/* The table of o's runs r, for table_print(). */
+static cmp_table compare_table(const compare_opts *o, const compare_out *r)
+{
+    const cmp_table t = {&r->s,    &r->m,    &r->hw,   o->co.steps,
+                         o->np,    o->nt,    r->nrow,  o->plist,
+                         r->row_train, (const double(*)[N_SHOWN])r->val, r->upd,
+                         o->nboot ? &r->boot : NULL, r->step_s};
+    return t;
+}
+
+/* Prints the comparison as one JSON object; moves r's per-step metrics into
+ * it.  Returns 0, or -1 with e set. */
+static int compare_emit_json(const compare_opts *o, compare_out *r, ts_err *e)
+{
+    const double(*val)[N_SHOWN] = (const double(*)[N_SHOWN])r->val;
+    json_t *out = json_object(), *arr = json_array();
+    if (!out || !arr) {
+        json_decref(out);
+        json_decref(arr);
+        return ts_errf(e, "out of memory");
+    }
+    json_object_set_new(out, "command", json_string("compare"));
+    json_object_set_new(out, "scenario", json_string(r->s.name));
+    json_object_set_new(out, "model", json_string(r->m.name));
+    json_object_set_new(out, "hw", json_string(r->hw.name));
+    json_object_set_new(out, "seed", json_integer((json_int_t)r->s.seed));
+    json_object_set_new(out, "steps", json_integer(o->co.steps));
+    for (int i = 0; i < r->nrow; i++) {
+        const policy *pol = o->plist[i % o->np];
+        json_t *p = json_object();
+        json_object_set_new(p, "policy", json_string(pol->name));
+        if (o->nt) {
+            json_object_set_new(p, "train", json_string(r->row_train[i]));
+            json_object_set_new(p, "update_s", json_real(r->upd[i]));
         }
-        if (nboot)
-            json_object_set_new(out, "bootstrap", json_integer(nboot));
-        json_object_set(out, "policies", arr);
-        if (cmd_print_json(out, 10, &e))
+        json_object_set_new(p, "source", json_string(pol->source));
+        for (size_t k = 0; k < N_SHOWN; k++)
+            json_object_set_new(p, shown[k], json_real(val[i][k]));
+        json_object_set_new(p, "speedup", json_real(val[0][0] / val[i][0]));
+        json_object_set_new(p, "rollout_speedup", json_real(val[0][1] / val[i][1]));
+        json_object_set_new(p, "goodput_speedup",
+                            json_real(val[0][I_TOK_S] > 0 ? val[i][I_TOK_S] / val[0][I_TOK_S] : 0.0));
+        if (o->nboot)
+            json_object_set_new(p, "bootstrap", boot_json(&r->boot, i));
+        if (r->per_step[i]) {
+            json_object_set_new(p, "per_step", r->per_step[i]);
+            r->per_step[i] = NULL;
+        }
+        json_array_append_new(arr, p);
+    }
+    if (o->nboot)
+        json_object_set_new(out, "bootstrap", json_integer(o->nboot));
+    json_object_set_new(out, "policies", arr);
+    int rc = cmd_print_json(out, 10, e);
+    json_decref(out);
+    return rc;
+}
+
+/* -o DIR: the comparison's report with table t, and a line on stderr.
+ * Returns 0, or -1 with e set. */
+static int compare_report(const compare_opts *o, const compare_out *r, const cmp_table *t,
+                          int argc, char **argv, ts_err *e)
+{
+    const opts_common *co = &o->co;
+    char cmdline[2048];
+    command_line(argc, argv, o->argi, cmdline, sizeof cmdline);
+    const paper_compare_opts po = {co->out,       o->scenario, o->pols, co->sets,
+                                   co->n_sets,    co->have_seed, co->seed, co->trace,
+                                   co->steps,     o->nboot,    o->nboot ? &r->boot : NULL,
+                                   cmdline};
+    fflush(stdout);
+    if (write_report(&po, t, e))
+        return -1;
+    fprintf(stderr, "tailsim compare: report: %s/index.html (and index.md)\n", co->out);
+    return 0;
+}
+
+int cmd_compare(int argc, char **argv)
+{
+    compare_opts o;
+    int prc = compare_parse(argc, argv, &o);
+    if (prc < 0)
+        prc = compare_lists(&o);
+    if (prc >= 0)
+        return prc;
+    gsl_set_error_handler_off();
+    ts_err e = {{0}};
+    if (o.co.out && report_can_draw(o.co.out, &e)) {
+        fprintf(stderr, "tailsim compare: -o %s: %s\n", o.co.out, e.msg);
+        return 1;
+    }
+    compare_out r;
+    int rc = 1;
+    if (compare_run(&o, &r, &e))
+        goto fail;
+    const cmp_table tab = compare_table(&o, &r);
+    if (o.co.json) {
+        if (compare_emit_json(&o, &r, &e))
             goto fail;
     } else {
         table_print(stdout, &tab);
     }
-    if (out_dir) {
-        char cmdline[2048];
-        command_line(argc, argv, cmdline, sizeof cmdline);
-        const paper_compare_opts po = {out_dir, argv[optind], pols,  sets,
-                                       n_sets,  have_seed,    seed,  trace_file,
-                                       steps,   nboot,        nboot ? &boot : NULL,
-                                       cmdline};
-        fflush(stdout);
-        if (write_report(&po, &tab, &e))
-            goto fail;
-        fprintf(stderr, "tailsim compare: report: %s/index.html (and index.md)\n", out_dir);
-    }
-    run_note_carry("tailsim compare", pols, steps, ", and read goodput");
+    if (o.co.out && compare_report(&o, &r, &tab, argc, argv, &e))
+        goto fail;
+    run_note_carry("tailsim compare", o.pols, o.co.steps, ", and read goodput");
     rc = 0;
     goto done;
 fail:
     fprintf(stderr, "tailsim compare: %s\n", e.msg);
 done:
-    boot_result_free(&boot);
-    for (int i = 0; i < nrow; i++)
-        json_decref(per_step[i]);
-    json_decref(arr);
-    json_decref(out);
-    if (tr)
-        for (int k = 0; k < steps; k++)
-            trace_free(tr[k]);
-    free(tr);
-    free(val);
-    free(step_s);
+    compare_out_free(&r);
     return rc;
 }

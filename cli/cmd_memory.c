@@ -14,6 +14,11 @@
  * step's responses are planned by that strategy (sim/rlstep_train.c) and the
  * plan's largest micro-batch memory, states included, is reported against
  * dcp.mem_cap.
+ *
+ * Phases: memory_parse (the command line), memory_run (the scenario, its
+ * first step and, under DCP, the plan's peak; prints nothing), then
+ * memory_emit_json or memory_emit_text.  Each side (rollout, update, update
+ * by GPU count) is worked out once and then written as JSON or as text.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -26,11 +31,59 @@
 #include "models/memory.h"
 #include "cli/cmd.h"
 #include "cli/cmd_run.h"
+#include "cli/opts.h"
 #include "sim/policy/policy.h"
 #include "sim/rlstep.h"
 #include "sim/rlstep_mem.h"
 #include "sim/rlstep_train.h"
 #include "sim/scenario.h"
+
+#define MEMORY_MAX_SETS 32 /* --set options */
+#define MEMORY_MAX_GPUS 64 /* --gpus values */
+
+typedef struct memory_opts {
+    opts_common co;             /* --set, --trace, --json */
+    const char *scenario;
+    int gpus[MEMORY_MAX_GPUS];  /* --gpus, ng of them */
+    int ng;
+} memory_opts;
+
+/* The scenario and what sizes the update, for the emitters. */
+typedef struct memory_out {
+    scenario s;
+    hw_desc hw;
+    llm_desc m;
+    trace *t;                   /* the first step (or --trace) */
+    double longest;             /* its longest sequence, tokens */
+    int dcp;                    /* 1: a DCP train.strategy, planned into dr */
+    dcp_result dr;
+} memory_out;
+
+/* The rollout side, per GPU of a replica. */
+typedef struct memory_rollout {
+    double w, reserve, budget;  /* weights, reserve, rollout.mem_util's share: bytes */
+    double kv;                  /* what the KV cache gets, bytes (negative: nothing) */
+    double per_tok;             /* KV bytes a token per GPU */
+    double tokens;              /* the replica's KV capacity, tokens */
+} memory_rollout;
+
+/* The actor update, per GPU. */
+typedef struct memory_train {
+    const char *trainer;        /* "verl" or "plain" */
+    double tokens;              /* tokens per GPU of the largest micro-batch */
+    double cap;                 /* train.mem_cap of the HBM, bytes */
+    train_mem tm;               /* the peak term by term, and the shard group */
+    int fits, host_fits;        /* under cap; states within host memory */
+} memory_train;
+
+/* The update at one GPU count of --gpus. */
+typedef struct memory_gpus {
+    int gpus;
+    int f;                      /* the shard group; -1: cannot run there (why in e) */
+    ts_err e;
+    train_mem tm;               /* when f > 0 */
+    int fits;
+} memory_gpus;
 
 static void usage(FILE *f)
 {
@@ -53,103 +106,57 @@ static void usage(FILE *f)
             "  -h, --help          this text\n");
 }
 
-#define GB(x) ((x) / 1e9)
-
-static void add_gb(json_t *o, const char *k, double bytes)
+/* Parses the command line into o.  Returns -1 to go on, or the exit status
+ * (0 after --help, 2 after a usage error, said on stderr). */
+static int memory_parse(int argc, char **argv, memory_opts *o)
 {
-    json_object_set_new(o, k, json_real(GB(bytes)));
-}
-
-/* The rollout side, per GPU of a replica. */
-static json_t *rollout_side(const scenario *s, const hw_desc *hw, const llm_desc *m, int json)
-{
-    double w = mem_weights(m, s->tp), reserve = s->reserve_gb * 1e9;
-    double budget = hw->hbm_bytes * s->mem_util, kv = budget - w - reserve;
-    double per_tok = mem_kv_per_token(m, s->tp), tokens = kv > 0 ? kv / per_tok : 0;
-    if (json) {
-        json_t *o = json_object();
-        json_object_set_new(o, "tp", json_integer(s->tp));
-        json_object_set_new(o, "replicas", json_integer(s->gpus / s->tp));
-        json_object_set_new(o, "mem_util", json_real(s->mem_util));
-        add_gb(o, "budget_gb", budget);
-        add_gb(o, "weights_gb", w);
-        add_gb(o, "reserve_gb", reserve);
-        add_gb(o, "kv_gb", kv > 0 ? kv : 0);
-        json_object_set_new(o, "kv_bytes_per_token", json_real(per_tok));
-        json_object_set_new(o, "kv_tokens_per_replica", json_real(tokens));
-        json_object_set_new(o, "fits", json_boolean(kv >= 1 * per_tok));
-        return o;
+    static const struct option lo[] = {OPTS_LONG_TRACE,
+                                       {"gpus", required_argument, 0, 'g'},
+                                       OPTS_LONG_SET,
+                                       OPTS_LONG_JSON,
+                                       OPTS_LONG_HELP,
+                                       {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    opts_init(&o->co, "memory", MEMORY_MAX_SETS);
+    int c;
+    int64_t v;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        int t = opts_take(&o->co, c, optarg);
+        if (t == OPTS_HELP) {
+            usage(stdout);
+            return 0;
+        }
+        if (t == OPTS_BAD)
+            return 2;
+        if (t == OPTS_TAKEN)
+            continue;
+        if (c != 'g') {
+            usage(stderr);
+            return 2;
+        }
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", optarg);
+        o->ng = 0;
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            if (o->ng == MEMORY_MAX_GPUS || ts_parse_i64(tok, 1, 1048576, &v)) {
+                fprintf(stderr, "tailsim memory: --gpus '%s': expected up to 64 GPU counts "
+                                "in [1, 1048576], comma-separated\n", optarg);
+                return 2;
+            }
+            o->gpus[o->ng++] = (int)v;
+        }
+        if (!o->ng) {
+            fprintf(stderr, "tailsim memory: --gpus '%s': no GPU count\n", optarg);
+            return 2;
+        }
     }
-    int reps = s->gpus / s->tp;
-    printf("rollout, per GPU (TP %d: %d replica%s; rollout.mem_util %.2f x %.1f GB = %.1f GB)\n",
-           s->tp, reps, reps == 1 ? "" : "s", s->mem_util, GB(hw->hbm_bytes), GB(budget));
-    printf("  %-20s %8.1f GB\n", "weights", GB(w));
-    printf("  %-20s %8.1f GB  rollout.reserve_gb\n", "reserve", GB(reserve));
-    if (kv >= per_tok)
-        printf("  %-20s %8.1f GB  %.0f tokens per replica (%.0f bytes a token per GPU)\n",
-               "KV cache", GB(kv), tokens, per_tok);
-    else
-        printf("  %-20s %8s     does NOT fit: the weights and reserve leave no KV cache "
-               "(lower rollout.reserve_gb, raise rollout.mem_util or rollout.tp)\n",
-               "KV cache", "-");
-    return NULL;
-}
-
-/* The training side: the actor update's peak per GPU. */
-static json_t *train_side(const scenario *s, const hw_desc *hw, const llm_desc *m,
-                          double longest, int json)
-{
-    const char *trainer = s->mini_batch_prompts > 0 ? "verl" : "plain";
-    double tokens = train_mem_tokens(s, longest), cap = s->train_mem_cap * hw->hbm_bytes;
-    train_mem tm;
-    train_mem_eval(s, hw, m, s->gpus, tokens, &tm);
-    const mem_train *n = &tm.need;
-    int f = tm.group;
-    int fits = n->total <= cap, host_fits = n->host <= hw->host_bytes;
-    if (json) {
-        json_t *o = json_object();
-        json_object_set_new(o, "trainer", json_string(trainer));
-        json_object_set_new(o, "tokens_per_gpu", json_real(tokens));
-        json_object_set_new(o, "fsdp_group", json_integer(f));
-        json_object_set_new(o, "mem_cap", json_real(s->train_mem_cap));
-        add_gb(o, "cap_gb", cap);
-        add_gb(o, "states_gb", n->states);
-        add_gb(o, "gathered_gb", n->gathered);
-        add_gb(o, "kept_gb", n->kept);
-        add_gb(o, "layer_gb", n->layer);
-        add_gb(o, "logits_gb", n->logits);
-        add_gb(o, "total_gb", n->total);
-        json_object_set_new(o, "offload", json_boolean(s->train_offload));
-        add_gb(o, "host_gb_per_node", n->host);
-        add_gb(o, "host_cap_gb", hw->host_bytes);
-        json_object_set_new(o, "fits", json_boolean(fits && host_fits));
-        return o;
+    if (optind != argc - 1) {
+        usage(stderr);
+        return 2;
     }
-    printf("\nactor update, per GPU (%s trainer, %.0f tokens per GPU; train.mem_cap %.2f = "
-           "%.1f GB)\n",
-           s->mini_batch_prompts > 0 ? "VeRL's" : "the plain", tokens, s->train_mem_cap, GB(cap));
-    if (s->train_offload)
-        printf("  %-20s %8.1f GB  in host memory (train.offload): %.1f GB per node of %.0f%s\n",
-               "model states", 0.0, GB(n->host), GB(hw->host_bytes),
-               host_fits ? "" : ", does NOT fit");
-    else
-        printf("  %-20s %8.1f GB  fp32 parameters, gradients, Adam m and v over %d GPUs%s\n",
-               "model states", GB(n->states), f, f < s->gpus ? " (train.fsdp_size)" : "");
-    printf("  %-20s %8.1f GB\n", "gathered weights", GB(n->gathered));
-    printf("  %-20s %8.1f GB%s\n", "kept activations", GB(n->kept),
-           s->recompute ? "" : "  (train.recompute off: every layer keeps its activations)");
-    printf("  %-20s %8.1f GB\n", "one layer", GB(n->layer));
-    printf("  %-20s %8.1f GB\n", "logits", GB(n->logits));
-    if (fits)
-        printf("  %-20s %8.1f GB  fits (%.1f GB to spare)\n", "total", GB(n->total),
-               GB(cap - n->total));
-    else {
-        char hint[192];
-        train_mem_hint(s, tokens, hint, sizeof hint);
-        printf("  %-20s %8.1f GB  does NOT fit: %.1f GB over; %s\n", "total", GB(n->total),
-               GB(n->total - cap), hint);
-    }
-    return NULL;
+    o->scenario = argv[optind];
+    return -1;
 }
 
 /* The update under a DCP train.strategy: the plan of the step's responses
@@ -166,190 +173,306 @@ static int dcp_peak(const scenario *s, const hw_desc *hw, const llm_desc *m, con
     return rc;
 }
 
-/* The DCP side as JSON (json) or printed. */
-static json_t *dcp_side(const scenario *s, const hw_desc *hw, const dcp_result *r, int json)
+/* Loads o's scenario and its first step into r (zeroed first; free with
+ * memory_out_free() whatever this returns) and, under a DCP
+ * train.strategy, plans the update.  Prints nothing.  Returns 0, or -1 with
+ * e set. */
+static int memory_run(const memory_opts *o, memory_out *r, ts_err *e)
 {
-    double cap = s->dcp.mem_cap * hw->hbm_bytes;
-    if (json) {
-        json_t *o = json_object();
-        json_object_set_new(o, "trainer", json_string(s->train_strategy));
-        json_object_set_new(o, "mem_cap", json_real(s->dcp.mem_cap));
-        add_gb(o, "cap_gb", cap);
-        add_gb(o, "total_gb", r->peak_mem_bytes);
-        json_object_set_new(o, "fits", json_boolean(r->feasible));
-        return o;
-    }
-    printf("\nactor update, per GPU (planned by train.strategy %s; dcp.mem_cap %.2f = %.1f GB)\n",
-           s->train_strategy, s->dcp.mem_cap, GB(cap));
-    printf("  %-20s %8.1f GB  %s\n", "largest micro-batch", GB(r->peak_mem_bytes),
-           r->feasible ? "fits (states included; the plan sized it under the cap)"
-                       : "does NOT fit under dcp.mem_cap");
-    return NULL;
+    memset(r, 0, sizeof *r);
+    if (run_setup(o->scenario, o->co.sets, o->co.n_sets, 0, 0, &r->s, &r->hw, &r->m, e))
+        return -1;
+    r->dcp = strcmp(r->s.train_strategy, "none") != 0;
+    if ((!r->dcp && train_fsdp_group(&r->s, r->s.gpus, e) < 0) ||
+        policy_load_steps(&r->s, o->co.trace, 1, &r->t, e))
+        return -1;
+    r->longest = rlstep_longest(&r->s, r->t);
+    if (r->dcp && dcp_peak(&r->s, &r->hw, &r->m, r->t, &r->dr, e))
+        return -1;
+    return 0;
 }
 
-/* The update at each GPU count of `list` (--gpus): the states' share, the
- * peak and whether it fits; a count the scenario cannot run at (TP or
- * train.fsdp_size not dividing it) gets its reason.  Into `arr` (JSON) or
- * printed. */
-static void by_gpus(const scenario *base, const hw_desc *hw, const llm_desc *m, double longest,
-                    const int *list, int n, json_t *arr)
+static void memory_out_free(memory_out *r)
 {
-    double cap = base->train_mem_cap * hw->hbm_bytes;
-    if (!arr)
-        printf("\nactor update by GPU count (train.mem_cap %.2f = %.1f GB)\n"
-               "  %6s %6s %10s %10s %10s  %s\n",
-               base->train_mem_cap, GB(cap), "gpus", "shard", "states_GB", "update_GB",
-               base->train_offload ? "host_GB" : "", "fits");
-    for (int i = 0; i < n; i++) {
-        scenario s = *base;
-        s.gpus = list[i];
-        ts_err e = {{0}};
-        int f = -1;
-        if (scenario_validate(&s, &e) == 0)
-            f = train_fsdp_group(&s, s.gpus, &e);
-        train_mem tm;
-        if (f > 0)
-            train_mem_eval(&s, hw, m, s.gpus, train_mem_tokens(&s, longest), &tm);
-        int fits = f > 0 && tm.need.total <= cap && tm.need.host <= hw->host_bytes;
-        if (arr) {
-            json_t *o = json_object();
-            json_object_set_new(o, "gpus", json_integer(list[i]));
-            if (f > 0) {
-                json_object_set_new(o, "fsdp_group", json_integer(f));
-                add_gb(o, "states_gb", tm.need.states);
-                add_gb(o, "total_gb", tm.need.total);
-                add_gb(o, "host_gb_per_node", tm.need.host);
-            } else {
-                json_object_set_new(o, "reason", json_string(e.msg));
-            }
-            json_object_set_new(o, "fits", json_boolean(fits));
-            json_array_append_new(arr, o);
-            continue;
+    trace_free(r->t);
+}
+
+#define GB(x) ((x) / 1e9)
+
+static void add_gb(json_t *o, const char *k, double bytes)
+{
+    json_object_set_new(o, k, json_real(GB(bytes)));
+}
+
+static void memory_rollout_eval(const memory_out *r, memory_rollout *x)
+{
+    const scenario *s = &r->s;
+    x->w = mem_weights(&r->m, s->tp);
+    x->reserve = s->reserve_gb * 1e9;
+    x->budget = r->hw.hbm_bytes * s->mem_util;
+    x->kv = x->budget - x->w - x->reserve;
+    x->per_tok = mem_kv_per_token(&r->m, s->tp);
+    x->tokens = x->kv > 0 ? x->kv / x->per_tok : 0;
+}
+
+static json_t *memory_rollout_json(const memory_out *r)
+{
+    const scenario *s = &r->s;
+    memory_rollout x;
+    memory_rollout_eval(r, &x);
+    json_t *o = json_object();
+    json_object_set_new(o, "tp", json_integer(s->tp));
+    json_object_set_new(o, "replicas", json_integer(s->gpus / s->tp));
+    json_object_set_new(o, "mem_util", json_real(s->mem_util));
+    add_gb(o, "budget_gb", x.budget);
+    add_gb(o, "weights_gb", x.w);
+    add_gb(o, "reserve_gb", x.reserve);
+    add_gb(o, "kv_gb", x.kv > 0 ? x.kv : 0);
+    json_object_set_new(o, "kv_bytes_per_token", json_real(x.per_tok));
+    json_object_set_new(o, "kv_tokens_per_replica", json_real(x.tokens));
+    json_object_set_new(o, "fits", json_boolean(x.kv >= 1 * x.per_tok));
+    return o;
+}
+
+static void memory_rollout_text(const memory_out *r)
+{
+    const scenario *s = &r->s;
+    memory_rollout x;
+    memory_rollout_eval(r, &x);
+    int reps = s->gpus / s->tp;
+    printf("rollout, per GPU (TP %d: %d replica%s; rollout.mem_util %.2f x %.1f GB = %.1f GB)\n",
+           s->tp, reps, reps == 1 ? "" : "s", s->mem_util, GB(r->hw.hbm_bytes), GB(x.budget));
+    printf("  %-20s %8.1f GB\n", "weights", GB(x.w));
+    printf("  %-20s %8.1f GB  rollout.reserve_gb\n", "reserve", GB(x.reserve));
+    if (x.kv >= x.per_tok)
+        printf("  %-20s %8.1f GB  %.0f tokens per replica (%.0f bytes a token per GPU)\n",
+               "KV cache", GB(x.kv), x.tokens, x.per_tok);
+    else
+        printf("  %-20s %8s     does NOT fit: the weights and reserve leave no KV cache "
+               "(lower rollout.reserve_gb, raise rollout.mem_util or rollout.tp)\n",
+               "KV cache", "-");
+}
+
+static void memory_train_eval(const memory_out *r, memory_train *x)
+{
+    const scenario *s = &r->s;
+    x->trainer = s->mini_batch_prompts > 0 ? "verl" : "plain";
+    x->tokens = train_mem_tokens(s, r->longest);
+    x->cap = s->train_mem_cap * r->hw.hbm_bytes;
+    train_mem_eval(s, &r->hw, &r->m, s->gpus, x->tokens, &x->tm);
+    x->fits = x->tm.need.total <= x->cap;
+    x->host_fits = x->tm.need.host <= r->hw.host_bytes;
+}
+
+static json_t *memory_train_json(const memory_out *r)
+{
+    memory_train x;
+    memory_train_eval(r, &x);
+    const mem_train *n = &x.tm.need;
+    json_t *o = json_object();
+    json_object_set_new(o, "trainer", json_string(x.trainer));
+    json_object_set_new(o, "tokens_per_gpu", json_real(x.tokens));
+    json_object_set_new(o, "fsdp_group", json_integer(x.tm.group));
+    json_object_set_new(o, "mem_cap", json_real(r->s.train_mem_cap));
+    add_gb(o, "cap_gb", x.cap);
+    add_gb(o, "states_gb", n->states);
+    add_gb(o, "gathered_gb", n->gathered);
+    add_gb(o, "kept_gb", n->kept);
+    add_gb(o, "layer_gb", n->layer);
+    add_gb(o, "logits_gb", n->logits);
+    add_gb(o, "total_gb", n->total);
+    json_object_set_new(o, "offload", json_boolean(r->s.train_offload));
+    add_gb(o, "host_gb_per_node", n->host);
+    add_gb(o, "host_cap_gb", r->hw.host_bytes);
+    json_object_set_new(o, "fits", json_boolean(x.fits && x.host_fits));
+    return o;
+}
+
+static void memory_train_text(const memory_out *r)
+{
+    const scenario *s = &r->s;
+    memory_train x;
+    memory_train_eval(r, &x);
+    const mem_train *n = &x.tm.need;
+    int f = x.tm.group;
+    printf("\nactor update, per GPU (%s trainer, %.0f tokens per GPU; train.mem_cap %.2f = "
+           "%.1f GB)\n",
+           s->mini_batch_prompts > 0 ? "VeRL's" : "the plain", x.tokens, s->train_mem_cap,
+           GB(x.cap));
+    if (s->train_offload)
+        printf("  %-20s %8.1f GB  in host memory (train.offload): %.1f GB per node of %.0f%s\n",
+               "model states", 0.0, GB(n->host), GB(r->hw.host_bytes),
+               x.host_fits ? "" : ", does NOT fit");
+    else
+        printf("  %-20s %8.1f GB  fp32 parameters, gradients, Adam m and v over %d GPUs%s\n",
+               "model states", GB(n->states), f, f < s->gpus ? " (train.fsdp_size)" : "");
+    printf("  %-20s %8.1f GB\n", "gathered weights", GB(n->gathered));
+    printf("  %-20s %8.1f GB%s\n", "kept activations", GB(n->kept),
+           s->recompute ? "" : "  (train.recompute off: every layer keeps its activations)");
+    printf("  %-20s %8.1f GB\n", "one layer", GB(n->layer));
+    printf("  %-20s %8.1f GB\n", "logits", GB(n->logits));
+    if (x.fits) {
+        printf("  %-20s %8.1f GB  fits (%.1f GB to spare)\n", "total", GB(n->total),
+               GB(x.cap - n->total));
+    } else {
+        char hint[192];
+        train_mem_hint(s, x.tokens, hint, sizeof hint);
+        printf("  %-20s %8.1f GB  does NOT fit: %.1f GB over; %s\n", "total", GB(n->total),
+               GB(n->total - x.cap), hint);
+    }
+}
+
+/* The update under a DCP train.strategy: its plan's largest micro-batch. */
+static json_t *memory_dcp_json(const memory_out *r)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "trainer", json_string(r->s.train_strategy));
+    json_object_set_new(o, "mem_cap", json_real(r->s.dcp.mem_cap));
+    add_gb(o, "cap_gb", r->s.dcp.mem_cap * r->hw.hbm_bytes);
+    add_gb(o, "total_gb", r->dr.peak_mem_bytes);
+    json_object_set_new(o, "fits", json_boolean(r->dr.feasible));
+    return o;
+}
+
+static void memory_dcp_text(const memory_out *r)
+{
+    printf("\nactor update, per GPU (planned by train.strategy %s; dcp.mem_cap %.2f = %.1f GB)\n",
+           r->s.train_strategy, r->s.dcp.mem_cap, GB(r->s.dcp.mem_cap * r->hw.hbm_bytes));
+    printf("  %-20s %8.1f GB  %s\n", "largest micro-batch", GB(r->dr.peak_mem_bytes),
+           r->dr.feasible ? "fits (states included; the plan sized it under the cap)"
+                          : "does NOT fit under dcp.mem_cap");
+}
+
+/* The update at `gpus` GPUs: the states' share, the peak and whether it
+ * fits; a count the scenario cannot run at (TP or train.fsdp_size not
+ * dividing it) gets its reason. */
+static void memory_gpus_eval(const memory_out *r, int gpus, memory_gpus *x)
+{
+    scenario s = r->s;
+    s.gpus = gpus;
+    memset(x, 0, sizeof *x);
+    x->gpus = gpus;
+    x->f = -1;
+    if (scenario_validate(&s, &x->e) == 0)
+        x->f = train_fsdp_group(&s, s.gpus, &x->e);
+    if (x->f > 0)
+        train_mem_eval(&s, &r->hw, &r->m, s.gpus, train_mem_tokens(&s, r->longest), &x->tm);
+    x->fits = x->f > 0 && x->tm.need.total <= r->s.train_mem_cap * r->hw.hbm_bytes &&
+              x->tm.need.host <= r->hw.host_bytes;
+}
+
+static json_t *memory_gpus_json(const memory_opts *o, const memory_out *r)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < o->ng; i++) {
+        memory_gpus x;
+        memory_gpus_eval(r, o->gpus[i], &x);
+        json_t *g = json_object();
+        json_object_set_new(g, "gpus", json_integer(x.gpus));
+        if (x.f > 0) {
+            json_object_set_new(g, "fsdp_group", json_integer(x.f));
+            add_gb(g, "states_gb", x.tm.need.states);
+            add_gb(g, "total_gb", x.tm.need.total);
+            add_gb(g, "host_gb_per_node", x.tm.need.host);
+        } else {
+            json_object_set_new(g, "reason", json_string(x.e.msg));
         }
-        if (f < 0) {
-            const char *why = strstr(e.msg, ".ini: "); /* the scenario's path, said above */
-            printf("  %6d  cannot run: %s\n", list[i], why ? why + 6 : e.msg);
+        json_object_set_new(g, "fits", json_boolean(x.fits));
+        json_array_append_new(arr, g);
+    }
+    return arr;
+}
+
+static void memory_gpus_text(const memory_opts *o, const memory_out *r)
+{
+    const scenario *s = &r->s;
+    printf("\nactor update by GPU count (train.mem_cap %.2f = %.1f GB)\n"
+           "  %6s %6s %10s %10s %10s  %s\n",
+           s->train_mem_cap, GB(s->train_mem_cap * r->hw.hbm_bytes), "gpus", "shard",
+           "states_GB", "update_GB", s->train_offload ? "host_GB" : "", "fits");
+    for (int i = 0; i < o->ng; i++) {
+        memory_gpus x;
+        memory_gpus_eval(r, o->gpus[i], &x);
+        if (x.f < 0) {
+            const char *why = strstr(x.e.msg, ".ini: "); /* the scenario's path, said above */
+            printf("  %6d  cannot run: %s\n", x.gpus, why ? why + 6 : x.e.msg);
             continue;
         }
         char host[32] = "";
-        if (s.train_offload)
-            snprintf(host, sizeof host, "%.1f", GB(tm.need.host));
-        printf("  %6d %6d %10.1f %10.1f %10s  %s\n", list[i], f, GB(tm.need.states),
-               GB(tm.need.total), host, fits ? "yes" : "no");
+        if (s->train_offload)
+            snprintf(host, sizeof host, "%.1f", GB(x.tm.need.host));
+        printf("  %6d %6d %10.1f %10.1f %10s  %s\n", x.gpus, x.f, GB(x.tm.need.states),
+               GB(x.tm.need.total), host, x.fits ? "yes" : "no");
+    }
+}
+
+/* Prints r as one JSON object.  Returns 0, or -1 with e set. */
+static int memory_emit_json(const memory_opts *o, const memory_out *r, ts_err *e)
+{
+    json_t *out = json_object();
+    json_object_set_new(out, "command", json_string("memory"));
+    json_object_set_new(out, "scenario", json_string(r->s.name));
+    json_object_set_new(out, "model", json_string(r->m.name));
+    json_object_set_new(out, "params", json_real(llm_params(&r->m)));
+    json_object_set_new(out, "hw", json_string(r->hw.name));
+    add_gb(out, "hbm_gb", r->hw.hbm_bytes);
+    json_object_set_new(out, "gpus", json_integer(r->s.gpus));
+    /* run_setup applied cluster.gpus_per_node */
+    json_object_set_new(out, "gpus_per_node", json_integer(r->hw.gpus_per_node));
+    json_object_set_new(out, "longest_tokens", json_real(r->longest));
+    json_object_set_new(out, "rollout", memory_rollout_json(r));
+    if (r->dcp) {
+        json_object_set_new(out, "train", memory_dcp_json(r));
+    } else {
+        json_object_set_new(out, "train", memory_train_json(r));
+        if (o->ng)
+            json_object_set_new(out, "by_gpus", memory_gpus_json(o, r));
+    }
+    int rc = cmd_print_json(out, 6, e);
+    json_decref(out);
+    return rc;
+}
+
+/* Prints r as text.  Cannot fail. */
+static void memory_emit_text(const memory_opts *o, const memory_out *r)
+{
+    printf("memory  scenario %s  model %s (%.1fB parameters)  hw %s (%.1f GB)  gpus %d "
+           "(%d per node)\n",
+           r->s.name, r->m.name, llm_params(&r->m) / 1e9, r->hw.name, GB(r->hw.hbm_bytes),
+           r->s.gpus, r->hw.gpus_per_node);
+    printf("longest sequence of the first step: %.0f tokens\n\n", r->longest);
+    memory_rollout_text(r);
+    if (r->dcp) {
+        memory_dcp_text(r);
+    } else {
+        memory_train_text(r);
+        if (o->ng)
+            memory_gpus_text(o, r);
     }
 }
 
 int cmd_memory(int argc, char **argv)
 {
-    static const struct option lo[] = {{"trace", required_argument, 0, 't'},
-                                       {"gpus", required_argument, 0, 'g'},
-                                       {"set", required_argument, 0, 'S'},
-                                       {"json", no_argument, 0, 'j'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
-    const char *sets[32], *trace_file = NULL;
-    int nsets = 0, json = 0, c, gl[64], ng = 0;
-    int64_t v;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case 't': trace_file = optarg; break;
-        case 'g': {
-            char buf[512];
-            snprintf(buf, sizeof buf, "%s", optarg);
-            ng = 0;
-            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-                if (ng == 64 || ts_parse_i64(tok, 1, 1048576, &v)) {
-                    fprintf(stderr, "tailsim memory: --gpus '%s': expected up to 64 GPU counts "
-                                    "in [1, 1048576], comma-separated\n", optarg);
-                    return 2;
-                }
-                gl[ng++] = (int)v;
-            }
-            if (!ng) {
-                fprintf(stderr, "tailsim memory: --gpus '%s': no GPU count\n", optarg);
-                return 2;
-            }
-            break;
-        }
-        case 'S':
-            if (nsets == 32) {
-                fprintf(stderr, "tailsim memory: too many --set options\n");
-                return 2;
-            }
-            sets[nsets++] = optarg;
-            break;
-        case 'j': json = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind != argc - 1) {
-        usage(stderr);
-        return 2;
-    }
+    memory_opts o;
+    int prc = memory_parse(argc, argv, &o);
+    if (prc >= 0)
+        return prc;
     gsl_set_error_handler_off();
     ts_err e = {{0}};
-    scenario s;
-    hw_desc hw;
-    llm_desc m;
-    trace *t = NULL;
-    json_t *o = NULL;
+    memory_out r;
     int rc = 1;
-    if (run_setup(argv[optind], sets, nsets, 0, 0, &s, &hw, &m, &e))
-        goto done;
-    int dcp = strcmp(s.train_strategy, "none") != 0;
-    if ((!dcp && train_fsdp_group(&s, s.gpus, &e) < 0) ||
-        policy_load_steps(&s, trace_file, 1, &t, &e))
-        goto done;
-    double longest = rlstep_longest(&s, t);
-    dcp_result dr;
-    if (dcp && dcp_peak(&s, &hw, &m, t, &dr, &e))
+    if (memory_run(&o, &r, &e))
         goto done; /* before anything is printed */
-    int gpn = hw.gpus_per_node; /* run_setup applied cluster.gpus_per_node */
-    if (json) {
-        o = json_object();
-        json_object_set_new(o, "command", json_string("memory"));
-        json_object_set_new(o, "scenario", json_string(s.name));
-        json_object_set_new(o, "model", json_string(m.name));
-        json_object_set_new(o, "params", json_real(llm_params(&m)));
-        json_object_set_new(o, "hw", json_string(hw.name));
-        add_gb(o, "hbm_gb", hw.hbm_bytes);
-        json_object_set_new(o, "gpus", json_integer(s.gpus));
-        json_object_set_new(o, "gpus_per_node", json_integer(gpn));
-        json_object_set_new(o, "longest_tokens", json_real(longest));
-        json_object_set_new(o, "rollout", rollout_side(&s, &hw, &m, 1));
-        if (dcp) {
-            json_object_set_new(o, "train", dcp_side(&s, &hw, &dr, 1));
-        } else {
-            json_object_set_new(o, "train", train_side(&s, &hw, &m, longest, 1));
-            if (ng) {
-                json_t *arr = json_array();
-                by_gpus(&s, &hw, &m, longest, gl, ng, arr);
-                json_object_set_new(o, "by_gpus", arr);
-            }
-        }
-        if (cmd_print_json(o, 6, &e))
+    if (o.co.json) {
+        if (memory_emit_json(&o, &r, &e))
             goto done;
     } else {
-        printf("memory  scenario %s  model %s (%.1fB parameters)  hw %s (%.1f GB)  gpus %d "
-               "(%d per node)\n",
-               s.name, m.name, llm_params(&m) / 1e9, hw.name, GB(hw.hbm_bytes), s.gpus, gpn);
-        printf("longest sequence of the first step: %.0f tokens\n\n", longest);
-        rollout_side(&s, &hw, &m, 0);
-        if (dcp) {
-            dcp_side(&s, &hw, &dr, 0);
-        } else {
-            train_side(&s, &hw, &m, longest, 0);
-            if (ng)
-                by_gpus(&s, &hw, &m, longest, gl, ng, NULL);
-        }
+        memory_emit_text(&o, &r);
     }
     rc = 0;
 done:
     if (rc)
         fprintf(stderr, "tailsim memory: %s\n", e.msg);
-    json_decref(o);
-    trace_free(t);
+    memory_out_free(&r);
     return rc;
 }

@@ -4,6 +4,10 @@
  * with each published number against tailsim's, the figures and the result
  * tables (reports/paper_report.c).  Progress goes to stderr, one line per
  * experiment; stdout gets the summary.  `make run` runs this.
+ *
+ * Phases: paper_cmd_parse (the command line), paper_run and
+ * paper_report_write (cli/paper.c, reports/paper_report.c), then
+ * paper_cmd_summary.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -13,6 +17,7 @@
 
 #include "common/util.h"
 #include "cli/cmd.h"
+#include "cli/opts.h"
 #include "cli/paper.h"
 
 static void usage(FILE *f)
@@ -37,29 +42,41 @@ static void progress(void *ctx, const char *msg)
     fprintf(stderr, "tailsim paper: %s\n", msg);
 }
 
-int cmd_paper(int argc, char **argv)
+/* Parses the command line into o.  Returns -1 to go on, or the exit status
+ * (0 after --help, 2 after a usage error, said on stderr). */
+static int paper_cmd_parse(int argc, char **argv, paper_opts *o)
 {
     static const struct option lo[] = {{"quick", no_argument, 0, 'q'},
                                        {"bootstrap", required_argument, 0, 'B'},
-                                       {"help", no_argument, 0, 'h'},
+                                       OPTS_LONG_HELP,
                                        {0, 0, 0, 0}};
-    paper_opts o = {"reports/out", 0, -1, progress, NULL};
+    const paper_opts defaults = {"reports/out", 0, -1, progress, NULL};
+    *o = defaults;
+    opts_common co; /* -o, -h */
+    opts_init(&co, "paper", 0);
     int64_t v;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "ho:", lo, NULL)) != -1) {
+        int t = opts_take(&co, c, optarg);
+        if (t == OPTS_HELP) {
+            usage(stdout);
+            return 0;
+        }
+        if (t == OPTS_BAD)
+            return 2;
+        if (t == OPTS_TAKEN)
+            continue;
         switch (c) {
-        case 'o': o.dir = optarg; break;
-        case 'q': o.quick = 1; break;
+        case 'q': o->quick = 1; break;
         case 'B':
             if (ts_parse_i64(optarg, 0, 10000, &v)) {
                 fprintf(stderr, "tailsim paper: --bootstrap '%s': expected an integer in [0, 10000]\n",
                         optarg);
                 return 2;
             }
-            o.bootstrap = (int)v;
+            o->bootstrap = (int)v;
             break;
-        case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
@@ -67,6 +84,31 @@ int cmd_paper(int argc, char **argv)
         fprintf(stderr, "tailsim paper: unexpected argument '%s' (try --help)\n", argv[optind]);
         return 2;
     }
+    if (co.out)
+        o->dir = co.out;
+    return -1;
+}
+
+/* The closing lines on stdout: how many published numbers tailsim meets,
+ * the time since w0 and where the report is. */
+static void paper_cmd_summary(const paper_opts *o, const paper_doc *d, double w0)
+{
+    int ran = 0, within = 0;
+    for (size_t i = 0; i < d->n_rows; i++) {
+        ran += d->rows[i].ran;
+        within += paper_row_within(&d->rows[i]);
+    }
+    printf("tailsim %s: %d of %zu published numbers within tolerance (%d run); %.1f s\n"
+           "report: %s/index.html (and index.md)\n",
+           TS_VERSION, within, d->n_rows, ran, ts_wall_s() - w0, o->dir);
+}
+
+int cmd_paper(int argc, char **argv)
+{
+    paper_opts o;
+    int prc = paper_cmd_parse(argc, argv, &o);
+    if (prc >= 0)
+        return prc;
     gsl_set_error_handler_off();
     ts_err e = {{0}};
     paper_doc d;
@@ -78,14 +120,7 @@ int cmd_paper(int argc, char **argv)
         paper_free(&d);
         goto fail;
     }
-    int ran = 0, within = 0;
-    for (size_t i = 0; i < d.n_rows; i++) {
-        ran += d.rows[i].ran;
-        within += paper_row_within(&d.rows[i]);
-    }
-    printf("tailsim %s: %d of %zu published numbers within tolerance (%d run); %.1f s\n"
-           "report: %s/index.html (and index.md)\n",
-           TS_VERSION, within, d.n_rows, ran, ts_wall_s() - w0, o.dir);
+    paper_cmd_summary(&o, &d, w0);
     paper_free(&d);
     return 0;
 fail:

@@ -15,6 +15,11 @@
  * --max-off-policy F those above F are listed but neither on the front nor
  * picked.  With -o DIR also plan.dat and plan_front.png.  Deterministic for
  * a seed.
+ *
+ * Phases: plan_parse (the command line), plan_run (the grid, what cannot
+ * run, the runs, the points, their Pareto front and the cheapest; prints
+ * only the sweep runner's progress on stderr), then plan_emit_json or
+ * plan_emit_text, and the figure for -o.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -30,6 +35,29 @@
 #include "cli/cmd.h"
 #include "cli/cmd_run.h"
 #include "cli/cmd_sweep.h"
+#include "cli/opts.h"
+
+typedef struct plan_opts {
+    opts_common co;                     /* --set, --steps, -j, --json, -o */
+    const char *scenario;
+    const char *gpus, *tp, *train, *offload; /* --gpus ... --offload lists, or NULL */
+    const char *pols;                   /* --policies (default verl,tlt) */
+    const char *varies[GRID_MAX_DIMS];  /* --vary SEC.KEY=LIST, n_varies of them */
+    int n_varies;
+    double target;                      /* --target-step, seconds (0: none) */
+    double max_offpol;                  /* --max-off-policy (default 1) */
+} plan_opts;
+
+/* What the search found. */
+typedef struct plan_out {
+    grid g;                /* the configurations searched */
+    sweep_collect col;     /* their runs */
+    unsigned char *mask;   /* per configuration: 1 when it can run */
+    char **why;            /* per configuration: why it cannot run, or NULL */
+    plan_point *pt;        /* the configurations that ran, np of them */
+    size_t np, n_bad;      /* n_bad: configurations with a why */
+    long best;             /* pt index of the cheapest meeting the target, -1: none */
+} plan_out;
 
 static void usage(FILE *f)
 {
@@ -140,85 +168,6 @@ static const char *offpol_note(const plan_point *p, char *buf, size_t n)
     return buf;
 }
 
-static int print_plan(const grid *g, const plan_point *pt, size_t np, char **why, size_t n_bad,
-                      double target, double max_offpol, long best, int json, ts_err *e)
-{
-    char note[96];
-    if (json) {
-        json_t *o = json_object(), *all = json_array(), *front = json_array(),
-               *bad = json_array();
-        json_object_set_new(o, "command", json_string("plan"));
-        json_object_set_new(o, "scenario", json_string(g->scenario));
-        json_object_set_new(o, "steps", json_integer(g->steps));
-        json_object_set_new(o, "searched", json_integer((json_int_t)g->n_configs));
-        json_object_set_new(o, "target_step_s", target > 0 ? json_real(target) : json_null());
-        json_object_set_new(o, "max_off_policy", json_real(max_offpol));
-        for (size_t i = 0; i < np; i++) {
-            json_array_append_new(all, point_json(&pt[i], g));
-            if (pt[i].front)
-                json_array_append_new(front, json_integer((json_int_t)pt[i].config));
-        }
-        for (size_t i = 0; i < g->n_configs; i++) {
-            if (!why[i])
-                continue;
-            json_t *b = json_object();
-            char *params = sweep_config_params(g, i);
-            json_object_set_new(b, "config", json_integer((json_int_t)i));
-            json_object_set_new(b, "params", params ? json_loads(params, 0, NULL) : json_null());
-            json_object_set_new(b, "reason", json_string(why[i]));
-            free(params);
-            json_array_append_new(bad, b);
-        }
-        json_object_set_new(o, "feasible", all);
-        json_object_set_new(o, "pareto", front);
-        json_object_set_new(o, "infeasible", bad);
-        json_object_set_new(o, "cheapest", best >= 0 ? point_json(&pt[best], g) : json_null());
-        int rc = cmd_print_json(o, 10, e);
-        json_decref(o);
-        return rc;
-    }
-    printf("plan  scenario %s  steps %d  %zu configurations searched, %zu feasible, %zu skipped\n\n",
-           g->scenario, g->steps, g->n_configs, np, n_bad);
-    size_t n_excl = 0;
-    printf("  %-34s %5s %3s %11s %16s %7s %6s  %s\n", "configuration", "gpus", "tp", "step_s",
-           "GPU-h/1k steps", "offtok", "stale", "front");
-    for (size_t i = 0; i < np; i++) {
-        printf("  %-34s %5d %3d %11.2f %16.1f %7.3f %6.2f  %s\n", pt[i].label, pt[i].gpus,
-               pt[i].tp, pt[i].step_s, pt[i].gpu_h, pt[i].offtok, pt[i].stale,
-               pt[i].front ? "*" : pt[i].excluded ? "x" : "");
-        n_excl += (size_t)pt[i].excluded;
-    }
-    if (n_excl)
-        printf("  (x: offtok above --max-off-policy %g, kept off the front and the pick)\n",
-               max_offpol);
-    if (n_bad) {
-        printf("\nskipped (cannot run):\n");
-        for (size_t i = 0; i < g->n_configs; i++)
-            if (why[i]) {
-                char lb[96];
-                label(g, i, lb, sizeof lb);
-                printf("  %-34s %s\n", lb, why[i]);
-            }
-    }
-    printf("\nPareto front (step time vs GPU-hours per 1,000 steps):\n");
-    for (size_t i = 0; i < np; i++)
-        if (pt[i].front)
-            printf("  %-34s step %9.2f s  %10.1f GPU-h/1k steps%s\n", pt[i].label,
-                   pt[i].step_s, pt[i].gpu_h, offpol_note(&pt[i], note, sizeof note));
-    if (target > 0) {
-        if (best >= 0)
-            printf("\ncheapest meeting step <= %.0f s: %s  (step %.2f s, %.1f GPU-h per 1,000 "
-                   "steps%s)\n", target, pt[best].label, pt[best].step_s, pt[best].gpu_h,
-                   offpol_note(&pt[best], note, sizeof note));
-        else
-            printf("\nno configuration meets step <= %.0f s\n", target);
-    } else if (best >= 0) {
-        printf("\ncheapest: %s  (step %.2f s, %.1f GPU-h per 1,000 steps%s)\n", pt[best].label,
-               pt[best].step_s, pt[best].gpu_h, offpol_note(&pt[best], note, sizeof note));
-    }
-    return 0;
-}
-
 /* The reason text of a failure, without the "plan: config N (...): " prefix
  * and the scenario file's path (the same for every configuration), wherever
  * it stands ("step 0: PATH.ini: ..." -> "step 0: ..."); a copy (free it) or
@@ -238,202 +187,338 @@ static char *reason_of(const char *msg)
     return r;
 }
 
-int cmd_plan(int argc, char **argv)
+/* Parses the command line into o.  Returns -1 to go on, or the exit status
+ * (0 after --help, 2 after a usage error, said on stderr). */
+static int plan_parse(int argc, char **argv, plan_opts *o)
 {
     static const struct option lo[] = {
-        {"gpus", required_argument, 0, 'g'},   {"tp", required_argument, 0, 't'},
-        {"policies", required_argument, 0, 'P'}, {"train", required_argument, 0, 'T'},
-        {"target-step", required_argument, 0, 'x'}, {"steps", required_argument, 0, 'n'},
-        {"set", required_argument, 0, 'S'},    {"jobs", required_argument, 0, 'j'},
-        {"json", no_argument, 0, 'J'},         {"help", no_argument, 0, 'h'},
-        {"max-off-policy", required_argument, 0, 'M'}, {"offload", required_argument, 0, 'O'},
-        {"vary", required_argument, 0, 'V'},   {0, 0, 0, 0}};
-    const char *gpus = NULL, *tp = NULL, *pols = "verl,tlt", *train = NULL, *out_dir = NULL;
-    const char *offload = NULL;
-    const char *sets[64], *varies[GRID_MAX_DIMS];
-    int n_sets = 0, n_varies = 0, steps = 1, jobs = 1, json = 0, c;
-    double target = 0, max_offpol = 1;
-    int64_t v;
+        {"gpus", required_argument, 0, 'g'},
+        {"tp", required_argument, 0, 't'},
+        {"policies", required_argument, 0, 'P'},
+        {"train", required_argument, 0, 'T'},
+        {"target-step", required_argument, 0, 'x'},
+        OPTS_LONG_STEPS,
+        OPTS_LONG_SET,
+        OPTS_LONG_JOBS,
+        OPTS_LONG_JSON,
+        OPTS_LONG_HELP,
+        {"max-off-policy", required_argument, 0, 'M'},
+        {"offload", required_argument, 0, 'O'},
+        {"vary", required_argument, 0, 'V'},
+        {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    opts_init(&o->co, "plan", OPTS_MAX_SETS);
+    o->pols = "verl,tlt";
+    o->max_offpol = 1;
     optind = 1;
+    int c;
     while ((c = getopt_long(argc, argv, "ho:j:", lo, NULL)) != -1) {
+        int t = opts_take(&o->co, c, optarg);
+        if (t == OPTS_HELP) {
+            usage(stdout);
+            return 0;
+        }
+        if (t == OPTS_BAD)
+            return 2;
+        if (t == OPTS_TAKEN)
+            continue;
         switch (c) {
-        case 'g': gpus = optarg; break;
-        case 't': tp = optarg; break;
-        case 'P': pols = optarg; break;
-        case 'T': train = optarg; break;
-        case 'O': offload = optarg; break;
-        case 'o': out_dir = optarg; break;
-        case 'J': json = 1; break;
-        case 'h': usage(stdout); return 0;
+        case 'g': o->gpus = optarg; break;
+        case 't': o->tp = optarg; break;
+        case 'P': o->pols = optarg; break;
+        case 'T': o->train = optarg; break;
+        case 'O': o->offload = optarg; break;
         case 'x':
-            if (parse_duration(optarg, &target)) {
+            if (parse_duration(optarg, &o->target)) {
                 fprintf(stderr, "tailsim plan: --target-step '%s': expected a positive duration "
                                 "(e.g. 1800, 90s, 30m, 1.5h)\n", optarg);
                 return 2;
             }
             break;
-        case 'n':
-            if (ts_parse_i64(optarg, 1, 100000, &v)) {
-                fprintf(stderr, "tailsim plan: --steps '%s': expected an integer in [1, 100000]\n", optarg);
-                return 2;
-            }
-            steps = (int)v;
-            break;
-        case 'j':
-            if (sweep_parse_jobs("plan", optarg, &jobs))
-                return 2;
-            break;
         case 'M':
-            if (ts_parse_double(optarg, 0, 1, &max_offpol)) {
+            if (ts_parse_double(optarg, 0, 1, &o->max_offpol)) {
                 fprintf(stderr, "tailsim plan: --max-off-policy '%s': expected a fraction in "
                                 "[0, 1]\n", optarg);
                 return 2;
             }
             break;
         case 'V':
-            if (n_varies == GRID_MAX_DIMS) { /* the grid refuses more dimensions anyway */
+            if (o->n_varies == GRID_MAX_DIMS) { /* the grid refuses more dimensions anyway */
                 fprintf(stderr, "tailsim plan: too many --vary options\n");
                 return 2;
             }
-            varies[n_varies++] = optarg;
-            break;
-        case 'S':
-            if (n_sets == 64) {
-                fprintf(stderr, "tailsim plan: too many --set options\n");
-                return 2;
-            }
-            sets[n_sets++] = optarg;
+            o->varies[o->n_varies++] = optarg;
             break;
         default: usage(stderr); return 2;
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "tailsim plan: expected exactly one SCENARIO (try --help)\n");
+    if (!(o->scenario = opts_scenario(&o->co, argc, argv)))
         return 2;
-    }
-    gsl_set_error_handler_off();
-    ts_err e = {{0}};
-    grid g;
-    grid_init(&g, "plan", argv[optind]);
-    g.steps = steps;
-    sweep_collect col;
-    sweep_hooks h;
-    memset(&col, 0, sizeof col);
-    unsigned char *mask = NULL;
-    char **why = NULL;
-    plan_point *pt = NULL;
-    size_t np = 0, n_bad = 0;
-    int rc = 1, collector = 1;
-    if (grid_check_base(&g, &e) ||
-        grid_add_dim(&g, "policy", "name", pols, 0, "--policies", &e) ||
-        (gpus && grid_add_dim(&g, "cluster", "gpus", gpus, 0, "--gpus", &e)) ||
-        (tp && grid_add_dim(&g, "rollout", "tp", tp, 0, "--tp", &e)) ||
-        (train && grid_add_dim(&g, "train", "strategy", train, 0, "--train", &e)) ||
-        (offload && grid_add_dim(&g, "train", "offload", offload, 0, "--offload", &e)))
-        goto fail;
-    for (int i = 0; i < n_varies; i++) {
-        char sec[sizeof g.dim[0].section], key[sizeof g.dim[0].key];
+    return -1;
+}
+
+/* The dimensions of o's search into g (grid_init()ed): policies, GPU
+ * counts, TP, train strategies, offload, --vary keys, then each --set as a
+ * one-value dimension.  Returns 0, or -1 with e set. */
+static int plan_grid(const plan_opts *o, grid *g, ts_err *e)
+{
+    if (grid_check_base(g, e) ||
+        grid_add_dim(g, "policy", "name", o->pols, 0, "--policies", e) ||
+        (o->gpus && grid_add_dim(g, "cluster", "gpus", o->gpus, 0, "--gpus", e)) ||
+        (o->tp && grid_add_dim(g, "rollout", "tp", o->tp, 0, "--tp", e)) ||
+        (o->train && grid_add_dim(g, "train", "strategy", o->train, 0, "--train", e)) ||
+        (o->offload && grid_add_dim(g, "train", "offload", o->offload, 0, "--offload", e)))
+        return -1;
+    for (int i = 0; i < o->n_varies; i++) {
+        char sec[sizeof g->dim[0].section], key[sizeof g->dim[0].key];
         const char *list;
-        if (scenario_parse_set(varies[i], sec, sizeof sec, key, sizeof key, 1, &list, &e)) {
-            ts_errf(&e, "--vary '%s': expected section.key=v1,v2,...", varies[i]);
-            goto fail;
-        }
-        if (grid_add_dim(&g, sec, key, list, 0, "--vary", &e))
-            goto fail;
+        if (scenario_parse_set(o->varies[i], sec, sizeof sec, key, sizeof key, 1, &list, e))
+            return ts_errf(e, "--vary '%s': expected section.key=v1,v2,...", o->varies[i]);
+        if (grid_add_dim(g, sec, key, list, 0, "--vary", e))
+            return -1;
     }
-    for (int i = 0; i < n_sets; i++) {
-        char sec[sizeof g.dim[0].section], key[sizeof g.dim[0].key];
+    for (int i = 0; i < o->co.n_sets; i++) {
+        char sec[sizeof g->dim[0].section], key[sizeof g->dim[0].key];
         const char *val;
-        if (scenario_parse_set(sets[i], sec, sizeof sec, key, sizeof key, 1, &val, &e))
-            goto fail;
+        if (scenario_parse_set(o->co.sets[i], sec, sizeof sec, key, sizeof key, 1, &val, e))
+            return -1;
         char one[GRID_SET_MAX];
         snprintf(one, sizeof one, "\"%s\"", val); /* one value, verbatim */
-        if (grid_add_dim(&g, sec, key, one, 0, "--set", &e))
-            goto fail;
+        if (grid_add_dim(g, sec, key, one, 0, "--set", e))
+            return -1;
     }
-    mask = calloc(g.n_configs, 1);
-    why = calloc(g.n_configs, sizeof *why);
-    pt = calloc(g.n_configs, sizeof *pt);
-    if (!mask || !why || !pt) {
-        ts_errf(&e, "out of memory");
-        goto fail;
-    }
-    for (size_t i = 0; i < g.n_configs; i++) {
+    return 0;
+}
+
+/* Marks in r->mask the configurations that can run, and gives the others
+ * their reason.  Returns 0, or -1 with e set. */
+static int plan_check(plan_out *r, ts_err *e)
+{
+    const grid *g = &r->g;
+    r->mask = calloc(g->n_configs, 1);
+    r->why = calloc(g->n_configs, sizeof *r->why);
+    r->pt = calloc(g->n_configs, sizeof *r->pt);
+    if (!r->mask || !r->why || !r->pt)
+        return ts_errf(e, "out of memory");
+    for (size_t i = 0; i < g->n_configs; i++) {
         ts_err ce = {{0}};
-        if (sweep_config_check(&g, i, &ce) == 0)
-            mask[i] = 1;
-        else if (!(why[i] = reason_of(ce.msg))) {
-            ts_errf(&e, "out of memory");
-            goto fail;
-        }
+        if (sweep_config_check(g, i, &ce) == 0)
+            r->mask[i] = 1;
+        else if (!(r->why[i] = reason_of(ce.msg)))
+            return ts_errf(e, "out of memory");
     }
-    if (sweep_collect_init(&col, &g, "plan", NULL, &h, &e))
-        goto fail;
-    sweep_progress_attach(&col, &h);
-    int xrc = sweep_exec(&g, jobs, mask, &h, &collector, &e);
-    if (!collector) {
+    return 0;
+}
+
+/* The point of every configuration that ran, the reason of each that
+ * failed while running ("cannot run" too), and the count of those that
+ * cannot run.  Returns 0, or -1 with e set. */
+static int plan_points(const plan_opts *o, plan_out *r, ts_err *e)
+{
+    const grid *g = &r->g;
+    for (size_t i = 0; i < g->n_configs; i++) {
+        const run_record *rec = r->col.rec[i];
+        if (!r->mask[i])
+            continue;
+        if (!rec) { /* failed while running: also "cannot run" */
+            if (!(r->why[i] = r->col.err[i] ? reason_of(r->col.err[i]) : strdup("did not run")))
+                return ts_errf(e, "out of memory");
+            continue;
+        }
+        plan_point *p = &r->pt[r->np++];
+        double s = 0;
+        p->config = i;
+        label(g, i, p->label, sizeof p->label);
+        p->gpus = rec->gpus;
+        p->tp = rec->tp;
+        if (run_get_metric(rec, "step_s", &s))
+            return ts_errf(e, "configuration %zu has no step_s", i);
+        p->step_s = s;
+        p->gpu_h = plan_gpu_hours(p->gpus, s);
+        if (run_get_metric(rec, "off_policy_tokens", &p->offtok) ||
+            run_get_metric(rec, "mean_staleness", &p->stale))
+            return ts_errf(e, "configuration %zu has no off-policy metrics", i);
+        p->excluded = p->offtok > o->max_offpol;
+    }
+    for (size_t i = 0; i < g->n_configs; i++)
+        r->n_bad += r->why[i] != NULL;
+    return 0;
+}
+
+/* Builds o's grid into r (zeroed first; free with plan_out_free() whatever
+ * this returns), runs what can run, and finds the front and the cheapest.
+ * *collector is 0 on an MPI rank that only ran configurations (r then holds
+ * no results).  Returns 0, or -1 with e set. */
+static int plan_run(const plan_opts *o, plan_out *r, int *collector, ts_err *e)
+{
+    memset(r, 0, sizeof *r);
+    grid_init(&r->g, "plan", o->scenario);
+    r->g.steps = o->co.steps;
+    if (plan_grid(o, &r->g, e) || plan_check(r, e))
+        return -1;
+    sweep_hooks h;
+    if (sweep_collect_init(&r->col, &r->g, "plan", NULL, &h, e))
+        return -1;
+    sweep_progress_attach(&r->col, &h);
+    int xrc = sweep_exec(&r->g, o->co.jobs, r->mask, &h, collector, e);
+    if (xrc || !*collector)
+        return xrc ? -1 : 0;
+    if (plan_points(o, r, e))
+        return -1;
+    plan_pareto(r->pt, r->np);
+    r->best = plan_cheapest(r->pt, r->np, o->target > 0 ? o->target : INFINITY);
+    return 0;
+}
+
+static void plan_out_free(plan_out *r)
+{
+    sweep_collect_free(&r->col);
+    if (r->why)
+        for (size_t i = 0; i < r->g.n_configs; i++)
+            free(r->why[i]);
+    free(r->why);
+    free(r->mask);
+    free(r->pt);
+    grid_free(&r->g);
+}
+
+/* Prints the search as one JSON object.  Returns 0, or -1 with e set. */
+static int plan_emit_json(const plan_opts *o, const plan_out *r, ts_err *e)
+{
+    const grid *g = &r->g;
+    json_t *out = json_object(), *all = json_array(), *front = json_array(), *bad = json_array();
+    json_object_set_new(out, "command", json_string("plan"));
+    json_object_set_new(out, "scenario", json_string(g->scenario));
+    json_object_set_new(out, "steps", json_integer(g->steps));
+    json_object_set_new(out, "searched", json_integer((json_int_t)g->n_configs));
+    json_object_set_new(out, "target_step_s", o->target > 0 ? json_real(o->target) : json_null());
+    json_object_set_new(out, "max_off_policy", json_real(o->max_offpol));
+    for (size_t i = 0; i < r->np; i++) {
+        json_array_append_new(all, point_json(&r->pt[i], g));
+        if (r->pt[i].front)
+            json_array_append_new(front, json_integer((json_int_t)r->pt[i].config));
+    }
+    for (size_t i = 0; i < g->n_configs; i++) {
+        if (!r->why[i])
+            continue;
+        json_t *b = json_object();
+        char *params = sweep_config_params(g, i);
+        json_object_set_new(b, "config", json_integer((json_int_t)i));
+        json_object_set_new(b, "params", params ? json_loads(params, 0, NULL) : json_null());
+        json_object_set_new(b, "reason", json_string(r->why[i]));
+        free(params);
+        json_array_append_new(bad, b);
+    }
+    json_object_set_new(out, "feasible", all);
+    json_object_set_new(out, "pareto", front);
+    json_object_set_new(out, "infeasible", bad);
+    json_object_set_new(out, "cheapest",
+                        r->best >= 0 ? point_json(&r->pt[r->best], g) : json_null());
+    int rc = cmd_print_json(out, 10, e);
+    json_decref(out);
+    return rc;
+}
+
+/* The table of every configuration that ran, and those that cannot run. */
+static void plan_text_configs(const plan_opts *o, const plan_out *r)
+{
+    const plan_point *pt = r->pt;
+    size_t n_excl = 0;
+    printf("  %-34s %5s %3s %11s %16s %7s %6s  %s\n", "configuration", "gpus", "tp", "step_s",
+           "GPU-h/1k steps", "offtok", "stale", "front");
+    for (size_t i = 0; i < r->np; i++) {
+        printf("  %-34s %5d %3d %11.2f %16.1f %7.3f %6.2f  %s\n", pt[i].label, pt[i].gpus,
+               pt[i].tp, pt[i].step_s, pt[i].gpu_h, pt[i].offtok, pt[i].stale,
+               pt[i].front ? "*" : pt[i].excluded ? "x" : "");
+        n_excl += (size_t)pt[i].excluded;
+    }
+    if (n_excl)
+        printf("  (x: offtok above --max-off-policy %g, kept off the front and the pick)\n",
+               o->max_offpol);
+    if (r->n_bad) {
+        printf("\nskipped (cannot run):\n");
+        for (size_t i = 0; i < r->g.n_configs; i++)
+            if (r->why[i]) {
+                char lb[96];
+                label(&r->g, i, lb, sizeof lb);
+                printf("  %-34s %s\n", lb, r->why[i]);
+            }
+    }
+}
+
+/* Prints the search as tables.  Cannot fail. */
+static void plan_emit_text(const plan_opts *o, const plan_out *r)
+{
+    const plan_point *pt = r->pt;
+    const double target = o->target;
+    const long best = r->best;
+    char note[96];
+    printf("plan  scenario %s  steps %d  %zu configurations searched, %zu feasible, %zu skipped\n\n",
+           r->g.scenario, r->g.steps, r->g.n_configs, r->np, r->n_bad);
+    plan_text_configs(o, r);
+    printf("\nPareto front (step time vs GPU-hours per 1,000 steps):\n");
+    for (size_t i = 0; i < r->np; i++)
+        if (pt[i].front)
+            printf("  %-34s step %9.2f s  %10.1f GPU-h/1k steps%s\n", pt[i].label,
+                   pt[i].step_s, pt[i].gpu_h, offpol_note(&pt[i], note, sizeof note));
+    if (target > 0) {
+        if (best >= 0)
+            printf("\ncheapest meeting step <= %.0f s: %s  (step %.2f s, %.1f GPU-h per 1,000 "
+                   "steps%s)\n", target, pt[best].label, pt[best].step_s, pt[best].gpu_h,
+                   offpol_note(&pt[best], note, sizeof note));
+        else
+            printf("\nno configuration meets step <= %.0f s\n", target);
+    } else if (best >= 0) {
+        printf("\ncheapest: %s  (step %.2f s, %.1f GPU-h per 1,000 steps%s)\n", pt[best].label,
+               pt[best].step_s, pt[best].gpu_h, offpol_note(&pt[best], note, sizeof note));
+    }
+}
+
+/* -o DIR: plan.dat and plan_front.png, and a line on stderr.  Returns 0, or
+ * -1 with e set. */
+static int plan_emit_plot(const plan_opts *o, const plan_out *r, ts_err *e)
+{
+    char title[512];
+    snprintf(title, sizeof title, "tailsim plan: %s, %d step%s per configuration",
+             r->g.scenario, r->g.steps, r->g.steps > 1 ? "s" : "");
+    if (plan_plot(r->pt, r->np, o->target, r->best, o->co.out, title, e))
+        return -1;
+    fprintf(stderr, "tailsim plan: wrote %s/plan.dat and %s/plan_front.png\n", o->co.out,
+            o->co.out);
+    return 0;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    plan_opts o;
+    int prc = plan_parse(argc, argv, &o);
+    if (prc >= 0)
+        return prc;
+    gsl_set_error_handler_off();
+    ts_err e = {{0}};
+    plan_out r;
+    int rc = 1, collector = 1;
+    int xrc = plan_run(&o, &r, &collector, &e);
+    if (!collector) { /* an MPI rank other than 0: rank 0 reports */
         rc = xrc ? 1 : 0;
         goto done;
     }
     if (xrc)
         goto fail;
-    for (size_t i = 0; i < g.n_configs; i++) {
-        if (!mask[i])
-            continue;
-        if (!col.rec[i]) { /* failed while running: also "cannot run" */
-            if (!(why[i] = col.err[i] ? reason_of(col.err[i]) : strdup("did not run"))) {
-                ts_errf(&e, "out of memory");
-                goto fail;
-            }
-            continue;
-        }
-        plan_point *p = &pt[np++];
-        double s = 0;
-        p->config = i;
-        label(&g, i, p->label, sizeof p->label);
-        p->gpus = col.rec[i]->gpus;
-        p->tp = col.rec[i]->tp;
-        if (run_get_metric(col.rec[i], "step_s", &s)) {
-            ts_errf(&e, "configuration %zu has no step_s", i);
+    if (o.co.json) {
+        if (plan_emit_json(&o, &r, &e))
             goto fail;
-        }
-        p->step_s = s;
-        p->gpu_h = plan_gpu_hours(p->gpus, s);
-        if (run_get_metric(col.rec[i], "off_policy_tokens", &p->offtok) ||
-            run_get_metric(col.rec[i], "mean_staleness", &p->stale)) {
-            ts_errf(&e, "configuration %zu has no off-policy metrics", i);
-            goto fail;
-        }
-        p->excluded = p->offtok > max_offpol;
+    } else {
+        plan_emit_text(&o, &r);
     }
-    for (size_t i = 0; i < g.n_configs; i++)
-        n_bad += why[i] != NULL;
-    plan_pareto(pt, np);
-    long best = plan_cheapest(pt, np, target > 0 ? target : INFINITY);
-    if (print_plan(&g, pt, np, why, n_bad, target, max_offpol, best, json, &e))
+    if (o.co.out && plan_emit_plot(&o, &r, &e))
         goto fail;
-    if (out_dir) {
-        char title[512];
-        snprintf(title, sizeof title, "tailsim plan: %s, %d step%s per configuration",
-                 g.scenario, g.steps, g.steps > 1 ? "s" : "");
-        if (plan_plot(pt, np, target, best, out_dir, title, &e))
-            goto fail;
-        fprintf(stderr, "tailsim plan: wrote %s/plan.dat and %s/plan_front.png\n", out_dir,
-                out_dir);
-    }
-    run_note_carry("tailsim plan", pols, g.steps, NULL);
+    run_note_carry("tailsim plan", o.pols, r.g.steps, NULL);
     rc = 0;
     goto done;
 fail:
     fprintf(stderr, "tailsim plan: %s\n", e.msg);
 done:
-    sweep_collect_free(&col);
-    if (why)
-        for (size_t i = 0; i < g.n_configs; i++)
-            free(why[i]);
-    free(why);
-    free(mask);
-    free(pt);
-    grid_free(&g);
+    plan_out_free(&r);
     return rc;
 }

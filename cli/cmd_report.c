@@ -9,7 +9,8 @@
  * runtime error (missing database, unknown run, gnuplot failure; one
  * "tailsim: ..." line on stderr), 2 usage error.  The database is never
  * created by this command: a missing file is an error rather than a new
- * empty store.
+ * empty store.  report_cmd_parse reads the flags ("--db FILE" or
+ * "--db=FILE", through cli/opts.c); report_one and report_many write.
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "reports/report.h"
 #include "reports/runs_report.h"
 #include "cli/cmd.h"
+#include "cli/opts.h"
 #include "results/store.h"
 
 #define REPORT_MAX_RUNS 16
@@ -42,25 +44,6 @@ static void report_usage(FILE *f)
             "Needs gnuplot on PATH.\n", REPORT_MAX_RUNS);
 }
 
-/* Takes the value of option argv[*i] ("--opt VALUE" or "--opt=VALUE").
- * Returns the value, or NULL when missing. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (!strncmp(a, name, n) && a[n] == '=')
-        return a + n + 1;
-    if (*i + 1 >= argc)
-        return NULL;
-    return argv[++*i];
-}
-
-static int matches(const char *arg, const char *name)
-{
-    size_t n = strlen(name);
-    return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
-}
-
 /* 1 when the database file exists, else 0 after saying so: this command
  * never creates one. */
 static int db_exists(const char *db)
@@ -72,12 +55,58 @@ static int db_exists(const char *db)
     return 0;
 }
 
-/* --run ID,ID,...: every run loaded before anything is written. */
-static int report_many(const char *db, const char *list, const char *out)
+typedef struct report_opts {
+    const char *db;      /* --db FILE (default tailsim.db) */
+    const char *out;     /* -o / --out DIR */
+    const char *run;     /* --run ID, 'latest' or ID,ID,...; NULL: the latest */
+} report_opts;
+
+/* Parses the command line into o.  Returns -1 to go on, or the exit status
+ * (0 after --help, 2 after a usage error, said on stderr). */
+static int report_cmd_parse(int argc, char **argv, report_opts *o)
 {
-    int64_t ids[REPORT_MAX_RUNS];
-    size_t n = 0;
+    o->db = "tailsim.db";
+    o->out = o->run = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **dst = NULL, *name = NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            report_usage(stdout);
+            return 0;
+        } else if (opts_match(a, "--db")) {
+            dst = &o->db, name = "--db";
+        } else if (opts_match(a, "--run")) {
+            dst = &o->run, name = "--run";
+        } else if (opts_match(a, "--out")) {
+            dst = &o->out, name = "--out";
+        } else if (!strcmp(a, "-o")) {
+            dst = &o->out, name = "-o";
+        } else {
+            fprintf(stderr, "tailsim: report: unexpected argument '%s'\n", a);
+            report_usage(stderr);
+            return 2;
+        }
+        const char *v = opts_value(argc, argv, &i, name);
+        if (!v || !*v) {
+            fprintf(stderr, "tailsim: report: %s needs a value\n", name);
+            return 2;
+        }
+        *dst = v;
+    }
+    if (!o->out) {
+        fprintf(stderr, "tailsim: report: missing -o DIR\n");
+        report_usage(stderr);
+        return 2;
+    }
+    return -1;
+}
+
+/* The ids of --run ID,ID,... into ids (REPORT_MAX_RUNS), their count into
+ * *n.  Returns -1 to go on, or 2 after saying what is wrong on stderr. */
+static int report_ids(const char *list, int64_t *ids, size_t *n)
+{
     char buf[512];
+    *n = 0;
     if (strlen(list) >= sizeof buf) {
         fprintf(stderr, "tailsim: report: --run: the list is too long\n");
         return 2;
@@ -92,18 +121,29 @@ static int report_many(const char *db, const char *list, const char *out)
                             "integer)\n", tok, list);
             return 2;
         }
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < *n; i++)
             if (ids[i] == id) {
                 fprintf(stderr, "tailsim: report: --run: run %lld listed twice\n", (long long)id);
                 return 2;
             }
-        if (n == REPORT_MAX_RUNS) {
+        if (*n == REPORT_MAX_RUNS) {
             fprintf(stderr, "tailsim: report: --run: at most %d runs side by side\n",
                     REPORT_MAX_RUNS);
             return 2;
         }
-        ids[n++] = id;
+        ids[(*n)++] = id;
     }
+    return -1;
+}
+
+/* --run ID,ID,...: every run loaded before anything is written. */
+static int report_many(const char *db, const char *list, const char *out)
+{
+    int64_t ids[REPORT_MAX_RUNS];
+    size_t n;
+    int prc = report_ids(list, ids, &n);
+    if (prc >= 0)
+        return prc;
     if (!db_exists(db))
         return 1;
     int rc = 1;
@@ -130,42 +170,10 @@ cleanup:
     return rc;
 }
 
-int cmd_report(int argc, char **argv)
+/* --run ID or 'latest' (run NULL: the latest): the run's report, then the
+ * paths written. */
+static int report_one(const char *db, const char *run, const char *out)
 {
-    const char *db = "tailsim.db", *out = NULL, *run = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char **dst = NULL, *name = NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            report_usage(stdout);
-            return 0;
-        } else if (matches(a, "--db")) {
-            dst = &db, name = "--db";
-        } else if (matches(a, "--run")) {
-            dst = &run, name = "--run";
-        } else if (matches(a, "--out")) {
-            dst = &out, name = "--out";
-        } else if (!strcmp(a, "-o")) {
-            dst = &out, name = "-o";
-        } else {
-            fprintf(stderr, "tailsim: report: unexpected argument '%s'\n", a);
-            report_usage(stderr);
-            return 2;
-        }
-        const char *v = opt_value(argc, argv, &i, name);
-        if (!v || !*v) {
-            fprintf(stderr, "tailsim: report: %s needs a value\n", name);
-            return 2;
-        }
-        *dst = v;
-    }
-    if (!out) {
-        fprintf(stderr, "tailsim: report: missing -o DIR\n");
-        report_usage(stderr);
-        return 2;
-    }
-    if (run && strchr(run, ','))
-        return report_many(db, run, out);
     int64_t id = 0;
     if (run && strcmp(run, "latest") && ts_parse_i64(run, 1, INT64_MAX, &id) != 0) {
         fprintf(stderr, "tailsim: report: --run: '%s' is not a run id (a positive "
@@ -198,4 +206,15 @@ cleanup:
     run_record_free(r);
     store_close(s);
     return rc;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    report_opts o;
+    int prc = report_cmd_parse(argc, argv, &o);
+    if (prc >= 0)
+        return prc;
+    if (o.run && strchr(o.run, ','))
+        return report_many(o.db, o.run, o.out);
+    return report_one(o.db, o.run, o.out);
 }

@@ -6,6 +6,12 @@
  * JSON keys are stable (documented in the README).  wall_s and events_per_s
  * are the only values that change between identical runs; --no-wall drops
  * them so that outputs can be compared byte for byte.
+ *
+ * Both run in four phases: run_parse (the command line), run_simulate (set
+ * up, simulate, collect the metrics and save to --db; prints nothing),
+ * then run_emit_json or run_emit_text.  Also home of the helpers every
+ * command shares (cli/cmd.h): cmd_print_json, cmd_json_identity and
+ * cmd_save_run.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -19,22 +25,30 @@
 #include "common/util.h"
 #include "cli/cmd.h"
 #include "cli/cmd_run.h"
+#include "cli/opts.h"
 #include "sim/rlstep.h"
 #include "results/store.h"
 
 
 typedef struct run_opts {
+    opts_common co;        /* --trace (relative to the current directory), --seed, --set,
+                            * --steps, --db, --json, --no-wall */
     const char *scenario;
-    const char *trace;     /* --trace override, relative to the current directory */
-    const char *db;
-    int json, no_wall;
-    int have_seed;
-    uint64_t seed;
-    const char *sets[64];
-    int n_sets;
-    int steps;             /* --steps N */
     const char *policy;    /* --policy NAME (NULL: the scenario's policy.name) */
 } run_opts;
+
+/* What one rollout or RL-step run produced, for the emitters. */
+typedef struct run_out {
+    scenario s;
+    hw_desc hw;
+    llm_desc m;
+    const policy *pol;     /* NULL: the scenario's [spec] keys, shown as "custom" */
+    trace **steps;         /* the n_steps steps replayed */
+    int n_steps;
+    multistep_result res;
+    run_record *rec;       /* identity, metrics (means over the steps) and timeline */
+    json_t *per_step;      /* --json over several steps: each step's metrics, else NULL */
+} run_out;
 
 int cmd_print_json(const json_t *o, int precision, ts_err *e)
 {
@@ -55,6 +69,16 @@ void cmd_json_identity(json_t *o, const run_record *rec, const char *model, cons
     json_object_set_new(o, "calibration", json_string(rec->calibration));
     json_object_set_new(o, "version", json_string(rec->version));
     json_object_set_new(o, "seed", json_integer((json_int_t)rec->seed));
+}
+
+int cmd_save_run(const char *db, run_record *rec, ts_err *e)
+{
+    store *st = NULL;
+    if (store_open(db, &st, e))
+        return -1;
+    int rc = store_save_run(st, rec, e);
+    store_close(st);
+    return rc;
 }
 
 static void run_usage(FILE *f, const char *cmd)
@@ -85,60 +109,42 @@ static void run_usage(FILE *f, const char *cmd)
                   "actor update) and reports each phase, the step time and the rollout's tail metrics.");
 }
 
-static int parse_run_opts(int argc, char **argv, run_opts *o)
+/* Parses the command line into o.  Returns -1 to go on, or the exit status
+ * (0 after --help, 2 after a usage error, said on stderr). */
+static int run_parse(int argc, char **argv, run_opts *o)
 {
     static const struct option lo[] = {
-        {"trace", required_argument, 0, 't'}, {"seed", required_argument, 0, 's'},
-        {"set", required_argument, 0, 'S'},   {"db", required_argument, 0, 'd'},
-        {"json", no_argument, 0, 'j'},        {"no-wall", no_argument, 0, 'W'},
-        {"help", no_argument, 0, 'h'},        {"steps", required_argument, 0, 'n'},
-        {"policy", required_argument, 0, 'p'}, {0, 0, 0, 0}};
+        OPTS_LONG_TRACE,
+        OPTS_LONG_SEED,
+        OPTS_LONG_SET,
+        OPTS_LONG_DB,
+        OPTS_LONG_JSON,
+        OPTS_LONG_NO_WALL,
+        OPTS_LONG_HELP,
+        OPTS_LONG_STEPS,
+        {"policy", required_argument, 0, 'p'},
+        {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
-    o->steps = 1;
+    opts_init(&o->co, argv[0], OPTS_MAX_SETS);
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        int t = opts_take(&o->co, c, optarg);
+        if (t == OPTS_HELP) {
+            run_usage(stdout, argv[0]);
+            return 0;
+        }
+        if (t == OPTS_BAD)
+            return 2;
+        if (t == OPTS_TAKEN)
+            continue;
         switch (c) {
-        case 't': o->trace = optarg; break;
-        case 'd': o->db = optarg; break;
-        case 'j': o->json = 1; break;
-        case 'W': o->no_wall = 1; break;
-        case 'h': run_usage(stdout, argv[0]); return 0;
         case 'p': o->policy = optarg; break;
-        case 'n': {
-            int64_t v;
-            if (ts_parse_i64(optarg, 1, 100000, &v)) {
-                fprintf(stderr, "tailsim %s: --steps '%s': expected an integer in [1, 100000]\n", argv[0], optarg);
-                return 2;
-            }
-            o->steps = (int)v;
-            break;
-        }
-        case 's': {
-            int64_t v;
-            if (ts_parse_i64(optarg, 0, INT64_MAX, &v)) {
-                fprintf(stderr, "tailsim %s: --seed '%s': expected a non-negative integer\n", argv[0], optarg);
-                return 2;
-            }
-            o->seed = (uint64_t)v;
-            o->have_seed = 1;
-            break;
-        }
-        case 'S':
-            if (o->n_sets == 64) {
-                fprintf(stderr, "tailsim %s: too many --set options\n", argv[0]);
-                return 2;
-            }
-            o->sets[o->n_sets++] = optarg;
-            break;
         default: run_usage(stderr, argv[0]); return 2;
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "tailsim %s: expected exactly one SCENARIO (try --help)\n", argv[0]);
+    if (!(o->scenario = opts_scenario(&o->co, argc, argv)))
         return 2;
-    }
-    o->scenario = argv[optind];
     return -1;
 }
 
@@ -195,16 +201,76 @@ static int is_integer_metric(const char *k)
     return 0;
 }
 
-static int print_json(const run_record *rec, const char *model, const char *hw, const char *pol,
-                      int steps, json_t *per_step)
+/* Sets up and simulates o's run into r (zeroed first; free with
+ * run_out_free() whatever this returns): the scenario, its policy and steps,
+ * the simulation, the run's identity and metrics (wall_s and events_per_s
+ * unless --no-wall), saved to --db.  Prints nothing.  Returns 0, or -1 with
+ * e set. */
+static int run_simulate(const run_opts *o, int full, run_out *r, ts_err *e)
 {
+    memset(r, 0, sizeof *r);
+    const opts_common *co = &o->co;
+    if (run_setup(o->scenario, co->sets, co->n_sets, co->have_seed, co->seed, &r->s, &r->hw,
+                  &r->m, e))
+        return -1;
+    const char *pname = o->policy ? o->policy : r->s.policy;
+    if (pname[0] && !(r->pol = policy_find(pname)))
+        return ts_errf(e, "unknown policy '%s' (tailsim compare --help lists them)", pname);
+    if (!(r->steps = calloc((size_t)co->steps, sizeof *r->steps)) || !(r->rec = run_record_new()))
+        return ts_errf(e, "out of memory");
+    r->n_steps = co->steps;
+    if (policy_load_steps(&r->s, co->trace, co->steps, r->steps, e))
+        return -1;
+    double w0 = ts_wall_s();
+    int src = policy_run(&r->s, r->pol, &r->hw, &r->m, r->steps, co->steps, full, &r->res, r->rec,
+                         e);
+    double wall = ts_wall_s() - w0;
+    if (src)
+        return -1;
+    run_set_identity(r->rec, full ? "rlstep" : "rollout", r->s.name, r->hw.calibration, r->s.seed,
+                     r->res.step[0].gpus, r->res.step[0].replicas, r->res.step[0].tp);
+    run_set_policy(r->rec, r->pol ? r->pol->name : NULL);
+    int oom = run_multistep_metrics(r->rec, &r->res, r->steps, full,
+                                    co->json && co->steps > 1 ? &r->per_step : NULL);
+    if (!co->no_wall && !oom) {
+        double ev = 0;
+        for (int k = 0; k < r->res.steps; k++)
+            ev += (double)r->res.step[k].ro.events;
+        oom = run_add_metric(r->rec, "wall_s", wall) ||
+              run_add_metric(r->rec, "events_per_s", wall > 0 ? ev / wall : 0);
+    }
+    if (oom)
+        return ts_errf(e, "out of memory");
+    return co->db ? cmd_save_run(co->db, r->rec, e) : 0;
+}
+
+static void run_out_free(run_out *r)
+{
+    json_decref(r->per_step);
+    multistep_result_free(&r->res);
+    run_record_free(r->rec);
+    for (int k = 0; k < r->n_steps; k++)
+        trace_free(r->steps[k]);
+    free(r->steps);
+}
+
+/* The policy's name as the output shows it. */
+static const char *run_policy_shown(const run_out *r)
+{
+    return r->pol ? r->pol->name : "custom";
+}
+
+/* Prints r as one JSON object.  Returns 0, or -1 with e set. */
+static int run_emit_json(const run_out *r, ts_err *e)
+{
+    const run_record *rec = r->rec;
     json_t *o = json_object();
-    cmd_json_identity(o, rec, model, hw);
-    json_object_set_new(o, "policy", json_string(pol));
-    json_object_set_new(o, "steps", json_integer(steps));
+    cmd_json_identity(o, rec, r->m.name, r->hw.name);
+    json_object_set_new(o, "policy", json_string(run_policy_shown(r)));
+    json_object_set_new(o, "steps", json_integer(r->n_steps));
     for (size_t i = 0; i < rec->n_metrics; i++) {
         const metric *m = &rec->metrics[i];
-        json_object_set_new(o, m->key, is_integer_metric(m->key) && steps == 1
+        json_object_set_new(o, m->key, is_integer_metric(m->key) && r->n_steps == 1
                                            ? json_integer((json_int_t)llround(m->value))
                                            : json_real(m->value));
     }
@@ -217,23 +283,24 @@ static int print_json(const run_record *rec, const char *model, const char *hw, 
             json_object_set_new(ph, tl_phase_name[p], json_real(v));
     }
     json_object_set_new(o, "phases_s", ph);
-    json_object_set(o, "per_step", per_step);
-    int rc = cmd_print_json(o, 10, NULL);
+    json_object_set(o, "per_step", r->per_step);
+    int rc = cmd_print_json(o, 10, e);
     json_decref(o);
     return rc;
 }
 
-static void print_table(const run_record *rec, const char *model, const char *hw, const char *pol,
-                        int steps)
+/* Prints r as a table.  Cannot fail. */
+static void run_emit_text(const run_out *r)
 {
+    const run_record *rec = r->rec;
     printf("%s  scenario %s  model %s  hw %s  seed %llu  policy %s", rec->command, rec->scenario,
-           model, hw, (unsigned long long)rec->seed, pol);
-    if (steps > 1)
-        printf("  steps %d (means over steps)", steps);
+           r->m.name, r->hw.name, (unsigned long long)rec->seed, run_policy_shown(r));
+    if (r->n_steps > 1)
+        printf("  steps %d (means over steps)", r->n_steps);
     printf("\ncalibration: %s\n\n", rec->calibration);
     for (size_t i = 0; i < rec->n_metrics; i++) {
         const metric *m = &rec->metrics[i];
-        if (is_integer_metric(m->key) && steps == 1)
+        if (is_integer_metric(m->key) && r->n_steps == 1)
             printf("  %-22s %14.0f\n", m->key, m->value);
         else if (fabs(m->value) >= 1e6)
             printf("  %-22s %14.4g\n", m->key, m->value);
@@ -242,90 +309,32 @@ static void print_table(const run_record *rec, const char *model, const char *hw
     }
 }
 
-
 static int run_common(int argc, char **argv, int full)
 {
     run_opts o;
-    int prc = parse_run_opts(argc, argv, &o);
+    int prc = run_parse(argc, argv, &o);
     if (prc >= 0)
         return prc;
     gsl_set_error_handler_off();
     ts_err e = {{0}};
-    scenario s;
-    hw_desc hw;
-    llm_desc m;
-    trace **steps = NULL;
-    run_record *rec = NULL;
-    json_t *per_step = NULL;
-    multistep_result res;
-    memset(&res, 0, sizeof res);
+    run_out r;
     int rc = 1;
-    if (run_setup(o.scenario, o.sets, o.n_sets, o.have_seed, o.seed, &s, &hw, &m, &e))
+    if (run_simulate(&o, full, &r, &e))
         goto fail;
-    const char *pname = o.policy ? o.policy : s.policy;
-    const policy *pol = NULL;
-    if (pname[0] && !(pol = policy_find(pname))) {
-        ts_errf(&e, "unknown policy '%s' (tailsim compare --help lists them)", pname);
-        goto fail;
-    }
-    if (!(steps = calloc((size_t)o.steps, sizeof *steps)) || !(rec = run_record_new())) {
-        ts_errf(&e, "out of memory");
-        goto fail;
-    }
-    if (policy_load_steps(&s, o.trace, o.steps, steps, &e))
-        goto fail;
-    double w0 = ts_wall_s();
-    int src = policy_run(&s, pol, &hw, &m, steps, o.steps, full, &res, rec, &e);
-    double wall = ts_wall_s() - w0;
-    if (src)
-        goto fail;
-    run_set_identity(rec, full ? "rlstep" : "rollout", s.name, hw.calibration, s.seed,
-                     res.step[0].gpus, res.step[0].replicas, res.step[0].tp);
-    run_set_policy(rec, pol ? pol->name : NULL);
-    int oom = run_multistep_metrics(rec, &res, steps, full, o.json && o.steps > 1 ? &per_step : NULL);
-    if (!o.no_wall && !oom) {
-        double ev = 0;
-        for (int k = 0; k < res.steps; k++)
-            ev += (double)res.step[k].ro.events;
-        oom = run_add_metric(rec, "wall_s", wall) ||
-              run_add_metric(rec, "events_per_s", wall > 0 ? ev / wall : 0);
-    }
-    if (oom) {
-        ts_errf(&e, "out of memory");
-        goto fail;
-    }
-    if (o.db) {
-        store *st = NULL;
-        if (store_open(o.db, &st, &e))
+    if (o.co.json) {
+        if (run_emit_json(&r, &e))
             goto fail;
-        int sr = store_save_run(st, rec, &e);
-        store_close(st);
-        if (sr)
-            goto fail;
-    }
-    const char *shown = pol ? pol->name : "custom";
-    if (o.json) {
-        if (print_json(rec, m.name, hw.name, shown, o.steps, per_step)) {
-            ts_errf(&e, "out of memory printing JSON");
-            goto fail;
-        }
     } else {
-        print_table(rec, m.name, hw.name, shown, o.steps);
+        run_emit_text(&r);
     }
-    if (o.db)
-        fprintf(stderr, "tailsim: saved run %lld to %s\n", (long long)rec->id, o.db);
+    if (o.co.db)
+        fprintf(stderr, "tailsim: saved run %lld to %s\n", (long long)r.rec->id, o.co.db);
     rc = 0;
     goto done;
 fail:
     fprintf(stderr, "tailsim %s: %s\n", argv[0], e.msg);
 done:
-    json_decref(per_step);
-    multistep_result_free(&res);
-    run_record_free(rec);
-    if (steps)
-        for (int k = 0; k < o.steps; k++)
-            trace_free(steps[k]);
-    free(steps);
+    run_out_free(&r);
     return rc;
 }
 

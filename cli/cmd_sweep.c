@@ -8,7 +8,11 @@
  * is opened, so bad input writes nothing.  Output lists configurations in
  * index order with no wall-clock values: it is byte-identical for -j 1,
  * -j N and MPI.  The collector is sweep/sweep_collect.c; the progress line
- * and -j parsing here are shared with `tailsim plan`.
+ * here is shared with `tailsim plan`.
+ *
+ * Phases: sweep_cmd_parse (the command line), sweep_cmd_run (load, check,
+ * run and store the grid; prints only the progress line on stderr), then
+ * sweep_emit_json or sweep_emit_text.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -22,8 +26,20 @@
 #include "common/util.h"
 #include "cli/cmd.h"
 #include "cli/cmd_sweep.h"
+#include "cli/opts.h"
 
+typedef struct sweep_opts {
+    opts_common co;        /* -j, --db (default tailsim.db), --json */
+    const char *grid_file;
+} sweep_opts;
 
+/* The grid and its results. */
+typedef struct sweep_out {
+    grid g;
+    int loaded;            /* 1: g holds a loaded grid */
+    sweep_collect col;     /* the results, in configuration order */
+    double wall;           /* seconds running the grid */
+} sweep_out;
 
 static void progress_print(void *ctx, size_t done, size_t total)
 {
@@ -50,24 +66,10 @@ static void progress_print(void *ctx, size_t done, size_t total)
     }
 }
 
-
-
-
 void sweep_progress_attach(sweep_collect *c, sweep_hooks *h)
 {
     c->tty = isatty(STDERR_FILENO);
     h->progress = progress_print;
-}
-
-int sweep_parse_jobs(const char *prog, const char *arg, int *jobs)
-{
-    int64_t v;
-    if (ts_parse_i64(arg, 1, 256, &v)) {
-        fprintf(stderr, "tailsim %s: -j '%s': expected an integer in [1, 256]\n", prog, arg);
-        return -1;
-    }
-    *jobs = (int)v;
-    return 0;
 }
 
 static void usage(FILE *f)
@@ -109,38 +111,42 @@ static const char *const head_rlstep[] = {"step_s", "rollout_s", "bubble", "util
 static const char *const head_rollout[] = {"rollout_s", "bubble", "tail", "util", "accept", NULL};
 #define N_SHOWN_MAX 6
 
-static int print_results(const grid *g, const sweep_collect *c, int json, ts_err *e)
+/* Prints the results as one JSON object.  Returns 0, or -1 with e set. */
+static int sweep_emit_json(const grid *g, const sweep_collect *c, ts_err *e)
 {
-    if (json) {
-        json_t *o = json_object(), *arr = json_array();
-        json_object_set_new(o, "command", json_string("sweep"));
-        json_object_set_new(o, "scenario", json_string(g->scenario));
-        json_object_set_new(o, "simulates", json_string(g->command));
-        json_object_set_new(o, "steps", json_integer(g->steps));
-        json_object_set_new(o, "configs", json_integer((json_int_t)g->n_configs));
-        json_object_set_new(o, "failed", json_integer((json_int_t)c->failed));
-        for (size_t i = 0; i < g->n_configs; i++) {
-            json_t *r = json_object(), *m = json_object();
-            char *params = sweep_config_params(g, i);
-            json_object_set_new(r, "config", json_integer((json_int_t)i));
-            json_object_set_new(r, "params", params ? json_loads(params, 0, NULL) : json_null());
-            free(params);
-            if (c->rec[i]) {
-                for (size_t k = 0; k < c->rec[i]->n_metrics; k++)
-                    json_object_set_new(m, c->rec[i]->metrics[k].key,
-                                        json_real(c->rec[i]->metrics[k].value));
-                json_object_set_new(r, "metrics", m);
-            } else {
-                json_decref(m);
-                json_object_set_new(r, "error", json_string(c->err[i] ? c->err[i] : "missing"));
-            }
-            json_array_append_new(arr, r);
+    json_t *o = json_object(), *arr = json_array();
+    json_object_set_new(o, "command", json_string("sweep"));
+    json_object_set_new(o, "scenario", json_string(g->scenario));
+    json_object_set_new(o, "simulates", json_string(g->command));
+    json_object_set_new(o, "steps", json_integer(g->steps));
+    json_object_set_new(o, "configs", json_integer((json_int_t)g->n_configs));
+    json_object_set_new(o, "failed", json_integer((json_int_t)c->failed));
+    for (size_t i = 0; i < g->n_configs; i++) {
+        json_t *r = json_object(), *m = json_object();
+        char *params = sweep_config_params(g, i);
+        json_object_set_new(r, "config", json_integer((json_int_t)i));
+        json_object_set_new(r, "params", params ? json_loads(params, 0, NULL) : json_null());
+        free(params);
+        if (c->rec[i]) {
+            for (size_t k = 0; k < c->rec[i]->n_metrics; k++)
+                json_object_set_new(m, c->rec[i]->metrics[k].key,
+                                    json_real(c->rec[i]->metrics[k].value));
+            json_object_set_new(r, "metrics", m);
+        } else {
+            json_decref(m);
+            json_object_set_new(r, "error", json_string(c->err[i] ? c->err[i] : "missing"));
         }
-        json_object_set_new(o, "results", arr);
-        int rc = cmd_print_json(o, 17, e);
-        json_decref(o);
-        return rc;
+        json_array_append_new(arr, r);
     }
+    json_object_set_new(o, "results", arr);
+    int rc = cmd_print_json(o, 17, e);
+    json_decref(o);
+    return rc;
+}
+
+/* Prints the results as a table.  Cannot fail. */
+static void sweep_emit_text(const grid *g, const sweep_collect *c)
+{
     int full = !strcmp(g->command, "rlstep");
     const char *const *shown = full ? shown_rlstep : shown_rollout;
     const char *const *head = full ? head_rlstep : head_rollout;
@@ -168,77 +174,113 @@ static int print_results(const grid *g, const sweep_collect *c, int json, ts_err
         if (!c->rec[i])
             printf("        failed: %s\n", c->err[i] ? c->err[i] : "missing");
     }
-    return 0;
 }
 
-int cmd_sweep(int argc, char **argv)
+/* Parses the command line into o.  Returns -1 to go on, or the exit status
+ * (0 after --help, 2 after a usage error, said on stderr). */
+static int sweep_cmd_parse(int argc, char **argv, sweep_opts *o)
 {
-    static const struct option lo[] = {{"jobs", required_argument, 0, 'j'},
-                                       {"db", required_argument, 0, 'd'},
-                                       {"json", no_argument, 0, 'J'},
-                                       {"help", no_argument, 0, 'h'},
+    static const struct option lo[] = {OPTS_LONG_JOBS,
+                                       OPTS_LONG_DB,
+                                       OPTS_LONG_JSON,
+                                       OPTS_LONG_HELP,
                                        {0, 0, 0, 0}};
-    const char *db = "tailsim.db";
-    int jobs = 1, json = 0, c;
+    memset(o, 0, sizeof *o);
+    opts_init(&o->co, "sweep", 0);
+    o->co.db = "tailsim.db";
+    int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "hj:", lo, NULL)) != -1) {
-        switch (c) {
-        case 'j':
-            if (sweep_parse_jobs("sweep", optarg, &jobs))
-                return 2;
-            break;
-        case 'd': db = optarg; break;
-        case 'J': json = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        int t = opts_take(&o->co, c, optarg);
+        if (t == OPTS_HELP) {
+            usage(stdout);
+            return 0;
+        }
+        if (t == OPTS_BAD)
+            return 2;
+        if (t == OPTS_OTHER) {
+            usage(stderr);
+            return 2;
         }
     }
     if (optind != argc - 1) {
         fprintf(stderr, "tailsim sweep: expected exactly one GRID file (try --help)\n");
         return 2;
     }
+    o->grid_file = argv[optind];
+    return -1;
+}
+
+/* Loads and checks o's grid into r (zeroed first; free with
+ * sweep_out_free() whatever this returns), runs it into the database and
+ * collects the results.  *collector is 0 on an MPI rank that only ran
+ * configurations.  Returns 0, or -1 with e set. */
+static int sweep_cmd_run(const sweep_opts *o, sweep_out *r, int *collector, ts_err *e)
+{
+    memset(r, 0, sizeof *r);
+    if (grid_load(o->grid_file, &r->g, e))
+        return -1;
+    r->loaded = 1;
+    if (grid_check_base(&r->g, e))
+        return -1;
+    for (size_t i = 0; i < r->g.n_configs; i++)
+        if (sweep_config_check(&r->g, i, e))
+            return -1;
+    sweep_hooks h;
+    if (sweep_collect_init(&r->col, &r->g, "sweep", o->co.db, &h, e))
+        return -1;
+    sweep_progress_attach(&r->col, &h);
+    double w0 = ts_wall_s();
+    int xrc = sweep_exec(&r->g, o->co.jobs, NULL, &h, collector, e);
+    if (!*collector)
+        return xrc ? -1 : 0;
+    if (xrc) {
+        ts_err e2 = {{0}};
+        sweep_collect_finish(&r->col, 0, &e2); /* rows are missing: failed */
+        return -1;
+    }
+    r->wall = ts_wall_s() - w0;
+    return sweep_collect_finish(&r->col, 1, e);
+}
+
+static void sweep_out_free(sweep_out *r)
+{
+    sweep_collect_free(&r->col);
+    if (r->loaded)
+        grid_free(&r->g);
+}
+
+int cmd_sweep(int argc, char **argv)
+{
+    sweep_opts o;
+    int prc = sweep_cmd_parse(argc, argv, &o);
+    if (prc >= 0)
+        return prc;
     gsl_set_error_handler_off();
     ts_err e = {{0}};
-    grid g;
-    sweep_collect col;
-    sweep_hooks h;
-    int rc = 1, collector = 1, loaded = 0;
-    memset(&col, 0, sizeof col);
-    if (grid_load(argv[optind], &g, &e))
-        goto fail;
-    loaded = 1;
-    if (grid_check_base(&g, &e))
-        goto fail;
-    for (size_t i = 0; i < g.n_configs; i++)
-        if (sweep_config_check(&g, i, &e))
-            goto fail;
-    if (sweep_collect_init(&col, &g, "sweep", db, &h, &e))
-        goto fail;
-    sweep_progress_attach(&col, &h);
-    double w0 = ts_wall_s();
-    int xrc = sweep_exec(&g, jobs, NULL, &h, &collector, &e);
+    sweep_out r;
+    int rc = 1, collector = 1;
+    int xrc = sweep_cmd_run(&o, &r, &collector, &e);
     if (!collector) { /* an MPI rank other than 0: rank 0 reports */
         rc = xrc ? 1 : 0;
         goto done;
     }
-    if (xrc) {
-        ts_err e2 = {{0}};
-        sweep_collect_finish(&col, 0, &e2); /* rows are missing: failed */
+    if (xrc)
         goto fail;
+    if (o.co.json) {
+        if (sweep_emit_json(&r.g, &r.col, &e))
+            goto fail;
+    } else {
+        sweep_emit_text(&r.g, &r.col);
     }
-    double wall = ts_wall_s() - w0;
-    if (sweep_collect_finish(&col, 1, &e) || print_results(&g, &col, json, &e))
-        goto fail;
     fprintf(stderr, "tailsim sweep: sweep %lld: %zu configs (%zu failed) in %.1f s, %.2f configs/s"
-                    " -> %s\n", (long long)col.sweep_id, g.n_configs, col.failed, wall,
-            wall > 0 ? (double)g.n_configs / wall : 0, db);
-    rc = col.failed ? 1 : 0;
+                    " -> %s\n", (long long)r.col.sweep_id, r.g.n_configs, r.col.failed, r.wall,
+            r.wall > 0 ? (double)r.g.n_configs / r.wall : 0, o.co.db);
+    rc = r.col.failed ? 1 : 0;
     goto done;
 fail:
     fprintf(stderr, "tailsim sweep: %s\n", e.msg);
 done:
-    sweep_collect_free(&col);
-    if (loaded)
-        grid_free(&g);
+    sweep_out_free(&r);
     return rc;
 }

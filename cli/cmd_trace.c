@@ -12,7 +12,10 @@
  * rounded to 0.01 tokens; max_over_p50 to 0.001).  gen fills gen_params from
  * the flags and writes the plain CSV atomically.  Exit status: 0 success,
  * 1 input error (message on stderr as "tailsim: ..."), 2 usage error.
- * Flags take their value as the next argument or after '='.
+ * Flags take their value as the next argument or after '=' (cli/opts.c's
+ * opts_match and opts_value).  Each subcommand parses its flags
+ * (stats_cmd_parse, gen_cmd_parse), computes, then prints (stats_emit_json
+ * or stats_emit_text).
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +26,7 @@
 
 #include "common/util.h"
 #include "cli/cmd.h"
+#include "cli/opts.h"
 #include "traces/gen.h"
 #include "traces/trace.h"
 
@@ -77,24 +81,15 @@ static void usage_gen(FILE *f)
 
 /* Matches flag `name` at argv[*i]; sets *val to its value ("--x V" or
  * "--x=V").  Returns 1 on a match, 0 if not this flag, -1 when the value is
- * missing. */
+ * missing (said on stderr). */
 static int flag_val(int argc, char **argv, int *i, const char *name, const char **val)
 {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n))
+    if (!opts_match(argv[*i], name))
         return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n])
-        return 0;
-    if (*i + 1 >= argc) {
+    if (!(*val = opts_value(argc, argv, i, name))) {
         fprintf(stderr, "tailsim: trace: %s needs a value\n", name);
         return -1;
     }
-    *val = argv[++*i];
     return 1;
 }
 
@@ -103,43 +98,121 @@ static double round_to(double x, double unit)
     return round(x / unit) * unit;
 }
 
-static int print_stats(const trace_stats *s, char **files, int nfiles, int json)
+typedef struct stats_opts {
+    int json;          /* --json */
+    int64_t step;      /* --step N, -1: every step */
+    char **files;      /* the FILE operands, nfiles of them (argv's; the array: free()) */
+    int nfiles;
+} stats_opts;
+
+/* Parses `trace stats`'s arguments into o (free o->files whatever this
+ * returns).  Returns -1 to go on, or the exit status (0 after --help, 1 out
+ * of memory, 2 after a usage error; said on stderr). */
+static int stats_cmd_parse(int argc, char **argv, stats_opts *o)
 {
-    if (json) {
-        json_t *o = json_object(), *fa = json_array();
-        if (!o || !fa) {
-            json_decref(o);
-            json_decref(fa);
-            fprintf(stderr, "tailsim: out of memory\n");
-            return 1;
-        }
-        for (int i = 0; i < nfiles; i++)
-            json_array_append_new(fa, json_string(files[i]));
-        json_object_set_new(o, "files", fa);
-        json_object_set_new(o, "steps", json_integer(s->steps));
-        json_object_set_new(o, "prompts", json_integer(s->prompts));
-        json_object_set_new(o, "responses", json_integer(s->responses));
-        json_object_set_new(o, "tokens", json_integer(s->tokens));
-        json_object_set_new(o, "mean", json_real(round_to(s->mean, 0.01)));
-        json_object_set_new(o, "p50", json_real(round_to(s->p50, 0.01)));
-        json_object_set_new(o, "p90", json_real(round_to(s->p90, 0.01)));
-        json_object_set_new(o, "p99", json_real(round_to(s->p99, 0.01)));
-        json_object_set_new(o, "max", json_integer(s->max));
-        json_object_set_new(o, "max_over_p50", json_real(round_to(s->max_over_p50, 0.001)));
-        json_object_set_new(o, "prompt_mean", json_real(round_to(s->prompt_mean, 0.01)));
-        char *txt = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
-                                      JSON_REAL_PRECISION(10));
-        json_decref(o);
-        if (!txt) {
-            fprintf(stderr, "tailsim: out of memory\n");
-            return 1;
-        }
-        printf("%s\n", txt);
-        free(txt);
-        return 0;
+    memset(o, 0, sizeof *o);
+    o->step = -1;
+    if (!(o->files = calloc((size_t)argc, sizeof *o->files))) {
+        fprintf(stderr, "tailsim: out of memory\n");
+        return 1;
     }
-    for (int i = 0; i < nfiles; i++)
-        printf("%-12s %s\n", i ? "" : "files", files[i]);
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int m;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage_stats(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            o->json = 1;
+        } else if ((m = flag_val(argc, argv, &i, "--step", &v)) != 0) {
+            if (m < 0 || ts_parse_i64(v, 0, INT32_MAX, &o->step)) {
+                if (m > 0)
+                    fprintf(stderr, "tailsim: trace stats: --step: expected an integer >= 0, "
+                                    "got '%s'\n", v);
+                return 2;
+            }
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "tailsim: trace stats: unknown option '%s'\n", argv[i]);
+            usage_stats(stderr);
+            return 2;
+        } else {
+            o->files[o->nfiles++] = argv[i];
+        }
+    }
+    if (o->nfiles == 0) {
+        fprintf(stderr, "tailsim: trace stats: no FILE given\n");
+        usage_stats(stderr);
+        return 2;
+    }
+    return -1;
+}
+
+/* Loads and concatenates o's files, keeps --step's step and computes the
+ * statistics into *s.  Returns 0, or -1 with e set. */
+static int stats_compute(const stats_opts *o, trace_stats *s, ts_err *e)
+{
+    trace *all = NULL, *one = NULL, *sel = NULL;
+    int rc = -1;
+    if (!(all = trace_new())) {
+        ts_errf(e, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < o->nfiles; i++) {
+        if (trace_load(o->files[i], &one, e) || trace_append(all, one, e))
+            goto done;
+        trace_free(one);
+        one = NULL;
+    }
+    if (o->step >= 0 && !(sel = trace_select_step(all, (int32_t)o->step, e)))
+        goto done;
+    rc = trace_stats_compute(sel ? sel : all, s, e);
+done:
+    trace_free(one);
+    trace_free(all);
+    trace_free(sel);
+    return rc;
+}
+
+/* Prints s as one JSON object.  Returns 0, or 1 after saying so. */
+static int stats_emit_json(const trace_stats *s, const stats_opts *o)
+{
+    json_t *j = json_object(), *fa = json_array();
+    if (!j || !fa) {
+        json_decref(j);
+        json_decref(fa);
+        fprintf(stderr, "tailsim: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < o->nfiles; i++)
+        json_array_append_new(fa, json_string(o->files[i]));
+    json_object_set_new(j, "files", fa);
+    json_object_set_new(j, "steps", json_integer(s->steps));
+    json_object_set_new(j, "prompts", json_integer(s->prompts));
+    json_object_set_new(j, "responses", json_integer(s->responses));
+    json_object_set_new(j, "tokens", json_integer(s->tokens));
+    json_object_set_new(j, "mean", json_real(round_to(s->mean, 0.01)));
+    json_object_set_new(j, "p50", json_real(round_to(s->p50, 0.01)));
+    json_object_set_new(j, "p90", json_real(round_to(s->p90, 0.01)));
+    json_object_set_new(j, "p99", json_real(round_to(s->p99, 0.01)));
+    json_object_set_new(j, "max", json_integer(s->max));
+    json_object_set_new(j, "max_over_p50", json_real(round_to(s->max_over_p50, 0.001)));
+    json_object_set_new(j, "prompt_mean", json_real(round_to(s->prompt_mean, 0.01)));
+    char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(j);
+    if (!txt) {
+        fprintf(stderr, "tailsim: out of memory\n");
+        return 1;
+    }
+    printf("%s\n", txt);
+    free(txt);
+    return 0;
+}
+
+/* Prints s as a table.  Cannot fail. */
+static void stats_emit_text(const trace_stats *s, const stats_opts *o)
+{
+    for (int i = 0; i < o->nfiles; i++)
+        printf("%-12s %s\n", i ? "" : "files", o->files[i]);
     printf("%-12s %12lld\n", "steps", (long long)s->steps);
     printf("%-12s %12lld\n", "prompts", (long long)s->prompts);
     printf("%-12s %12lld\n", "responses", (long long)s->responses);
@@ -151,75 +224,27 @@ static int print_stats(const trace_stats *s, char **files, int nfiles, int json)
     printf("%-12s %12lld  tokens\n", "max", (long long)s->max);
     printf("%-12s %12.3f\n", "max/p50", s->max_over_p50);
     printf("%-12s %12.2f  tokens\n", "prompt_mean", s->prompt_mean);
-    return 0;
 }
 
 static int cmd_stats(int argc, char **argv)
 {
-    int json = 0, nfiles = 0, rc = 1;
-    int64_t step = -1;
-    char **files = calloc((size_t)argc, sizeof *files);
-    trace *all = NULL, *one = NULL, *sel = NULL;
-    ts_err e = {{0}};
-    if (!files) {
-        fprintf(stderr, "tailsim: out of memory\n");
-        return 1;
-    }
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int m;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage_stats(stdout);
-            free(files);
-            return 0;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if ((m = flag_val(argc, argv, &i, "--step", &v)) != 0) {
-            if (m < 0 || ts_parse_i64(v, 0, INT32_MAX, &step)) {
-                if (m > 0)
-                    fprintf(stderr, "tailsim: trace stats: --step: expected an integer >= 0, "
-                                    "got '%s'\n", v);
-                free(files);
-                return 2;
-            }
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "tailsim: trace stats: unknown option '%s'\n", argv[i]);
-            usage_stats(stderr);
-            free(files);
-            return 2;
+    stats_opts o;
+    int rc = stats_cmd_parse(argc, argv, &o);
+    if (rc < 0) {
+        ts_err e = {{0}};
+        trace_stats s;
+        if (stats_compute(&o, &s, &e)) {
+            if (e.msg[0])
+                fprintf(stderr, "tailsim: %s\n", e.msg);
+            rc = 1;
+        } else if (o.json) {
+            rc = stats_emit_json(&s, &o);
         } else {
-            files[nfiles++] = argv[i];
+            stats_emit_text(&s, &o);
+            rc = 0;
         }
     }
-    if (nfiles == 0) {
-        fprintf(stderr, "tailsim: trace stats: no FILE given\n");
-        usage_stats(stderr);
-        free(files);
-        return 2;
-    }
-    if (!(all = trace_new())) {
-        ts_errf(&e, "out of memory");
-        goto done;
-    }
-    for (int i = 0; i < nfiles; i++) {
-        if (trace_load(files[i], &one, &e) || trace_append(all, one, &e))
-            goto done;
-        trace_free(one);
-        one = NULL;
-    }
-    if (step >= 0 && !(sel = trace_select_step(all, (int32_t)step, &e)))
-        goto done;
-    trace_stats s;
-    if (trace_stats_compute(sel ? sel : all, &s, &e))
-        goto done;
-    rc = print_stats(&s, files, nfiles, json);
-done:
-    if (rc && e.msg[0])
-        fprintf(stderr, "tailsim: %s\n", e.msg);
-    trace_free(one);
-    trace_free(all);
-    trace_free(sel);
-    free(files);
+    free(o.files);
     return rc;
 }
 
@@ -242,13 +267,16 @@ static int real_flag(const char *name, const char *v, double lo, double hi, doub
     return -1;
 }
 
-static int cmd_gen(int argc, char **argv)
+/* Parses `trace gen`'s flags into p (defaults first) and *out.  Returns -1
+ * to go on, or the exit status (0 after --help, 2 after a usage error, said
+ * on stderr). */
+static int gen_cmd_parse(int argc, char **argv, gen_params *p, const char **out)
 {
-    gen_params p;
-    gen_params_default(&p);
-    const char *out = NULL, *v;
+    gen_params_default(p);
+    const char *v;
     int have_dist = 0, have_prompts = 0, have_group = 0, have_seed = 0;
     ts_err e = {{0}};
+    *out = NULL;
     for (int i = 1; i < argc; i++) {
         int64_t n = 0;
         int m = 0, bad = 0;
@@ -258,42 +286,42 @@ static int cmd_gen(int argc, char **argv)
         }
 #define FLAG(name) ((m = flag_val(argc, argv, &i, name, &v)) != 0)
         if (FLAG("--dist")) {
-            if (m > 0 && gen_parse_dist(v, &p, &e)) {
+            if (m > 0 && gen_parse_dist(v, p, &e)) {
                 fprintf(stderr, "tailsim: trace gen: %s\n", e.msg);
                 return 2;
             }
             have_dist = 1;
         } else if (FLAG("--prompts")) {
             bad = m < 0 || int_flag("--prompts", v, 1, INT32_MAX, &n);
-            p.prompts = (int32_t)n;
+            p->prompts = (int32_t)n;
             have_prompts = 1;
         } else if (FLAG("--group")) {
             bad = m < 0 || int_flag("--group", v, 1, INT32_MAX, &n);
-            p.group = (int32_t)n;
+            p->group = (int32_t)n;
             have_group = 1;
         } else if (FLAG("--steps")) {
             bad = m < 0 || int_flag("--steps", v, 1, INT32_MAX, &n);
-            p.steps = (int32_t)n;
+            p->steps = (int32_t)n;
         } else if (FLAG("--cap")) {
             bad = m < 0 || int_flag("--cap", v, 1, TRACE_MAX_TOKENS, &n);
-            p.cap = (int32_t)n;
+            p->cap = (int32_t)n;
         } else if (FLAG("--ranks")) {
             bad = m < 0 || int_flag("--ranks", v, 0, INT32_MAX, &n);
-            p.n_ranks = (int32_t)n;
+            p->n_ranks = (int32_t)n;
         } else if (FLAG("--seed")) {
             bad = m < 0 || int_flag("--seed", v, 0, INT64_MAX, &n);
-            p.seed = (uint64_t)n;
+            p->seed = (uint64_t)n;
             have_seed = 1;
         } else if (FLAG("--corr")) {
-            bad = m < 0 || real_flag("--corr", v, 0, 1, &p.corr);
+            bad = m < 0 || real_flag("--corr", v, 0, 1, &p->corr);
         } else if (FLAG("--prompt-median")) {
             bad = m < 0 || real_flag("--prompt-median", v, 0, TRACE_MAX_TOKENS,
-                                     &p.prompt_median);
+                                     &p->prompt_median);
         } else if (FLAG("--prompt-sigma")) {
-            bad = m < 0 || real_flag("--prompt-sigma", v, 0, 10, &p.prompt_sigma);
+            bad = m < 0 || real_flag("--prompt-sigma", v, 0, 10, &p->prompt_sigma);
         } else if (FLAG("-o") || FLAG("--output")) {
             bad = m < 0;
-            out = v;
+            *out = v;
         } else {
             fprintf(stderr, "tailsim: trace gen: unknown option '%s'\n", argv[i]);
             usage_gen(stderr);
@@ -304,12 +332,23 @@ static int cmd_gen(int argc, char **argv)
             return 2;
     }
     const char *missing = !have_dist ? "--dist" : !have_prompts ? "--prompts"
-                        : !have_group ? "--group" : !have_seed ? "--seed" : !out ? "-o" : 0;
+                        : !have_group ? "--group" : !have_seed ? "--seed" : !*out ? "-o" : 0;
     if (missing) {
         fprintf(stderr, "tailsim: trace gen: %s is required\n", missing);
         usage_gen(stderr);
         return 2;
     }
+    return -1;
+}
+
+static int cmd_gen(int argc, char **argv)
+{
+    gen_params p;
+    const char *out;
+    int prc = gen_cmd_parse(argc, argv, &p, &out);
+    if (prc >= 0)
+        return prc;
+    ts_err e = {{0}};
     trace *t = gen_trace(&p, &e);
     if (!t) {
         fprintf(stderr, "tailsim: %s\n", e.msg);

@@ -6,6 +6,8 @@
  * first policy, with a paired bootstrap over prompts; a Gantt chart per
  * policy and the length CDF through report_write).  Values go into the
  * paper context under "<experiment id>/<name>".  Nothing here prints.
+ * A comparison runs in phases on a cmp_state: the policies, the setup, each
+ * policy's steps (run_policy), the figures, the bootstrap and the table.
  */
 #include "cli/paper_exp.h"
 
@@ -300,91 +302,145 @@ static int policy_in(const char *list, const char *name)
     }
 }
 
-int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
-{
-    const char *sets[MAX_ALL_SETS];
-    int nsets = collect_sets(x, c, sets), np = 0, rc = -1;
-    const policy *plist[MAX_POL];
-    if (!x->arg) {
-        size_t n;
-        const policy *const *all = policy_all(&n);
-        for (size_t i = 0; i < n && np < MAX_POL; i++)
-            plist[np++] = all[i];
-    } else {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", x->arg);
-        for (char *tok = strtok(buf, ","); tok && np < MAX_POL; tok = strtok(NULL, ","))
-            if (!(plist[np++] = policy_find(tok)))
-                return ts_errf(e, "unknown policy '%s'", tok);
-    }
+/* One policy comparison while it runs. */
+typedef struct cmp_state {
+    const paper_exp *x;
+    paper_ctx *c;
     scenario s;
     hw_desc hw;
     llm_desc m;
-    char why[160];
-    if (run_setup(x->scenario, sets, nsets, c->have_seed, c->seed, &s, &hw, &m, e))
-        return -1;
-    if (!c->trace && trace_absent(&s, why, sizeof why)) {
-        paper_skip(c, x, why);
+    const policy *plist[MAX_POL]; /* the policies, np of them; the first is the reference */
+    int np;
+    trace **tr;                   /* the steps every policy replays, ns of them */
+    int ns;
+    double (*v)[NK];              /* keys[] per policy (means over the steps) */
+    int bi[MAX_POL];              /* policy i's index among the bootstrap's, -1: not rerun */
+    boot_result b;                /* the bootstrap run here */
+    const boot_result *bp;        /* the bootstrap the table shows: b or c->boot_done */
+} cmp_state;
+
+/* x's policies (x->arg, else every registered one) into st.  Returns 0, or
+ * -1 with e set. */
+static int cmp_policies(cmp_state *st, ts_err *e)
+{
+    if (!st->x->arg) {
+        size_t n;
+        const policy *const *all = policy_all(&n);
+        for (size_t i = 0; i < n && st->np < MAX_POL; i++)
+            st->plist[st->np++] = all[i];
         return 0;
     }
-    paper_note_calibration(c, hw.calibration);
-    int ns = x->steps > 1 ? x->steps : 1;
-    trace **tr = calloc((size_t)ns, sizeof *tr);
-    double(*v)[NK] = calloc((size_t)np, sizeof *v);
-    boot_result b = {0};
-    if (!v || !tr) {
-        free(v);
-        free(tr);
-        return ts_errf(e, "out of memory");
-    }
-    if (policy_load_steps(&s, c->trace, ns, tr, e))
-        goto done;
-    for (int i = 0; i < np; i++)
-        if (run_policy(x, c, &s, plist[i], &hw, &m, tr, ns, i == 0, v[i], e))
-            goto done;
-    if (c->adhoc && adhoc_figures(x, c, &s, plist, np, e))
-        goto done;
-    /* the bootstrap reruns x->boot's policies (all when NULL); bi[i] is
-     * policy i's index among them, -1 when it is not rerun */
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", st->x->arg);
+    for (char *tok = strtok(buf, ","); tok && st->np < MAX_POL; tok = strtok(NULL, ","))
+        if (!(st->plist[st->np++] = policy_find(tok)))
+            return ts_errf(e, "unknown policy '%s'", tok);
+    return 0;
+}
+
+/* The bootstrap of x->boot's policies (all when NULL) into st->bp: the one
+ * `tailsim compare -o` already ran, or one run here; none without
+ * resamples.  Returns 0, or -1 with e set. */
+static int cmp_bootstrap(cmp_state *st, ts_err *e)
+{
+    const paper_exp *x = st->x;
+    paper_ctx *c = st->c;
     const policy *blist[MAX_POL];
-    int nb = 0, bi[MAX_POL];
-    for (int i = 0; i < np; i++) {
-        bi[i] = -1;
-        if (!x->boot || policy_in(x->boot, plist[i]->name)) {
-            bi[i] = nb;
-            blist[nb++] = plist[i];
+    int nb = 0;
+    for (int i = 0; i < st->np; i++) {
+        st->bi[i] = -1;
+        if (!x->boot || policy_in(x->boot, st->plist[i]->name)) {
+            st->bi[i] = nb;
+            blist[nb++] = st->plist[i];
         }
     }
-    const boot_result *bp = &b;
+    st->bp = &st->b;
     if (c->boot && nb && c->boot_done) {
         /* `tailsim compare -o` ran it over every policy listed, in order */
-        if (c->boot_done->np != nb || c->boot_done->n != c->boot) {
-            ts_errf(e, "the comparison's bootstrap covers %d policies x %d resamples, not %d x %d",
-                    c->boot_done->np, c->boot_done->n, nb, c->boot);
-            goto done;
-        }
-        bp = c->boot_done;
+        if (c->boot_done->np != nb || c->boot_done->n != c->boot)
+            return ts_errf(e, "the comparison's bootstrap covers %d policies x %d resamples, not "
+                              "%d x %d", c->boot_done->np, c->boot_done->n, nb, c->boot);
+        st->bp = c->boot_done;
     } else if (c->boot && nb) {
         char n[32];
         snprintf(n, sizeof n, "%d", c->boot);
-        paper_progress(c, "  bootstrap: %s resamples of %s", n, s.name);
-        if (boot_compare(&s, blist, nb, &hw, &m, tr, ns, c->boot, keys, NK, &b, e))
-            goto done;
+        paper_progress(c, "  bootstrap: %s resamples of %s", n, st->s.name);
+        if (boot_compare(&st->s, blist, nb, &st->hw, &st->m, st->tr, st->ns, c->boot, keys, NK,
+                         &st->b, e))
+            return -1;
     }
+    return 0;
+}
+
+/* Policy i's row of table t, its values under "<x->id>/<policy>.speedup"
+ * and ".rollout_speedup", and (ad hoc) its speedup bars.  Returns 0, or -1
+ * with e set. */
+static int cmp_row(const cmp_state *st, paper_table *t, int i, ts_err *e)
+{
+    const paper_exp *x = st->x;
+    paper_ctx *c = st->c;
+    const double(*v)[NK] = (const double(*)[NK])st->v;
+    char(*row)[PAPER_CELL] = t->cell[i + 1];
+    const char *name = st->plist[i]->name;
+    double sp = v[0][0] / v[i][0], rs = v[0][1] / v[i][1];
+    double lo = NAN, hi = NAN, rlo = NAN, rhi = NAN;
+    int ranged = c->boot && st->bi[i] >= 0 && st->bi[0] == 0; /* paired with the same reference */
+    if (ranged) {
+        const boot_stat *a = boot_get(st->bp, st->bi[i], "speedup");
+        const boot_stat *r2 = boot_get(st->bp, st->bi[i], "rollout_speedup");
+        lo = a->p5, hi = a->p95, rlo = r2->p5, rhi = r2->p95;
+    }
+    snprintf(row[0], PAPER_CELL, "%s", name);
+    snprintf(row[1], PAPER_CELL, "%.1f", v[i][0]);
+    snprintf(row[2], PAPER_CELL, "%.1f", v[i][1]);
+    if (ranged) {
+        snprintf(row[3], PAPER_CELL, "%.2fx (%.2f-%.2f)", sp, lo, hi);
+        snprintf(row[4], PAPER_CELL, "%.2fx (%.2f-%.2f)", rs, rlo, rhi);
+    } else {
+        snprintf(row[3], PAPER_CELL, "%.2fx", sp);
+        snprintf(row[4], PAPER_CELL, "%.2fx", rs);
+    }
+    snprintf(row[5], PAPER_CELL, "%.3f", v[i][2]);
+    snprintf(row[6], PAPER_CELL, "%.3f", v[i][3]);
+    snprintf(row[7], PAPER_CELL, "%.2f", v[i][5]);
+    snprintf(row[8], PAPER_CELL, "%.3f", v[i][6]);
+    char key[64];
+    snprintf(key, sizeof key, "%s.speedup", name);
+    if (put(c, x, key, sp, lo, hi, e))
+        return -1;
+    snprintf(key, sizeof key, "%s.rollout_speedup", name);
+    if (put(c, x, key, rs, rlo, rhi, e))
+        return -1;
+    if (c->adhoc && i < PAPER_MAX_SPEEDUPS) {
+        paper_bar *sb = &c->doc->speedups[c->doc->n_speedups++];
+        snprintf(sb->label, sizeof sb->label, "%s", name);
+        sb->a = sp, sb->a_lo = ranged ? lo : sp, sb->a_hi = ranged ? hi : sp;
+        sb->b = rs, sb->b_lo = ranged ? rlo : rs, sb->b_hi = ranged ? rhi : rs;
+    }
+    return 0;
+}
+
+/* The result table of the comparison (a row per policy, with its note), and
+ * its values.  Returns 0, or -1 with e set. */
+static int cmp_table(const cmp_state *st, ts_err *e)
+{
+    const paper_exp *x = st->x;
+    paper_ctx *c = st->c;
     char title[400];
-    snprintf(title, sizeof title, "%s (%s: %s on %d GPUs)", x->title, s.name, m.name, s.gpus);
-    paper_table *t = paper_doc_table(c->doc, title, np + 1, 9, e);
+    snprintf(title, sizeof title, "%s (%s: %s on %d GPUs)", x->title, st->s.name, st->m.name,
+             st->s.gpus);
+    paper_table *t = paper_doc_table(c->doc, title, st->np + 1, 9, e);
     if (!t)
-        goto done;
+        return -1;
     size_t nr = 0;
-    for (int k = 0; k < ns; k++)
-        nr += trace_n_responses(tr[k]);
+    for (int k = 0; k < st->ns; k++)
+        nr += trace_n_responses(st->tr[k]);
     char what[64] = "One RL step";
-    if (ns > 1)
-        snprintf(what, sizeof what, "%d RL steps (means over the steps)", ns);
+    if (st->ns > 1)
+        snprintf(what, sizeof what, "%d RL steps (means over the steps)", st->ns);
     snprintf(t->note, sizeof t->note,
              "%s, %zu responses, seed %llu. Speedups are over %s%s.", what, nr,
-             (unsigned long long)s.seed, plist[0]->name,
+             (unsigned long long)st->s.seed, st->plist[0]->name,
              c->boot ? "; in parentheses the bootstrap 5-95% range over resampled prompts "
                        "(policies without one are not rerun by the bootstrap)" : "");
     if (x->note) {
@@ -395,54 +451,64 @@ int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
                          "train", "accept", "off-policy"};
     for (int k = 0; k < 9; k++)
         snprintf(t->cell[0][k], PAPER_CELL, "%s", hdr[k]);
-    for (int i = 0; i < np; i++) {
-        char(*row)[PAPER_CELL] = t->cell[i + 1];
-        double sp = v[0][0] / v[i][0], rs = v[0][1] / v[i][1];
-        double lo = NAN, hi = NAN, rlo = NAN, rhi = NAN;
-        int ranged = c->boot && bi[i] >= 0 && bi[0] == 0; /* paired with the same reference */
-        if (ranged) {
-            const boot_stat *a = boot_get(bp, bi[i], "speedup");
-            const boot_stat *r2 = boot_get(bp, bi[i], "rollout_speedup");
-            lo = a->p5, hi = a->p95, rlo = r2->p5, rhi = r2->p95;
-        }
-        snprintf(row[0], PAPER_CELL, "%s", plist[i]->name);
-        snprintf(row[1], PAPER_CELL, "%.1f", v[i][0]);
-        snprintf(row[2], PAPER_CELL, "%.1f", v[i][1]);
-        if (ranged) {
-            snprintf(row[3], PAPER_CELL, "%.2fx (%.2f-%.2f)", sp, lo, hi);
-            snprintf(row[4], PAPER_CELL, "%.2fx (%.2f-%.2f)", rs, rlo, rhi);
-        } else {
-            snprintf(row[3], PAPER_CELL, "%.2fx", sp);
-            snprintf(row[4], PAPER_CELL, "%.2fx", rs);
-        }
-        snprintf(row[5], PAPER_CELL, "%.3f", v[i][2]);
-        snprintf(row[6], PAPER_CELL, "%.3f", v[i][3]);
-        snprintf(row[7], PAPER_CELL, "%.2f", v[i][5]);
-        snprintf(row[8], PAPER_CELL, "%.3f", v[i][6]);
-        char name[64];
-        snprintf(name, sizeof name, "%s.speedup", plist[i]->name);
-        if (put(c, x, name, sp, lo, hi, e))
-            goto done;
-        snprintf(name, sizeof name, "%s.rollout_speedup", plist[i]->name);
-        if (put(c, x, name, rs, rlo, rhi, e))
-            goto done;
-        if (c->adhoc && i < PAPER_MAX_SPEEDUPS) {
-            paper_bar *sb = &c->doc->speedups[c->doc->n_speedups++];
-            snprintf(sb->label, sizeof sb->label, "%s", plist[i]->name);
-            sb->a = sp, sb->a_lo = ranged ? lo : sp, sb->a_hi = ranged ? hi : sp;
-            sb->b = rs, sb->b_lo = ranged ? rlo : rs, sb->b_hi = ranged ? rhi : rs;
-        }
-    }
+    for (int i = 0; i < st->np; i++)
+        if (cmp_row(st, t, i, e))
+            return -1;
     if (c->adhoc) {
-        snprintf(c->doc->speedup_ref, sizeof c->doc->speedup_ref, "%s", plist[0]->name);
-        c->doc->seed = (unsigned long long)s.seed;
+        snprintf(c->doc->speedup_ref, sizeof c->doc->speedup_ref, "%s", st->plist[0]->name);
+        c->doc->seed = (unsigned long long)st->s.seed;
     }
-    rc = 0;
+    return 0;
+}
+
+/* Runs every policy of the comparison st (scenario set up) over its steps,
+ * with the figures, the bootstrap and the table.  Returns 0, or -1 with e
+ * set. */
+static int cmp_run(cmp_state *st, ts_err *e)
+{
+    if (policy_load_steps(&st->s, st->c->trace, st->ns, st->tr, e))
+        return -1;
+    for (int i = 0; i < st->np; i++)
+        if (run_policy(st->x, st->c, &st->s, st->plist[i], &st->hw, &st->m, st->tr, st->ns,
+                       i == 0, st->v[i], e))
+            return -1;
+    if (st->c->adhoc && adhoc_figures(st->x, st->c, &st->s, st->plist, st->np, e))
+        return -1;
+    return cmp_bootstrap(st, e) || cmp_table(st, e) ? -1 : 0;
+}
+
+int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e)
+{
+    const char *sets[MAX_ALL_SETS];
+    int nsets = collect_sets(x, c, sets);
+    cmp_state st;
+    memset(&st, 0, sizeof st);
+    st.x = x;
+    st.c = c;
+    char why[160];
+    int rc = -1;
+    if (cmp_policies(&st, e) ||
+        run_setup(x->scenario, sets, nsets, c->have_seed, c->seed, &st.s, &st.hw, &st.m, e))
+        goto done;
+    if (!c->trace && trace_absent(&st.s, why, sizeof why)) {
+        paper_skip(c, x, why);
+        rc = 0;
+        goto done;
+    }
+    paper_note_calibration(c, st.hw.calibration);
+    st.ns = x->steps > 1 ? x->steps : 1;
+    st.tr = calloc((size_t)st.ns, sizeof *st.tr);
+    st.v = calloc((size_t)st.np, sizeof *st.v);
+    if (!st.v || !st.tr) {
+        ts_errf(e, "out of memory");
+        goto done;
+    }
+    rc = cmp_run(&st, e);
 done:
-    boot_result_free(&b);
-    for (int k = 0; k < ns; k++)
-        trace_free(tr[k]);
-    free(tr);
-    free(v);
+    boot_result_free(&st.b);
+    for (int k = 0; st.tr && k < st.ns; k++)
+        trace_free(st.tr[k]);
+    free(st.tr);
+    free(st.v);
     return rc;
 }
