@@ -8,8 +8,8 @@
  * "dcp") whose metrics are "<strategy>.<metric>" and whose timeline stacks
  * the strategies' GPUs (strategy k's GPU i is row k * gpus + i) over the
  * first --tl-steps steps, for `tailsim report`.  The bucket plan is always
- * computed, as the speedup reference.  JSON keys are documented in the
- * README; wall_s and plan_ms are the only values that vary between
+ * computed, as the speedup reference.  JSON keys are documented in
+ * docs/dcp.md; wall_s and plan_ms are the only values that vary between
  * identical runs, and --no-wall leaves them out.
  *
  * Phases: dcp_cmd_parse (the command line), dcp_cmd_prepare (scenario,

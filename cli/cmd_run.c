@@ -3,7 +3,7 @@
  * model, its trace (a file or the generator), simulate, print a table or JSON
  * and optionally save the run to the SQLite store.
  *
- * JSON keys are stable (documented in the README).  wall_s and events_per_s
+ * JSON keys are stable (documented in docs/metrics.md).  wall_s and events_per_s
  * are the only values that change between identical runs; --no-wall drops
  * them so that outputs can be compared byte for byte.
  *

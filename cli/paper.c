@@ -136,7 +136,7 @@ double paper_published_value(const char *key)
  * like the real Qwen2.5 DAPO rollouts (scenarios/qwen*-64gpu-qwenlens.ini); they
  * have no published rows either: the published TLT numbers stay set against
  * the main scenarios, and these show how far the length distribution alone
- * moves the speedup (README "TLT speedup and the length distribution"). */
+ * moves the speedup (docs/paper-tlt.md, "TLT speedup and the length distribution"). */
 #define SENS_NOTE                                                                              \
     "Sensitivity, no published row: the TLT setup with response lengths from a lognormal "     \
     "matched to the median and p99 of the real Qwen2.5-32B DAPO rollouts (PolyTrace; median "   \
@@ -144,7 +144,7 @@ double paper_published_value(const char *key)
     "distribution, not a fit to its speedup; the published rows stay against the main scenarios."
 /* The stacking experiment: no published number either (no paper runs the
  * combinations); five steps, one tailbatch cycle, the fewest that show the
- * policies that carry work fairly (README "Stacking a policy with TLT"). */
+ * policies that carry work fairly (docs/policies.md, "Stacking a policy with TLT"). */
 #define STACK_NOTE                                                                             \
     "No published row: each long-tail policy alone and with TLT's adaptive speculation and "   \
     "spot trainer (BASE+tlt, tailsim's combinations), over five RL steps (one tailbatch cycle; " \
