@@ -8,9 +8,16 @@
  *                          per-phase bubble table, length percentiles, and
  *                          links to the two PNGs.
  * Scripts are found under ts_data_root()/reports/ and run as
- * `gnuplot -d -c SCRIPT DAT PNG TITLE` through posix_spawnp with an argv
- * (no shell, so any path or scenario name is safe); gnuplot's stderr goes to a
- * temporary log whose last line becomes the error message on failure.
+ * `gnuplot -d -c SCRIPT DAT PNG TITLE` through posix_spawnp with an argv (no
+ * shell); gnuplot's stderr goes to a temporary log whose last line becomes
+ * the error message on failure.  gnuplot itself reads some names as more than
+ * a file: a script or data name that starts with '<' runs the rest as a
+ * shell command, an output name that starts with '|' pipes into one, and
+ * "-", "+", "++", "$name", "~/" and "" are the terminal, pseudo-files, a
+ * datablock, the home directory and the previous file.  So every path
+ * reaches gnuplot starting with '/' or "./" (gp_path()), which gnuplot only
+ * opens; the title is a string the scripts never evaluate (no eval, load,
+ * system or @macro on an argument).
  *
  * Invariants: every file appears atomically (a .dat or .md through
  * ts_atomic_*, a PNG rendered to a temporary name and renamed on success), so
@@ -193,20 +200,36 @@ int report_can_draw(const char *dir, ts_err *e)
     return 0;
 }
 
-/* Runs `gnuplot -d -c script dat <png.tmp> title`, then renames the image
- * into place.  Returns 0, or -1 naming the script (gnuplot missing, failing,
- * killed, or writing no image). */
+/* Writes path into buf (cap bytes) as gnuplot may be given it: unchanged
+ * when absolute, else with "./" in front, so that no leading character
+ * ('<', '|', '-', '+', '$', '~') makes gnuplot run a command or read
+ * anything but that file.  Returns 0, or -1 when empty or too long. */
+static int gp_path(char *buf, size_t cap, const char *path, ts_err *e)
+{
+    if (!path[0])
+        return ts_errf(e, "gnuplot: empty file name");
+    if (snprintf(buf, cap, "%s%s", path[0] == '/' ? "" : "./", path) >= (int)cap)
+        return ts_errf(e, "%s: path too long for gnuplot", path);
+    return 0;
+}
+
+/* Runs `gnuplot -d -c script dat <png.tmp> title`, every path through
+ * gp_path(), then renames the image into place.  Returns 0, or -1 naming the
+ * script (gnuplot missing, failing, killed, or writing no image). */
 int report_gnuplot(const char *script, const char *dat, const char *png, const char *title,
                    const char *dir, ts_err *e)
 {
     int rc = -1, fa_ok = 0;
+    char gp[PATH_CAP + 2], in[PATH_CAP + 2], out[PATH_CAP + 2];
     char tmp[PATH_CAP + 32], log[PATH_CAP + 32], why[512];
     pid_t pid = -1;
     posix_spawn_file_actions_t fa;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", png, (long)getpid());
+    if (gp_path(gp, sizeof gp, script, e) || gp_path(in, sizeof in, dat, e) ||
+        gp_path(out, sizeof out, png, e))
+        return -1;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
     snprintf(log, sizeof log, "%s/.gnuplot.%ld.log", dir, (long)getpid());
-    char *argv[] = {"gnuplot", "-d", "-c", (char *)script, (char *)dat, tmp,
-                    (char *)title, NULL};
+    char *argv[] = {"gnuplot", "-d", "-c", gp, in, tmp, (char *)title, NULL};
     int err = posix_spawn_file_actions_init(&fa);
     if (!err) {
         fa_ok = 1;
