@@ -161,7 +161,7 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
     }
     if (ts_atomic_commit(&a, e))
         return -1;
-    if (ts_find_data("reports", "dcp_imbalance", ".gp", script, sizeof script, e))
+    if (report_script("dcp_imbalance", script, sizeof script, e))
         return -1;
     if (r->id > 0)
         snprintf(title, sizeof title, "run %lld: %.*s - imbalance vs GPU count", (long long)r->id,

@@ -150,7 +150,7 @@ static int draw_bars(const paper_bar *b, int n, const char *dir, const char *ste
     }
     if (ts_atomic_commit(&a, e))
         return -1;
-    return ts_find_data("reports", "paper_bars", ".gp", gp, sizeof gp, e) ||
+    return report_script("paper_bars", gp, sizeof gp, e) ||
                    report_gnuplot(gp, dat, png, spec, dir, e)
                ? -1
                : 0;
@@ -221,7 +221,7 @@ static int write_plot(const paper_plot *p, const char *dir, ts_err *e)
     spec_part(xl, sizeof xl, p->xlabel);
     spec_part(yl, sizeof yl, p->ylabel);
     snprintf(spec, sizeof spec, "%s|%s|%s|%d|%s", ttl, xl, yl, p->logx, kinds);
-    return ts_find_data("reports", "paper_xy", ".gp", gp, sizeof gp, e) ||
+    return report_script("paper_xy", gp, sizeof gp, e) ||
                    report_gnuplot(gp, dat, png, spec, dir, e)
                ? -1
                : 0;

@@ -108,7 +108,7 @@ int plan_plot(const plan_point *p, size_t n, double target_s, long cheapest, con
         rc = 0;
         goto cleanup;
     }
-    if (ts_find_data("reports", "plan_front", ".gp", gp, sizeof gp, e) ||
+    if (report_script("plan_front", gp, sizeof gp, e) ||
         report_gnuplot(gp, dat, png, title, dir, e))
         goto cleanup;
     rc = 0;

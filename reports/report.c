@@ -7,9 +7,9 @@
  *   report.md              identity, metrics (in the record's order), a
  *                          per-phase bubble table, length percentiles, and
  *                          links to the two PNGs.
- * Scripts are found under ts_data_root()/reports/ and run as
- * `gnuplot -d -c SCRIPT DAT PNG TITLE` through posix_spawnp with an argv (no
- * shell); gnuplot's stderr goes to a temporary log whose last line becomes
+ * Scripts are found under ts_data_root()/reports/ only, never in the current
+ * directory (report_script()), and run as `gnuplot -d -c SCRIPT DAT PNG
+ * TITLE` through posix_spawnp with an argv (no shell); gnuplot's stderr goes to a temporary log whose last line becomes
  * the error message on failure.  gnuplot itself reads some names as more than
  * a file: a script or data name that starts with '<' runs the rest as a
  * shell command, an output name that starts with '|' pipes into one, and
@@ -219,6 +219,15 @@ int report_can_draw(const char *dir, ts_err *e)
         return -1;
     if (access(dir, W_OK | X_OK) != 0)
         return ts_errf(e, "%s: cannot write there: %s", dir, strerror(errno));
+    return 0;
+}
+
+int report_script(const char *name, char *buf, size_t cap, ts_err *e)
+{
+    if (snprintf(buf, cap, "%s/reports/%s.gp", ts_data_root(), name) >= (int)cap)
+        return ts_errf(e, "%s: data directory path too long", ts_data_root());
+    if (access(buf, R_OK) != 0)
+        return ts_errf(e, "%s: cannot read the gnuplot script: %s", buf, strerror(errno));
     return 0;
 }
 
@@ -487,7 +496,7 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
     if (r->n_tl) {
         snprintf(title, sizeof title, "%s%s %.*s, %d GPUs - GPU timeline by phase", run_tag,
                  run_what(r, what, sizeof what), FIELD(r->scenario), r->gpus);
-        if (ts_find_data("reports", "gantt", ".gp", gp, sizeof gp, e) ||
+        if (report_script("gantt", gp, sizeof gp, e) ||
             report_gnuplot(gp, dat, png, title, dir, e))
             goto cleanup;
     } else {
@@ -501,7 +510,7 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
     if (n) {
         snprintf(title, sizeof title, "%s%s %.*s - response lengths (%zu responses)", run_tag,
                  run_what(r, what, sizeof what), FIELD(r->scenario), n);
-        if (ts_find_data("reports", "cdf", ".gp", gp, sizeof gp, e) ||
+        if (report_script("cdf", gp, sizeof gp, e) ||
             report_gnuplot(gp, dat, png, title, dir, e))
             goto cleanup;
     } else {

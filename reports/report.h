@@ -25,6 +25,12 @@ int report_mkdir_p(const char *dir, ts_err *e);
  * saying which is wrong. */
 int report_can_draw(const char *dir, ts_err *e);
 
+/* Writes into buf (cap bytes) the path of the static script
+ * ts_data_root()/reports/NAME.gp.  Only there: a script is code gnuplot runs,
+ * so none is ever taken from the current directory (as ts_find_data() falls
+ * back to for data).  Returns 0, or -1 when it cannot be read. */
+int report_script(const char *name, char *buf, size_t cap, ts_err *e);
+
 /* Runs `gnuplot -d -c script dat <png.tmp> title` (no shell; gnuplot's
  * stderr to a log in dir) and renames the image to png.  Returns 0, or -1
  * naming the script (gnuplot missing, failing, killed, writing no image). */

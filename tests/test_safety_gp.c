@@ -10,6 +10,8 @@
  * "|touch PWNED;x", "$x") and, where the command takes one, a scenario file
  * named so (the name goes into titles and .dat files); each must succeed
  * with its files under the literal directory name, and no PWNED may appear.
+ * Nor may a reports/gantt.gp planted in the current directory run when the
+ * data root (TAILSIM_DATA) lacks the script: report fails naming it.
  *
  * The name cases give report_write, plan_plot, dcp_report_write and
  * paper_report_write (and, through the CLI, compare -o, report and plan -o)
@@ -31,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "reports/dcp_report.h"
@@ -497,4 +500,33 @@ Test(safety_gp, names_stay_in_place_through_the_cli)
     cr_assert_geq(check_tree(d), 3);
     snprintf(d, sizeof d, "%s/plan", dir);
     cr_assert_geq(check_tree(d), 1);
+}
+
+/* A script is code: with a data root that lacks reports/ (TAILSIM_DATA
+ * elsewhere), tailsim report fails naming the script rather than run a
+ * reports/gantt.gp planted in the current directory. */
+Test(safety_gp, no_script_from_the_current_directory)
+{
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot not on PATH");
+    char root[1024], cmd[4096], p[1200];
+    cr_assert_not_null(getcwd(root, sizeof root));
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && mkdir -p reports data && "
+             "printf 'system(\"touch PWNED\")\\n' > reports/gantt.gp && cp reports/gantt.gp "
+             "reports/cdf.gp && '%s/build/tailsim' rlstep qwen7b-64gpu " SMALL " --db r.db "
+             ">/dev/null 2>&1 && TAILSIM_DATA='%s/data' '%s/build/tailsim' report --db r.db "
+             "-o out >/dev/null 2>err.txt",
+             dir, root, dir, root);
+    int rc = system(cmd);
+    struct stat st;
+    snprintf(p, sizeof p, "%s/PWNED", dir);
+    cr_assert_neq(stat(p, &st), 0, "tailsim ran a script from the current directory");
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "exit %d", rc);
+    snprintf(p, sizeof p, "%s/err.txt", dir);
+    char *err = slurp_path(p);
+    cr_assert(strstr(err, "/data/reports/gantt.gp") && strstr(err, "cannot read"), "%s", err);
+    free(err);
+    snprintf(p, sizeof p, "%s/out/gantt.png", dir);
+    cr_assert_neq(stat(p, &st), 0, "a chart without its script");
 }
