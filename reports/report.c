@@ -9,15 +9,15 @@
  *                          links to the two PNGs.
  * Scripts are found under ts_data_root()/reports/ only, never in the current
  * directory (report_script()), and run as `gnuplot -d -c SCRIPT DAT PNG
- * TITLE` through posix_spawnp with an argv (no shell); gnuplot's stderr goes to a temporary log whose last line becomes
- * the error message on failure.  gnuplot itself reads some names as more than
- * a file: a script or data name that starts with '<' runs the rest as a
- * shell command, an output name that starts with '|' pipes into one, and
- * "-", "+", "++", "$name", "~/" and "" are the terminal, pseudo-files, a
- * datablock, the home directory and the previous file.  So every path
- * reaches gnuplot starting with '/' or "./" (gp_path()), which gnuplot only
- * opens; the title is a string the scripts never evaluate (no eval, load,
- * system or @macro on an argument).
+ * TITLE` through posix_spawnp with an argv (no shell); gnuplot's stderr goes
+ * to a temporary log whose last line becomes the error message on failure.
+ * gnuplot itself reads some names as more than a file: a script or data name
+ * that starts with '<' runs the rest as a shell command, an output name that
+ * starts with '|' pipes into one, and "-", "+", "++", "$name", "~/" and ""
+ * are the terminal, pseudo-files, a datablock, the home directory and the
+ * previous file.  So every path reaches gnuplot starting with '/' or "./"
+ * (gp_path()), which gnuplot only opens; the title is a string the scripts
+ * never evaluate (no eval, load, system or @macro on an argument).
  *
  * The run's names (command, policy, scenario: from the database, so from
  * anyone) reach the .dat comments, report.md and the titles with every

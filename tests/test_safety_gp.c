@@ -476,8 +476,8 @@ Test(safety_gp, names_stay_in_place_through_the_cli)
              "\"$T\" rlstep \"./$S.ini\" " SMALL " --db r.db && \"$T\" report --db r.db -o rep && "
              "\"$T\" trace gen --dist lognormal --prompts 8 --group 8 --seed 1 -o t.csv && "
              "\"$T\" trace gen --dist lognormal --prompts 8 --group 8 --seed 2 -o \"$S.csv\" && "
-             "\"$T\" plan qwen7b-64gpu --gpus 64 --tp 4 --vary \"trace.file=$PWD/t.csv,$PWD/$S.csv\" "
-             "-o plan",
+             "\"$T\" plan qwen7b-64gpu --gpus 64 --tp 4 "
+             "--vary \"trace.file=$PWD/t.csv,$PWD/$S.csv\" -o plan",
              dir, root);
     /* one subshell for the whole line, so all its output goes to the files */
     char full[4800];
