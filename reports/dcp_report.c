@@ -9,8 +9,11 @@
  * Strategies are discovered from the run's metric keys ("<name>.steps"), in
  * the order the command stored them, so the report needs nothing but the
  * record.  Files appear atomically (.md/.dat through ts_atomic_*, the PNG
- * rendered to a temporary name and renamed by report_gnuplot()).  Nothing
- * here prints or exits.
+ * rendered to a temporary name and renamed by report_gnuplot()).  The
+ * scenario and the strategy names come from the record, so from the
+ * database: they go into dcp.md through report_put_md() and into
+ * dcp_imbalance.dat as one word each (put_word()).  Nothing here prints or
+ * exits.
  */
 #include "reports/dcp_report.h"
 #include "reports/report.h"
@@ -44,6 +47,17 @@ static int strategies(const run_record *r, char names[MAX_STRAT][48])
     return n;
 }
 
+/* A strategy name as the first word of a .dat block, which the script
+ * reads as the line's title (columnheader): every byte that would end or
+ * quote the word, or make the line a comment, written as '_'. */
+static void put_word(FILE *f, const char *s)
+{
+    for (size_t i = 0; s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        fputc(c <= ' ' || c == 0x7f || c == '"' || (c == '#' && !i) ? '_' : c, f);
+    }
+}
+
 static double metric_of(const run_record *r, const char *name, const char *what)
 {
     char key[96];
@@ -65,7 +79,8 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
     if (ts_atomic_open(&a, path, e))
         return -1;
     FILE *f = a.f;
-    fprintf(f, "# DCP: %.*s", (int)sizeof r->scenario, r->scenario);
+    fputs("# DCP: ", f);
+    report_put_md(f, r->scenario, sizeof r->scenario, 0);
     if (r->id > 0) /* a stored run; the paper report's runs are not stored */
         fprintf(f, " (run %lld)", (long long)r->id);
     fprintf(f, "\n\n");
@@ -81,8 +96,10 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
             snprintf(ipb, sizeof ipb, "-");
         else
             snprintf(ipb, sizeof ipb, "%.1f%%", 100 * ip);
-        fprintf(f, "| %s | %.0f | %.4f | %.3f | %.4g | %.2fx | %.1f%% | %s | %.1f%% | %.1f | %.2f |\n",
-                n, metric_of(r, n, "steps"), metric_of(r, n, "step_s"), metric_of(r, n, "time_s"),
+        fputs("| ", f);
+        report_put_md(f, n, sizeof names[i], REPORT_MD_CELL);
+        fprintf(f, " | %.0f | %.4f | %.3f | %.4g | %.2fx | %.1f%% | %s | %.1f%% | %.1f | %.2f |\n",
+                metric_of(r, n, "steps"), metric_of(r, n, "step_s"), metric_of(r, n, "time_s"),
                 metric_of(r, n, "tokens_per_s"), metric_of(r, n, "speedup"),
                 100 * metric_of(r, n, "imbalance"), ipb, 100 * metric_of(r, n, "idle_fraction"),
                 metric_of(r, n, "peak_mem_gb"), metric_of(r, n, "mean_gas"));
@@ -101,8 +118,11 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
     if (have_scale) {
         fprintf(f, "\n## Imbalance vs GPU count\n\n| GPUs |");
         for (int i = 0; i < ns; i++)
-            if (!isnan(imb[0][i]))
-                fprintf(f, " %s |", names[i]);
+            if (!isnan(imb[0][i])) {
+                fputc(' ', f);
+                report_put_md(f, names[i], sizeof names[i], REPORT_MD_CELL);
+                fputs(" |", f);
+            }
         fprintf(f, "\n|---:|");
         for (int i = 0; i < ns; i++)
             if (!isnan(imb[0][i]))
@@ -131,7 +151,9 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
     for (int i = 0; i < ns; i++) {
         if (isnan(imb[0][i]))
             continue;
-        fprintf(a.f, "%s%s imbalance_percent\n", blocks ? "\n\n" : "", names[i]);
+        fputs(blocks ? "\n\n" : "", a.f);
+        put_word(a.f, names[i]);
+        fputs(" imbalance_percent\n", a.f);
         for (int k = 0; k < N_SCALE; k++)
             if (!isnan(imb[k][i]))
                 fprintf(a.f, "%d %.6g\n", scale_gpus[k], 100 * imb[k][i]);
@@ -139,7 +161,8 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
     }
     if (ts_atomic_commit(&a, e))
         return -1;
-    snprintf(script, sizeof script, "%s/reports/dcp_imbalance.gp", ts_data_root());
+    if (report_script("dcp_imbalance", script, sizeof script, e))
+        return -1;
     if (r->id > 0)
         snprintf(title, sizeof title, "run %lld: %.*s - imbalance vs GPU count", (long long)r->id,
                  (int)sizeof r->scenario, r->scenario);

@@ -12,11 +12,18 @@
  *                            tables and the figures.  The HTML is one file
  *                            with inline CSS and relative image links.
  * Every file appears atomically (ts_atomic_*, report_gnuplot's rename).
+ * The document's text holds names (scenarios, policies, runs from the
+ * database, paths): each goes into index.md through report_put_md() (a
+ * table cell's '|' escaped, an image's link target percent-encoded), into
+ * index.html through html_text() (an attribute's '"' escaped too), into a
+ * .dat file as a gnuplot string, and into a script's "a|b|c" title argument
+ * with '|' as '/', so none leaves its line, cell, attribute or field.
  * Nothing here prints or exits.
  */
 #include "reports/paper_report.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +117,16 @@ static void fmt_sim(char *buf, size_t n, const paper_row *r)
     snprintf(buf, n, "%s (%s-%s)", v, a, b);
 }
 
+/* Copies s into buf (n bytes) as one '|'-separated part of a script's title
+ * argument (paper_bars.gp, paper_xy.gp split it there): '|' becomes '/'. */
+static void spec_part(char *buf, size_t n, const char *s)
+{
+    snprintf(buf, n, "%s", s);
+    for (char *p = buf; *p; p++)
+        if (*p == '|')
+            *p = '/';
+}
+
 /* Writes DIR/<stem>.dat with one line per bar pair and draws <stem>.png with
  * reports/paper_bars.gp; spec is its "title|first legend|second legend". */
 static int draw_bars(const paper_bar *b, int n, const char *dir, const char *stem,
@@ -123,13 +140,17 @@ static int draw_bars(const paper_bar *b, int n, const char *dir, const char *ste
     snprintf(name, sizeof name, "%s.png", stem);
     if (path_in(png, dir, name, e) || ts_atomic_open(&a, dat, e))
         return -1;
-    fprintf(a.f, "# label a a_lo a_hi b b_lo b_hi (%s)\n", spec);
-    for (int i = 0; i < n; i++)
-        fprintf(a.f, "\"%s\" %.6g %.6g %.6g %.6g %.6g %.6g\n", b[i].label, b[i].a, b[i].a_lo,
-                b[i].a_hi, b[i].b, b[i].b_lo, b[i].b_hi);
+    fputs("# label a a_lo a_hi b b_lo b_hi (", a.f);
+    report_put_line(a.f, spec, strlen(spec));
+    fputs(")\n", a.f);
+    for (int i = 0; i < n; i++) {
+        report_put_dat_string(a.f, b[i].label, sizeof b[i].label);
+        fprintf(a.f, " %.6g %.6g %.6g %.6g %.6g %.6g\n", b[i].a, b[i].a_lo, b[i].a_hi, b[i].b,
+                b[i].b_lo, b[i].b_hi);
+    }
     if (ts_atomic_commit(&a, e))
         return -1;
-    return ts_find_data("reports", "paper_bars", ".gp", gp, sizeof gp, e) ||
+    return report_script("paper_bars", gp, sizeof gp, e) ||
                    report_gnuplot(gp, dat, png, spec, dir, e)
                ? -1
                : 0;
@@ -169,8 +190,9 @@ static int write_bars(const paper_doc *d, const char *dir, int *drawn, ts_err *e
 /* speedup.png: each policy's step and rollout speedup over the first. */
 static int write_speedups(const paper_doc *d, const char *dir, ts_err *e)
 {
-    char spec[256];
-    snprintf(spec, sizeof spec, "Speedup over %s%s|RL step|rollout", d->speedup_ref,
+    char spec[256], ref[sizeof d->speedup_ref];
+    spec_part(ref, sizeof ref, d->speedup_ref);
+    snprintf(spec, sizeof spec, "Speedup over %s%s|RL step|rollout", ref,
              d->bootstrap ? " (error bars: bootstrap 5-95%)" : "");
     return d->n_speedups ? draw_bars(d->speedups, d->n_speedups, dir, "speedup", spec, e) : 0;
 }
@@ -178,12 +200,15 @@ static int write_speedups(const paper_doc *d, const char *dir, ts_err *e)
 static int write_plot(const paper_plot *p, const char *dir, ts_err *e)
 {
     char dat[PATHN], png[PATHN], gp[PATHN], stem[64], spec[512], kinds[PAPER_MAX_SERIES + 1];
+    char ttl[sizeof p->title], xl[sizeof p->xlabel], yl[sizeof p->ylabel];
     ts_atomic a;
     snprintf(stem, sizeof stem, "%.*s.dat", (int)strcspn(p->file, "."), p->file);
     if (path_in(dat, dir, stem, e) || path_in(png, dir, p->file, e) || ts_atomic_open(&a, dat, e))
         return -1;
     for (int i = 0; i < p->ns; i++) {
-        fprintf(a.f, "%s\"%s\"\n", i ? "\n\n" : "", p->s[i].name);
+        fputs(i ? "\n\n" : "", a.f);
+        report_put_dat_string(a.f, p->s[i].name, sizeof p->s[i].name);
+        fputc('\n', a.f);
         for (int k = 0; k < p->s[i].n; k++)
             fprintf(a.f, "%.8g %.8g\n", p->s[i].x[k], p->s[i].y[k]);
     }
@@ -192,8 +217,11 @@ static int write_plot(const paper_plot *p, const char *dir, ts_err *e)
     for (int i = 0; i < p->ns; i++)
         kinds[i] = (char)('0' + (p->s[i].kind >= 0 && p->s[i].kind <= 2 ? p->s[i].kind : 0));
     kinds[p->ns] = 0;
-    snprintf(spec, sizeof spec, "%s|%s|%s|%d|%s", p->title, p->xlabel, p->ylabel, p->logx, kinds);
-    return ts_find_data("reports", "paper_xy", ".gp", gp, sizeof gp, e) ||
+    spec_part(ttl, sizeof ttl, p->title);
+    spec_part(xl, sizeof xl, p->xlabel);
+    spec_part(yl, sizeof yl, p->ylabel);
+    snprintf(spec, sizeof spec, "%s|%s|%s|%d|%s", ttl, xl, yl, p->logx, kinds);
+    return report_script("paper_xy", gp, sizeof gp, e) ||
                    report_gnuplot(gp, dat, png, spec, dir, e)
                ? -1
                : 0;
@@ -237,26 +265,83 @@ static const char *doc_title(const paper_doc *d)
     return d->title[0] ? d->title : "tailsim: the TLT and DCP papers reproduced";
 }
 
+/* Markdown text, a table cell's text and an image's alt text: every name
+ * in index.md goes through one of these (report_put_md()). */
+static void md(FILE *f, const char *s)
+{
+    report_put_md(f, s, SIZE_MAX, 0);
+}
+
+static void md_cell(FILE *f, const char *s)
+{
+    report_put_md(f, s, SIZE_MAX, REPORT_MD_CELL);
+}
+
+/* "![alt](url)" */
+static void md_image(FILE *f, const char *alt, const char *url)
+{
+    fputs("![", f);
+    report_put_md(f, alt, SIZE_MAX, REPORT_MD_LINK);
+    fputs("](", f);
+    report_put_url(f, url, SIZE_MAX);
+    fputc(')', f);
+}
+
+/* text verbatim in a fenced block whose fence (three backticks, or one more
+ * than the longest run of them in text) no line of text can close; control
+ * characters but newline and tab as spaces. */
+static void md_fenced(FILE *f, const char *text)
+{
+    size_t run = 0, fence = 3;
+    for (const char *p = text; *p; p++) {
+        run = *p == '`' ? run + 1 : 0;
+        if (run >= fence)
+            fence = run + 1;
+    }
+    for (size_t i = 0; i < fence; i++)
+        fputc('`', f);
+    fputc('\n', f);
+    for (const char *p = text; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        fputc((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? ' ' : c, f);
+    }
+    if (text[0] && text[strlen(text) - 1] != '\n')
+        fputc('\n', f);
+    for (size_t i = 0; i < fence; i++)
+        fputc('`', f);
+    fputc('\n', f);
+}
+
 static void md_header(FILE *f, const paper_doc *d)
 {
     int ran, w = count_within(d, &ran);
-    fprintf(f, "# %s\n\n", doc_title(d));
+    fputs("# ", f);
+    md(f, doc_title(d));
+    fputs("\n\n", f);
     if (d->meta[0]) {
-        fprintf(f, "%s\n\n", d->meta);
+        md(f, d->meta);
+        fputs("\n\n", f);
     } else {
-        fprintf(f, "tailsim %s; calibration: %s; seed: each scenario's own (%s); ", d->version,
-                d->calibration, d->quick ? "quick run" : "full run");
+        fputs("tailsim ", f);
+        md(f, d->version);
+        fputs("; calibration: ", f);
+        md(f, d->calibration);
+        fprintf(f, "; seed: each scenario's own (%s); ", d->quick ? "quick run" : "full run");
         if (d->bootstrap)
             fprintf(f, "bootstrap: %d resamples of the prompts for the TLT and DAPO speedups.\n\n",
                     d->bootstrap);
         else
             fprintf(f, "no bootstrap.\n\n");
     }
-    if (d->setup[0])
-        fprintf(f, "**Setup:** %s\n\n", d->setup);
-    if (d->terminal)
-        fprintf(f, "## Terminal output\n\n```\n%s%s```\n", d->terminal,
-                d->terminal[0] && d->terminal[strlen(d->terminal) - 1] != '\n' ? "\n" : "");
+    if (d->setup[0]) {
+        fputs("**Setup:** ", f);
+        md(f, d->setup);
+        fputs("\n\n", f);
+    }
+    if (d->terminal) {
+        fputs("## Terminal output\n\n", f);
+        md_fenced(f, d->terminal);
+    }
     if (d->n_rows)
         fprintf(f, "%d of %d published numbers reproduced within tolerance (%d of %zu run); the "
                    "experiments took %.1f s.\n\n",
@@ -286,21 +371,43 @@ static int write_md(const paper_doc *d, const char *path, int bars, ts_err *e)
             snprintf(diff, sizeof diff, "%+.1f%%", paper_row_diff(r));
         else
             snprintf(diff, sizeof diff, "%s", r->why);
-        fprintf(f, "| %s | %s%s%s%s | %s | %s | %s | %s | %.0f%% | %s |\n", r->section, r->what,
-                r->note[0] ? " (" : "", r->note, r->note[0] ? ")" : "", r->cite, r->published,
-                sim, diff, 100 * r->tol, mk);
+        fputs("| ", f);
+        md_cell(f, r->section);
+        fputs(" | ", f);
+        md_cell(f, r->what);
+        if (r->note[0]) {
+            fputs(" (", f);
+            md_cell(f, r->note);
+            fputc(')', f);
+        }
+        fputs(" | ", f);
+        md_cell(f, r->cite);
+        fputs(" | ", f);
+        md_cell(f, r->published);
+        fputs(" | ", f);
+        md_cell(f, sim);
+        fputs(" | ", f);
+        md_cell(f, diff);
+        fprintf(f, " | %.0f%% | %s |\n", 100 * r->tol, mk);
     }
     if (bars)
         fprintf(f, "\n![Speedups: published vs tailsim](bars.png)\n");
     for (int t = 0; t < d->n_tables; t++) {
         const paper_table *tb = &d->tables[t];
-        fprintf(f, "\n## %s\n\n", tb->title);
-        if (tb->note[0])
-            fprintf(f, "%s\n\n", tb->note);
+        fputs("\n## ", f);
+        md(f, tb->title);
+        fputs("\n\n", f);
+        if (tb->note[0]) {
+            md(f, tb->note);
+            fputs("\n\n", f);
+        }
         for (int r = 0; r < tb->nrow; r++) {
             fprintf(f, "|");
-            for (int c = 0; c < tb->ncol; c++)
-                fprintf(f, " %s |", tb->cell[r][c]);
+            for (int c = 0; c < tb->ncol; c++) {
+                fputc(' ', f);
+                report_put_md(f, tb->cell[r][c], PAPER_CELL, REPORT_MD_CELL);
+                fputs(" |", f);
+            }
             fprintf(f, "\n");
             if (r == 0) {
                 fprintf(f, "|");
@@ -310,40 +417,79 @@ static int write_md(const paper_doc *d, const char *path, int bars, ts_err *e)
             }
         }
     }
-    if (d->n_speedups)
-        fprintf(f, "\n![Step and rollout speedup over %s](speedup.png)\n", d->speedup_ref);
+    if (d->n_speedups) {
+        char alt[sizeof d->speedup_ref + 40];
+        snprintf(alt, sizeof alt, "Step and rollout speedup over %s", d->speedup_ref);
+        fputc('\n', f);
+        md_image(f, alt, "speedup.png");
+        fputc('\n', f);
+    }
     fprintf(f, "\n## Figures\n\n");
-    for (int p = 0; p < d->n_plots; p++)
-        fprintf(f, "![%s](%s)\n\n", d->plots[p].title, d->plots[p].file);
-    for (int i = 0; i < d->n_figs; i++)
-        fprintf(f, "**%s**: %s\n\n![%s](%s)\n\n", d->figs[i].section, d->figs[i].caption,
-                d->figs[i].caption, d->figs[i].path);
+    for (int p = 0; p < d->n_plots; p++) {
+        md_image(f, d->plots[p].title, d->plots[p].file);
+        fputs("\n\n", f);
+    }
+    for (int i = 0; i < d->n_figs; i++) {
+        fputs("**", f);
+        md(f, d->figs[i].section);
+        fputs("**: ", f);
+        md(f, d->figs[i].caption);
+        fputs("\n\n", f);
+        md_image(f, d->figs[i].caption, d->figs[i].path);
+        fputs("\n\n", f);
+    }
     if (d->n_missing) {
         fprintf(f, "## Not reproduced here\n\n");
-        for (int i = 0; i < d->n_missing; i++)
-            fprintf(f, "* %s\n", d->missing[i]);
+        for (int i = 0; i < d->n_missing; i++) {
+            fputs("* ", f);
+            md(f, d->missing[i]);
+            fputc('\n', f);
+        }
     }
     if (d->n_refs) {
         fprintf(f, "\n## References\n\n");
-        for (int i = 0; i < d->n_refs; i++)
-            fprintf(f, "* %s\n", d->refs[i]);
+        for (int i = 0; i < d->n_refs; i++) {
+            fputs("* ", f);
+            md(f, d->refs[i]);
+            fputc('\n', f);
+        }
     }
     return ts_atomic_commit(&a, e);
 }
 
-/* Writes s with &, <, > escaped. */
-static void html(FILE *f, const char *s)
+/* Writes s as HTML text: &, <, > escaped, control characters but newline
+ * and tab as spaces; in an attribute (attr 1) also '"' as &quot; and newline
+ * and tab as spaces. */
+static void html_text(FILE *f, const char *s, int attr)
 {
     for (; *s; s++) {
-        if (*s == '&')
+        unsigned char c = (unsigned char)*s;
+        if (c == '&')
             fputs("&amp;", f);
-        else if (*s == '<')
+        else if (c == '<')
             fputs("&lt;", f);
-        else if (*s == '>')
+        else if (c == '>')
             fputs("&gt;", f);
+        else if (c == '"' && attr)
+            fputs("&quot;", f);
         else
-            fputc(*s, f);
+            fputc((c < 0x20 && (attr || (c != '\n' && c != '\t'))) || c == 0x7f ? ' ' : c, f);
     }
+}
+
+static void html(FILE *f, const char *s)
+{
+    html_text(f, s, 0);
+}
+
+/* <img src="url" alt="alt"> */
+static void html_img(FILE *f, const char *url, const char *alt)
+{
+    fputs("<img src=\"", f);
+    report_put_url(f, url, SIZE_MAX);
+    fputs("\" alt=\"", f);
+    html_text(f, alt, 1);
+    fputs("\">", f);
 }
 
 static const char css[] =
@@ -492,9 +638,9 @@ static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
     }
     fprintf(f, "<h2>Figures</h2>\n<div class=grid>\n");
     for (int p = 0; p < d->n_plots; p++) {
-        fprintf(f, "<figure><img src=\"%s\" alt=\"", d->plots[p].file);
-        html(f, d->plots[p].title);
-        fprintf(f, "\"></figure>\n");
+        fputs("<figure>", f);
+        html_img(f, d->plots[p].file, d->plots[p].title);
+        fputs("</figure>\n", f);
     }
     fprintf(f, "</div>\n");
     /* each section's figures side by side, two to a row */
@@ -504,7 +650,9 @@ static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
             html(f, d->figs[i].section);
             fprintf(f, "</h3>\n<div class=grid>\n");
         }
-        fprintf(f, "<figure><img src=\"%s\" alt=\"\"><figcaption>", d->figs[i].path);
+        fputs("<figure>", f);
+        html_img(f, d->figs[i].path, "");
+        fputs("<figcaption>", f);
         html(f, d->figs[i].caption);
         fprintf(f, "</figcaption></figure>\n");
     }

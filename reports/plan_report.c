@@ -3,7 +3,9 @@
  * of searched configurations (tens to thousands), so the dominance check is
  * the plain O(n^2) pairwise one, which is also its own specification.  The
  * figure follows the report's habit: a .dat written atomically and a static
- * gnuplot script run with `gnuplot -d -c`.
+ * gnuplot script run with `gnuplot -d -c`.  A label is a gnuplot string in
+ * plan.dat (report_put_dat_string()), whatever the --vary values it names
+ * hold.
  */
 #include "reports/plan_report.h"
 
@@ -77,21 +79,27 @@ int plan_plot(const plan_point *p, size_t n, double target_s, long cheapest, con
     fprintf(a.f, "# tailsim plan: every feasible configuration\n"
                  "# gpu_hours_per_1000_steps step_s label excluded (1: above the off-policy "
                  "limit)\n");
-    for (size_t i = 0; i < n; i++)
-        fprintf(a.f, "%.6g %.6g \"%s\" %d\n", p[i].gpu_h, p[i].step_s, p[i].label,
-                p[i].excluded ? 1 : 0);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(a.f, "%.6g %.6g ", p[i].gpu_h, p[i].step_s);
+        report_put_dat_string(a.f, p[i].label, sizeof p[i].label);
+        fprintf(a.f, " %d\n", p[i].excluded ? 1 : 0);
+    }
     fprintf(a.f, "\n\n# the Pareto front, by GPU-hours\n");
     for (size_t i = 0; i < n; i++)
         if (p[i].front)
             fr[nf++] = &p[i];
     qsort(fr, nf, sizeof *fr, cmp_gh);
-    for (size_t i = 0; i < nf; i++)
-        fprintf(a.f, "%.6g %.6g \"%s\"\n", fr[i]->gpu_h, fr[i]->step_s, fr[i]->label);
+    for (size_t i = 0; i < nf; i++) {
+        fprintf(a.f, "%.6g %.6g ", fr[i]->gpu_h, fr[i]->step_s);
+        report_put_dat_string(a.f, fr[i]->label, sizeof fr[i]->label);
+        fputc('\n', a.f);
+    }
     fprintf(a.f, "\n\n# target step time (s) and the cheapest configuration meeting it\n");
-    if (cheapest >= 0)
-        fprintf(a.f, "%.6g %.6g \"%s\" %.6g\n", p[cheapest].gpu_h, p[cheapest].step_s,
-                p[cheapest].label, target_s > 0 ? target_s : 0.0);
-    else
+    if (cheapest >= 0) {
+        fprintf(a.f, "%.6g %.6g ", p[cheapest].gpu_h, p[cheapest].step_s);
+        report_put_dat_string(a.f, p[cheapest].label, sizeof p[cheapest].label);
+        fprintf(a.f, " %.6g\n", target_s > 0 ? target_s : 0.0);
+    } else
         fprintf(a.f, "NaN NaN \"none\" %.6g\n", target_s > 0 ? target_s : 0.0);
     if (ts_atomic_commit(&a, e))
         goto cleanup;
@@ -100,7 +108,7 @@ int plan_plot(const plan_point *p, size_t n, double target_s, long cheapest, con
         rc = 0;
         goto cleanup;
     }
-    if (ts_find_data("reports", "plan_front", ".gp", gp, sizeof gp, e) ||
+    if (report_script("plan_front", gp, sizeof gp, e) ||
         report_gnuplot(gp, dat, png, title, dir, e))
         goto cleanup;
     rc = 0;

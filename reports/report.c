@@ -7,10 +7,22 @@
  *   report.md              identity, metrics (in the record's order), a
  *                          per-phase bubble table, length percentiles, and
  *                          links to the two PNGs.
- * Scripts are found under ts_data_root()/reports/ and run as
- * `gnuplot -d -c SCRIPT DAT PNG TITLE` through posix_spawnp with an argv
- * (no shell, so any path or scenario name is safe); gnuplot's stderr goes to a
- * temporary log whose last line becomes the error message on failure.
+ * Scripts are found under ts_data_root()/reports/ only, never in the current
+ * directory (report_script()), and run as `gnuplot -d -c SCRIPT DAT PNG
+ * TITLE` through posix_spawnp with an argv (no shell); gnuplot's stderr goes
+ * to a temporary log whose last line becomes the error message on failure.
+ * gnuplot itself reads some names as more than a file: a script or data name
+ * that starts with '<' runs the rest as a shell command, an output name that
+ * starts with '|' pipes into one, and "-", "+", "++", "$name", "~/" and ""
+ * are the terminal, pseudo-files, a datablock, the home directory and the
+ * previous file.  So every path reaches gnuplot starting with '/' or "./"
+ * (gp_path()), which gnuplot only opens; the title is a string the scripts
+ * never evaluate (no eval, load, system or @macro on an argument).
+ *
+ * The run's names (command, policy, scenario: from the database, so from
+ * anyone) reach the .dat comments, report.md and the titles with every
+ * control character as a space and Markdown's '|', '\' and '<tag'
+ * escaped (report_put_*(), which the other report writers share).
  *
  * Invariants: every file appears atomically (a .dat or .md through
  * ts_atomic_*, a PNG rendered to a temporary name and renamed on success), so
@@ -40,6 +52,12 @@ extern char **environ;
 #define PATH_CAP 4096
 /* printf arguments for a fixed-size char field that may fill its array. */
 #define FIELD(a) (int)sizeof(a), (a)
+
+/* 1 for the bytes no name may write as they are: 0x01-0x1f and 0x7f. */
+static int is_ctl(unsigned char c)
+{
+    return c < 0x20 || c == 0x7f;
+}
 
 /* Creates dir and its missing parents.  Returns 0, or -1 naming the part
  * that could not be created. */
@@ -93,15 +111,26 @@ static const char *run_what(const run_record *r, char *buf, size_t n)
     return buf;
 }
 
+/* "run ID (what, scenario)" in a .dat file's first comment line. */
+static void put_run(FILE *f, const run_record *r)
+{
+    char what[80];
+    fprintf(f, "run %lld (", (long long)r->id);
+    report_put_line(f, run_what(r, what, sizeof what), sizeof what);
+    fputs(", ", f);
+    report_put_line(f, r->scenario, sizeof r->scenario);
+    fputc(')', f);
+}
+
 static int write_gantt_dat(const run_record *r, const char *path, ts_err *e)
 {
     ts_atomic a;
     if (ts_atomic_open(&a, path, e))
         return -1;
     FILE *f = a.f;
-    char what[80];
-    fprintf(f, "# tailsim GPU timeline, run %lld (%s, %.*s)\n", (long long)r->id,
-            run_what(r, what, sizeof what), FIELD(r->scenario));
+    fputs("# tailsim GPU timeline, ", f);
+    put_run(f, r);
+    fputc('\n', f);
     fprintf(f, "# block 0: gpu phase state t0_s t1_s   (state 0 busy, 1 idle, 2 train)\n");
     for (size_t i = 0; i < r->n_tl; i++) {
         const tl_interval *t = &r->tl[i];
@@ -136,9 +165,9 @@ static int write_cdf_dat(const run_record *r, const int32_t *len, size_t n,
     if (ts_atomic_open(&a, path, e))
         return -1;
     FILE *f = a.f;
-    char what[80];
-    fprintf(f, "# tailsim response-length CDF, run %lld (%s, %.*s), %zu responses\n",
-            (long long)r->id, run_what(r, what, sizeof what), FIELD(r->scenario), n);
+    fputs("# tailsim response-length CDF, ", f);
+    put_run(f, r);
+    fprintf(f, ", %zu responses\n", n);
     fprintf(f, "# block 0: length_tokens fraction_le\n");
     if (n)
         fprintf(f, "%d 0\n", len[0]);
@@ -193,20 +222,49 @@ int report_can_draw(const char *dir, ts_err *e)
     return 0;
 }
 
-/* Runs `gnuplot -d -c script dat <png.tmp> title`, then renames the image
- * into place.  Returns 0, or -1 naming the script (gnuplot missing, failing,
- * killed, or writing no image). */
+int report_script(const char *name, char *buf, size_t cap, ts_err *e)
+{
+    if (snprintf(buf, cap, "%s/reports/%s.gp", ts_data_root(), name) >= (int)cap)
+        return ts_errf(e, "%s: data directory path too long", ts_data_root());
+    if (access(buf, R_OK) != 0)
+        return ts_errf(e, "%s: cannot read the gnuplot script: %s", buf, strerror(errno));
+    return 0;
+}
+
+/* Writes path into buf (cap bytes) as gnuplot may be given it: unchanged
+ * when absolute, else with "./" in front, so that no leading character
+ * ('<', '|', '-', '+', '$', '~') makes gnuplot run a command or read
+ * anything but that file.  Returns 0, or -1 when empty or too long. */
+static int gp_path(char *buf, size_t cap, const char *path, ts_err *e)
+{
+    if (!path[0])
+        return ts_errf(e, "gnuplot: empty file name");
+    if (snprintf(buf, cap, "%s%s", path[0] == '/' ? "" : "./", path) >= (int)cap)
+        return ts_errf(e, "%s: path too long for gnuplot", path);
+    return 0;
+}
+
+/* Runs `gnuplot -d -c script dat <png.tmp> title`, every path through
+ * gp_path(), then renames the image into place.  Returns 0, or -1 naming the
+ * script (gnuplot missing, failing, killed, or writing no image). */
 int report_gnuplot(const char *script, const char *dat, const char *png, const char *title,
                    const char *dir, ts_err *e)
 {
     int rc = -1, fa_ok = 0;
-    char tmp[PATH_CAP + 32], log[PATH_CAP + 32], why[512];
+    char gp[PATH_CAP + 2], in[PATH_CAP + 2], out[PATH_CAP + 2];
+    char tmp[PATH_CAP + 32], log[PATH_CAP + 32], why[512], ttl[1024];
     pid_t pid = -1;
     posix_spawn_file_actions_t fa;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", png, (long)getpid());
+    if (gp_path(gp, sizeof gp, script, e) || gp_path(in, sizeof in, dat, e) ||
+        gp_path(out, sizeof out, png, e))
+        return -1;
+    snprintf(ttl, sizeof ttl, "%s", title); /* one line, whatever names it holds */
+    for (char *p = ttl; *p; p++)
+        if (is_ctl((unsigned char)*p))
+            *p = ' ';
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
     snprintf(log, sizeof log, "%s/.gnuplot.%ld.log", dir, (long)getpid());
-    char *argv[] = {"gnuplot", "-d", "-c", (char *)script, (char *)dat, tmp,
-                    (char *)title, NULL};
+    char *argv[] = {"gnuplot", "-d", "-c", gp, in, tmp, ttl, NULL};
     int err = posix_spawn_file_actions_init(&fa);
     if (!err) {
         fa_ok = 1;
@@ -266,15 +324,51 @@ cleanup:
     return rc;
 }
 
-/* Writes s into a Markdown table cell: '|' escaped, newlines flattened. */
-static void md_cell(FILE *f, const char *s, size_t cap)
+void report_put_line(FILE *f, const char *s, size_t cap)
+{
+    for (size_t i = 0; i < cap && s[i]; i++)
+        fputc(is_ctl((unsigned char)s[i]) ? ' ' : s[i], f);
+}
+
+void report_put_md(FILE *f, const char *s, size_t cap, int flags)
 {
     for (size_t i = 0; i < cap && s[i]; i++) {
-        if (s[i] == '|')
-            fputs("\\|", f);
-        else
-            fputc(s[i] == '\n' || s[i] == '\r' ? ' ' : s[i], f);
+        char c = s[i], nx = i + 1 < cap ? s[i + 1] : 0;
+        if (is_ctl((unsigned char)c))
+            c = ' ';
+        else if (c == '\\' || (c == '|' && (flags & REPORT_MD_CELL)) ||
+                 ((c == '[' || c == ']') && (flags & REPORT_MD_LINK)) || (c == ']' && nx == '(') ||
+                 (c == '<' && (((nx | 0x20) >= 'a' && (nx | 0x20) <= 'z') || nx == '/' ||
+                               nx == '!' || nx == '?')))
+            fputc('\\', f);
+        fputc(c, f);
     }
+}
+
+void report_put_dat_string(FILE *f, const char *s, size_t cap)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < cap && s[i]; i++)
+        fputc(is_ctl((unsigned char)s[i]) ? ' ' : s[i] == '"' ? '\'' : s[i], f);
+    fputc('"', f);
+}
+
+void report_put_url(FILE *f, const char *s, size_t cap)
+{
+    for (size_t i = 0; i < cap && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            strchr("-._~/+,=", c))
+            fputc(c, f);
+        else
+            fprintf(f, "%%%02X", c);
+    }
+}
+
+/* Writes s into a Markdown table cell. */
+static void md_cell(FILE *f, const char *s, size_t cap)
+{
+    report_put_md(f, s, cap, REPORT_MD_CELL);
 }
 
 static void md_value(FILE *f, double v)
@@ -316,7 +410,9 @@ static int write_md(const run_record *r, const char *path, const int32_t *len,
         return -1;
     FILE *f = a.f;
     char what[80];
-    fprintf(f, "# tailsim run %lld: %s\n\n", (long long)r->id, run_what(r, what, sizeof what));
+    fprintf(f, "# tailsim run %lld: ", (long long)r->id);
+    report_put_md(f, run_what(r, what, sizeof what), sizeof what, 0);
+    fputs("\n\n", f);
     fprintf(f, "| field | value |\n|---|---|\n| run | %lld |\n| command | ", (long long)r->id);
     md_cell(f, r->command, sizeof r->command);
     if (r->policy[0]) {
@@ -400,7 +496,7 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
     if (r->n_tl) {
         snprintf(title, sizeof title, "%s%s %.*s, %d GPUs - GPU timeline by phase", run_tag,
                  run_what(r, what, sizeof what), FIELD(r->scenario), r->gpus);
-        if (ts_find_data("reports", "gantt", ".gp", gp, sizeof gp, e) ||
+        if (report_script("gantt", gp, sizeof gp, e) ||
             report_gnuplot(gp, dat, png, title, dir, e))
             goto cleanup;
     } else {
@@ -414,7 +510,7 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
     if (n) {
         snprintf(title, sizeof title, "%s%s %.*s - response lengths (%zu responses)", run_tag,
                  run_what(r, what, sizeof what), FIELD(r->scenario), n);
-        if (ts_find_data("reports", "cdf", ".gp", gp, sizeof gp, e) ||
+        if (report_script("cdf", gp, sizeof gp, e) ||
             report_gnuplot(gp, dat, png, title, dir, e))
             goto cleanup;
     } else {

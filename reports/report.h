@@ -7,6 +7,8 @@
 #ifndef TS_REPORT_H
 #define TS_REPORT_H
 
+#include <stdio.h>
+
 #include "common/err.h"
 #include "results/result.h"
 
@@ -23,10 +25,44 @@ int report_mkdir_p(const char *dir, ts_err *e);
  * saying which is wrong. */
 int report_can_draw(const char *dir, ts_err *e);
 
+/* Writes into buf (cap bytes) the path of the static script
+ * ts_data_root()/reports/NAME.gp.  Only there: a script is code gnuplot runs,
+ * so none is ever taken from the current directory (as ts_find_data() falls
+ * back to for data).  Returns 0, or -1 when it cannot be read. */
+int report_script(const char *name, char *buf, size_t cap, ts_err *e);
+
 /* Runs `gnuplot -d -c script dat <png.tmp> title` (no shell; gnuplot's
  * stderr to a log in dir) and renames the image to png.  Returns 0, or -1
  * naming the script (gnuplot missing, failing, killed, writing no image). */
 int report_gnuplot(const char *script, const char *dat, const char *png, const char *title,
                    const char *dir, ts_err *e);
+
+/* Names in report files.  A name (scenario, policy, strategy, plot label,
+ * path: anything from a file, a flag or the database) may hold any byte; these
+ * write it so that it stays in its place.  Each writes s up to its NUL or cap
+ * bytes, whichever comes first (s need not be NUL-terminated within cap), to
+ * f, every control character (0x01-0x1f and 0x7f: newline, carriage return,
+ * tab, escape, ...) as a space, so a name never starts a line of its own.
+ * They cannot fail: a failed write shows in ferror(f), which
+ * ts_atomic_commit() reports. */
+
+/* As it is, bar the control characters: a .dat comment. */
+void report_put_line(FILE *f, const char *s, size_t cap);
+
+/* Markdown text: also '\' as "\\", '<' before a letter, '/', '!' or '?'
+ * (what opens inline HTML) as "\<" and ']' before '(' (what makes a link)
+ * as "\]"; with REPORT_MD_CELL also '|' as
+ * "\|" (a table cell), with REPORT_MD_LINK '[' and ']' as "\[" "\]" (an
+ * image's alt text). */
+#define REPORT_MD_CELL 1
+#define REPORT_MD_LINK 2
+void report_put_md(FILE *f, const char *s, size_t cap, int flags);
+
+/* A gnuplot data string: in double quotes, each '"' in s as a single quote. */
+void report_put_dat_string(FILE *f, const char *s, size_t cap);
+
+/* A relative link target (Markdown, HTML src): letters, digits and
+ * "-._~/+,=" as they are, every other byte percent-encoded ("%20"). */
+void report_put_url(FILE *f, const char *s, size_t cap);
 
 #endif
