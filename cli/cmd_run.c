@@ -13,6 +13,7 @@
  * command shares (cli/cmd.h): cmd_print_json, cmd_json_identity and
  * cmd_save_run.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -55,8 +56,12 @@ int cmd_print_json(const json_t *o, int precision, ts_err *e)
     char *txt = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(precision));
     if (!txt)
         return ts_errf(e, "out of memory printing JSON");
-    puts(txt);
+    /* checked here too, so that a command whose JSON could not be written
+     * fails before it reports success on stderr */
+    int bad = puts(txt) == EOF || fflush(stdout) != 0;
     free(txt);
+    if (bad)
+        return ts_errf(e, "cannot write standard output: %s", strerror(errno));
     return 0;
 }
 

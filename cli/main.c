@@ -7,6 +7,7 @@
  * their configurations over the ranks (sweep/sweep_mpi.c); run without mpirun,
  * the MPI binary behaves exactly like the plain one.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,26 @@ static void usage(FILE *f)
     fprintf(f, "  %-8s %s\n", "version", "print the version");
 }
 
+/* Every command's output ends here: standard output is flushed and closed,
+ * and a write that failed at any point (a full disk, /dev/full, a closed
+ * descriptor) turns a successful exit into 1 with a message, so no output
+ * is ever silently cut short.  Returns the exit status. */
+static int finish(int rc)
+{
+    int bad = ferror(stdout);
+    errno = 0;
+    if (fclose(stdout) != 0 || bad) {
+        if (rc) /* the command failed and said so (a failed write included) */
+            return rc;
+        if (errno)
+            fprintf(stderr, "tailsim: cannot write standard output: %s\n", strerror(errno));
+        else
+            fprintf(stderr, "tailsim: cannot write standard output (a write failed)\n");
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -68,11 +89,11 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
         usage(stdout);
-        return 0;
+        return finish(0);
     }
     if (!strcmp(name, "version") || !strcmp(name, "--version")) {
         printf("tailsim %s\n", TS_VERSION);
-        return 0;
+        return finish(0);
     }
     for (size_t i = 0; i < N_COMMANDS; i++) {
         if (strcmp(name, commands[i].name))
@@ -83,10 +104,10 @@ int main(int argc, char **argv)
             sweep_remote = sweep_mpi_exec;
             int rc = commands[i].fn(argc - 1, argv + 1);
             MPI_Finalize();
-            return rc;
+            return finish(rc);
         }
 #endif
-        return commands[i].fn(argc - 1, argv + 1);
+        return finish(commands[i].fn(argc - 1, argv + 1));
     }
     fprintf(stderr, "tailsim: unknown command '%s' (try: tailsim help)\n", name);
     return 2;

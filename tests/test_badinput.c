@@ -142,6 +142,13 @@ static const bad_case cases[] = {
     {"compare_o_train", NULL, NULL, T "compare qwen7b-64gpu --policies verl,tlt --train bucket -o $D/out", 2, "--train", "-o", "out"},
     {"compare_o_no_gnuplot", NULL, NULL, "PATH=/nonexistent-tailsim-bin " T "compare qwen7b-64gpu --policies verl,tlt -o $D/out", 1, "gnuplot not found", "-o", "out"},
     {"compare_o_not_a_dir", "f", "a file\n", T "compare qwen7b-64gpu --policies verl,tlt -o $D/f/out", 1, "not a directory", "-o", NULL},
+    /* standard output that cannot be written: a non-zero exit, never a silent cut */
+    {"stdout_full_json", NULL, NULL, "(" T "rollout qwen7b-64gpu --json > /dev/full)", 1, "cannot write standard output", "", NULL},
+    {"stdout_full_text", NULL, NULL, "(" T "rollout qwen7b-64gpu > /dev/full)", 1, "cannot write standard output", "", NULL},
+    {"stdout_full_sweep_json", "g.ini", GRID("[rollout]\ntp = 2,4\n"), "(" SW " --json > /dev/full)", 1, "cannot write standard output", "", NULL},
+    {"stdout_full_trace_stats", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5,7]}\n", "(" T "trace stats $D/t.jsonl > /dev/full)", 1, "cannot write standard output", "", NULL},
+    {"stdout_full_help", NULL, NULL, "(" T "help > /dev/full)", 1, "cannot write standard output", "", NULL},
+    {"stdout_closed", NULL, NULL, "(" T "version >&-)", 1, "cannot write standard output", "", NULL},
     /* usage */
     {"unknown_command", NULL, NULL, T "frobnicate", 2, "unknown command", "frobnicate", NULL},
     {"rollout_no_scenario", NULL, NULL, T "rollout", 2, "SCENARIO", "", NULL},
