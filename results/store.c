@@ -8,10 +8,15 @@
  * store_close(); the report command calls store_load_run().
  *
  * Invariants and habits:
- *   - The schema version lives in PRAGMA user_version.  Each migration step
- *     runs in its own BEGIN IMMEDIATE transaction that re-reads the version,
- *     so two processes opening a fresh file at once migrate it exactly once.
- *     A file whose version is newer than STORE_SCHEMA_VERSION is refused.
+ *   - The schema version lives in PRAGMA user_version.  It is read together
+ *     with the number of tables (one statement, one snapshot) and checked
+ *     before anything else happens to the file: a version below 0 or above
+ *     STORE_SCHEMA_VERSION, or version 0 with tables in it (another
+ *     program's database), is refused with nothing changed: no WAL switch,
+ *     no table created.  Only an empty file or one of ours is initialised
+ *     or migrated.  Each migration step runs in its own BEGIN IMMEDIATE
+ *     transaction that re-reads and re-checks the version, so two processes
+ *     opening a fresh file at once migrate it exactly once.
  *   - WAL journal, synchronous=NORMAL, foreign_keys=ON and a 10 s busy
  *     timeout: concurrent writers queue on the write lock instead of failing.
  *   - A run is written in one BEGIN IMMEDIATE transaction with four prepared
@@ -21,11 +26,15 @@
  *   - The schema enforces what a bad record could break (t1 >= t0, gpu >= 0,
  *     one value per metric key, non-NULL times); a NaN binds as NULL, so a NaN
  *     interval time is refused while a NaN metric value round-trips as NaN.
+ *     Loading checks every row again (types, ranges, enums), since the file
+ *     may have been written by something else: a loaded record is one that
+ *     could have been saved.
  *   - seed is a uint64 kept in a signed INTEGER column: the bits round-trip.
  *   - Every function has one `cleanup:` exit; no function prints or exits.
  */
 #include "results/store.h"
 
+#include <assert.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -40,6 +49,7 @@ struct store {
     sqlite3 *db;
     sqlite3_stmt *ins_run, *ins_metric, *ins_tl, *ins_resp, *ins_step; /* reused per save */
     sqlite3_stmt *ins_sweep_run;
+    int version; /* the file's schema version (STORE_SCHEMA_VERSION once open) */
     char path[4096];
 };
 
@@ -129,11 +139,16 @@ static void rollback(store *s)
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-static int read_user_version(store *s, int *out, ts_err *e)
+/* Reads the schema version and the number of tables in one statement (one
+ * snapshot) and checks them before anything uses the version: below 0 or
+ * above STORE_SCHEMA_VERSION, or 0 with tables (another program's file), is
+ * refused.  Sets s->version.  Returns 0 or -1. */
+static int check_schema(store *s, ts_err *e)
 {
     sqlite3_stmt *st = NULL;
     int rc = -1;
-    int src = sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL);
+    int src = sqlite3_prepare_v2(s->db, "SELECT (SELECT user_version FROM pragma_user_version),"
+                                 " (SELECT count(*) FROM sqlite_master)", -1, &st, NULL);
     if (src == SQLITE_OK)
         src = sqlite3_step(st);
     if (src != SQLITE_ROW) {
@@ -144,7 +159,25 @@ static int read_user_version(store *s, int *out, ts_err *e)
             db_err(e, s, "cannot read database");
         goto cleanup;
     }
-    *out = sqlite3_column_int(st, 0);
+    sqlite3_int64 v = sqlite3_column_int64(st, 0), n = sqlite3_column_int64(st, 1);
+    if (v < 0) {
+        ts_errf(e, "%s: database schema version %lld is not one tailsim writes (0 to %d), so "
+                "not a tailsim store", s->path, (long long)v, STORE_SCHEMA_VERSION);
+        goto cleanup;
+    }
+    if (v > STORE_SCHEMA_VERSION) {
+        ts_errf(e, "%s: database schema version %lld is newer than this tailsim supports (%d); "
+                "use a newer tailsim or another database file", s->path, (long long)v,
+                STORE_SCHEMA_VERSION);
+        goto cleanup;
+    }
+    if (v == 0 && n > 0) {
+        ts_errf(e, "%s: not a tailsim store: it holds another program's tables (schema version "
+                "0, %lld schema entries); left untouched, use another database file", s->path,
+                (long long)n);
+        goto cleanup;
+    }
+    s->version = (int)v;
     rc = 0;
 cleanup:
     sqlite3_finalize(st);
@@ -153,26 +186,21 @@ cleanup:
 
 /* Runs the migrations from the file's version up to STORE_SCHEMA_VERSION,
  * one version per transaction.  Another process may migrate concurrently:
- * the version is re-read under the write lock. */
+ * the version is re-read and re-checked under the write lock. */
 static int migrate(store *s, ts_err *e)
 {
     int rc = -1;
     for (;;) {
-        int v = 0;
-        if (exec_sql(s, "BEGIN IMMEDIATE", "cannot lock database for migration", e))
+        if (exec_sql(s, "BEGIN IMMEDIATE", "cannot lock database for migration", e) ||
+            check_schema(s, e))
             goto cleanup;
-        if (read_user_version(s, &v, e))
-            goto cleanup;
-        if (v > STORE_SCHEMA_VERSION) { /* a newer tailsim got there first */
-            ts_errf(e, "%s: database schema version %d is newer than this tailsim "
-                    "supports (%d)", s->path, v, STORE_SCHEMA_VERSION);
-            goto cleanup;
-        }
+        int v = s->version;
         if (v == STORE_SCHEMA_VERSION) {
             if (exec_sql(s, "COMMIT", "cannot end migration", e))
                 goto cleanup;
             break;
         }
+        assert(v >= 0 && v < STORE_SCHEMA_VERSION); /* check_schema() refused the rest */
         char what[64], bump[64];
         snprintf(what, sizeof what, "migration to schema version %d failed", v + 1);
         snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
@@ -253,20 +281,14 @@ int store_open(const char *path, store **out, ts_err *e)
         ts_errf(e, "%s: database is read-only", path);
         goto cleanup;
     }
-    int v = 0;
-    if (read_user_version(s, &v, e))
+    /* what the file is, before anything changes it */
+    if (check_schema(s, e))
         goto cleanup;
-    if (v > STORE_SCHEMA_VERSION) {
-        ts_errf(e, "%s: database schema version %d is newer than this tailsim "
-                "supports (%d); use a newer tailsim or another database file",
-                path, v, STORE_SCHEMA_VERSION);
-        goto cleanup;
-    }
     if (enable_wal(s, e) ||
         exec_sql(s, "PRAGMA synchronous=NORMAL", "cannot set synchronous", e) ||
         exec_sql(s, "PRAGMA foreign_keys=ON", "cannot enable foreign keys", e))
         goto cleanup;
-    if (v < STORE_SCHEMA_VERSION && migrate(s, e))
+    if (s->version < STORE_SCHEMA_VERSION && migrate(s, e))
         goto cleanup;
     if (prepare(s, "INSERT INTO runs(created, command, scenario, seed, calibration,"
                    " version, gpus, replicas, tp, policy) VALUES(?,?,?,?,?,?,?,?,?,?)",
@@ -520,41 +542,138 @@ static void copy_col(char *dst, size_t cap, sqlite3_stmt *st, int col)
     snprintf(dst, cap, "%s", t ? (const char *)t : "");
 }
 
-static double real_col(sqlite3_stmt *st, int col)
+/* Where a loaded row comes from, for messages. */
+typedef struct row_at {
+    const store *s;
+    int64_t run;       /* run id */
+    const char *table; /* "runs", "metrics", ... */
+    size_t row;        /* the row's place among the run's rows of that table */
+} row_at;
+
+static const char *type_name(int type)
 {
-    return sqlite3_column_type(st, col) == SQLITE_NULL ? NAN : sqlite3_column_double(st, col);
+    switch (type) {
+    case SQLITE_INTEGER: return "an integer";
+    case SQLITE_FLOAT: return "a real number";
+    case SQLITE_TEXT: return "text";
+    case SQLITE_BLOB: return "a blob";
+    default: return "NULL";
+    }
 }
 
-/* Runs one per-run child query (bound to run_id) and appends each row to r
- * as metric (kind 'm'), interval ('t'), response ('r') or step start ('s'). */
-static int load_rows(store *s, const char *sql, char kind, run_record *r, ts_err *e)
+/* Reads column col (named field) of the current row into *out: it must be
+ * an INTEGER within [lo, hi] (sqlite3_column_int() would cut a wider value
+ * and turn text into 0 silently).  Returns 0, or -1 naming the file, run,
+ * table, row and field. */
+static int int_field(const row_at *at, sqlite3_stmt *st, int col, const char *field, int64_t lo,
+                     int64_t hi, int64_t *out, ts_err *e)
 {
-    int rc = -1, src = SQLITE_DONE, bad = 0;
+    int type = sqlite3_column_type(st, col);
+    if (type != SQLITE_INTEGER)
+        return ts_errf(e, "%s: run %lld: %s row %zu: field '%s' is %s, not an integer",
+                       at->s->path, (long long)at->run, at->table, at->row, field,
+                       type_name(type));
+    sqlite3_int64 v = sqlite3_column_int64(st, col);
+    if (v < lo || v > hi)
+        return ts_errf(e, "%s: run %lld: %s row %zu: field '%s' is %lld, outside %lld to %lld",
+                       at->s->path, (long long)at->run, at->table, at->row, field,
+                       (long long)v, (long long)lo, (long long)hi);
+    *out = v;
+    return 0;
+}
+
+/* int_field() into an int32_t. */
+static int i32_field(const row_at *at, sqlite3_stmt *st, int col, const char *field, int64_t lo,
+                     int64_t hi, int32_t *out, ts_err *e)
+{
+    int64_t v = 0;
+    if (int_field(at, st, col, field, lo, hi, &v, e))
+        return -1;
+    *out = (int32_t)v;
+    return 0;
+}
+
+/* Reads column col (named field) into *out: a number (INTEGER or REAL), or,
+ * when nullable, NULL (read as NaN).  Returns 0, or -1 as int_field(). */
+static int real_field(const row_at *at, sqlite3_stmt *st, int col, const char *field,
+                      int nullable, double *out, ts_err *e)
+{
+    int type = sqlite3_column_type(st, col);
+    if (type == SQLITE_NULL && nullable) {
+        *out = NAN;
+        return 0;
+    }
+    if (type != SQLITE_INTEGER && type != SQLITE_FLOAT)
+        return ts_errf(e, "%s: run %lld: %s row %zu: field '%s' is %s, not a number",
+                       at->s->path, (long long)at->run, at->table, at->row, field,
+                       type_name(type));
+    *out = sqlite3_column_double(st, col);
+    return 0;
+}
+
+/* Checks one row of a per-run child query and appends it to r as metric
+ * (kind 'm'), interval ('t'), response ('r') or step start ('s').  Returns
+ * 0, or -1 (a bad row, or out of memory). */
+static int load_row(const row_at *at, sqlite3_stmt *st, char kind, run_record *r, ts_err *e)
+{
+    int oom = 0;
+    if (kind == 'm') {
+        double v;
+        if (sqlite3_column_type(st, 0) != SQLITE_TEXT)
+            return ts_errf(e, "%s: run %lld: metrics row %zu: field 'key' is %s, not text",
+                           at->s->path, (long long)at->run, at->row,
+                           type_name(sqlite3_column_type(st, 0)));
+        if (real_field(at, st, 1, "value", 1, &v, e))
+            return -1;
+        oom = run_add_metric(r, (const char *)sqlite3_column_text(st, 0), v);
+    } else if (kind == 't') {
+        int32_t gpu, phase, state;
+        double t0, t1;
+        if (i32_field(at, st, 0, "gpu", 0, INT32_MAX, &gpu, e) ||
+            i32_field(at, st, 1, "phase", 0, PH_COUNT - 1, &phase, e) ||
+            i32_field(at, st, 2, "state", 0, TL_TRAIN, &state, e) ||
+            real_field(at, st, 3, "t0", 0, &t0, e) || real_field(at, st, 4, "t1", 0, &t1, e))
+            return -1;
+        if (!(t1 >= t0))
+            return ts_errf(e, "%s: run %lld: timeline row %zu: field 't1' (%g) is before 't0' "
+                           "(%g)", at->s->path, (long long)at->run, at->row, t1, t0);
+        oom = run_add_interval(r, gpu, phase, state, t0, t1);
+    } else if (kind == 'r') {
+        int32_t replica, prompt, length;
+        double finish;
+        if (i32_field(at, st, 0, "replica", 0, INT32_MAX, &replica, e) ||
+            i32_field(at, st, 1, "prompt_tokens", 0, INT32_MAX, &prompt, e) ||
+            i32_field(at, st, 2, "length", 0, INT32_MAX, &length, e) ||
+            real_field(at, st, 3, "finish_s", 1, &finish, e))
+            return -1;
+        oom = run_add_response(r, replica, prompt, length, finish);
+    } else {
+        double t0;
+        if (real_field(at, st, 0, "t0", 0, &t0, e))
+            return -1;
+        oom = run_add_step(r, t0);
+    }
+    if (oom)
+        return ts_errf(e, "%s: out of memory loading run %lld", at->s->path, (long long)at->run);
+    return 0;
+}
+
+/* Runs one per-run child query (bound to run_id) over `table` and appends
+ * each row to r (see load_row()). */
+static int load_rows(store *s, const char *sql, const char *table, char kind, run_record *r,
+                     ts_err *e)
+{
+    int rc = -1, src = SQLITE_DONE;
     sqlite3_stmt *st = NULL;
+    row_at at = {s, r->id, table, 0};
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
         db_err(e, s, "cannot read run");
         goto cleanup;
     }
     sqlite3_bind_int64(st, 1, r->id);
-    while (!bad && (src = sqlite3_step(st)) == SQLITE_ROW) {
-        if (kind == 'm') {
-            const unsigned char *k = sqlite3_column_text(st, 0);
-            bad = run_add_metric(r, k ? (const char *)k : "", real_col(st, 1));
-        } else if (kind == 't') {
-            bad = run_add_interval(r, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
-                                   sqlite3_column_int(st, 2), real_col(st, 3),
-                                   real_col(st, 4));
-        } else if (kind == 'r') {
-            bad = run_add_response(r, sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
-                                   sqlite3_column_int(st, 2), real_col(st, 3));
-        } else {
-            bad = run_add_step(r, real_col(st, 0));
-        }
-    }
-    if (bad) {
-        ts_errf(e, "%s: out of memory loading run %lld", s->path, (long long)r->id);
-        goto cleanup;
-    }
+    for (; (src = sqlite3_step(st)) == SQLITE_ROW; at.row++)
+        if (load_row(&at, st, kind, r, e))
+            goto cleanup;
     if (src != SQLITE_DONE) {
         db_err(e, s, "cannot read run");
         goto cleanup;
@@ -600,24 +719,30 @@ int store_load_run(store *s, int64_t id, run_record **out, ts_err *e)
         ts_errf(e, "%s: out of memory loading run", s->path);
         goto cleanup;
     }
-    r->id = sqlite3_column_int64(st, 0);
+    row_at at = {s, id, "runs", 0};
+    int64_t seed = 0;
+    if (int_field(&at, st, 0, "id", 1, INT64_MAX, &r->id, e))
+        goto cleanup;
+    at.run = r->id;
     copy_col(r->created, sizeof r->created, st, 1);
     copy_col(r->command, sizeof r->command, st, 2);
     copy_col(r->scenario, sizeof r->scenario, st, 3);
-    r->seed = (uint64_t)sqlite3_column_int64(st, 4);
     copy_col(r->calibration, sizeof r->calibration, st, 5);
     copy_col(r->version, sizeof r->version, st, 6);
-    r->gpus = sqlite3_column_int(st, 7);
-    r->replicas = sqlite3_column_int(st, 8);
-    r->tp = sqlite3_column_int(st, 9);
     copy_col(r->policy, sizeof r->policy, st, 10);
-    if (load_rows(s, "SELECT key, value FROM metrics WHERE run_id = ? ORDER BY ord",
+    if (int_field(&at, st, 4, "seed", INT64_MIN, INT64_MAX, &seed, e) ||
+        i32_field(&at, st, 7, "gpus", 0, INT32_MAX, &r->gpus, e) ||
+        i32_field(&at, st, 8, "replicas", 0, INT32_MAX, &r->replicas, e) ||
+        i32_field(&at, st, 9, "tp", 0, INT32_MAX, &r->tp, e))
+        goto cleanup;
+    r->seed = (uint64_t)seed;
+    if (load_rows(s, "SELECT key, value FROM metrics WHERE run_id = ? ORDER BY ord", "metrics",
                   'm', r, e) ||
         load_rows(s, "SELECT gpu, phase, state, t0, t1 FROM timeline WHERE run_id = ?"
-                     " ORDER BY rowid", 't', r, e) ||
+                     " ORDER BY rowid", "timeline", 't', r, e) ||
         load_rows(s, "SELECT replica, prompt_tokens, length, finish_s FROM responses"
-                     " WHERE run_id = ? ORDER BY idx", 'r', r, e) ||
-        load_rows(s, "SELECT t0 FROM steps WHERE run_id = ? ORDER BY k", 's', r, e))
+                     " WHERE run_id = ? ORDER BY idx", "responses", 'r', r, e) ||
+        load_rows(s, "SELECT t0 FROM steps WHERE run_id = ? ORDER BY k", "steps", 's', r, e))
         goto cleanup;
     if (exec_sql(s, "COMMIT", "cannot end reading", e))
         goto cleanup;

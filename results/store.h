@@ -2,7 +2,8 @@
  * Results store (SQLite): one database file per user, default tailsim.db.
  * Tables: runs, metrics, timeline, responses, sweeps, sweep_runs; schema versioned with
  * PRAGMA user_version, migrations one version per transaction; a database
- * newer than this code is refused.  WAL, synchronous=NORMAL, foreign_keys=ON,
+ * newer than this code, with a version below 0, or holding another
+ * program's tables is refused untouched.  WAL, synchronous=NORMAL, foreign_keys=ON,
  * busy timeout so concurrent writers wait instead of failing.  A run is saved
  * in one transaction: either all its rows are there or none.
  */
@@ -20,7 +21,9 @@
 typedef struct store store;
 
 /* Opens (creating and migrating as needed).  Returns 0 and sets *out, or -1:
- * unreadable/corrupt file, newer schema, read-only path. */
+ * unreadable/corrupt file, not a tailsim store (another program's tables, a
+ * schema version below 0), newer schema, read-only path.  A refused file is
+ * left as it was. */
 int store_open(const char *path, store **out, ts_err *e);
 void store_close(store *s); /* NULL is a no-op */
 
@@ -42,7 +45,9 @@ int store_save_sweep_run(store *s, int64_t sweep_id, size_t config, const char *
 int store_sweep_end(store *s, int64_t sweep_id, int ok, ts_err *e);
 
 /* Loads run `id` (id <= 0: the latest).  Returns 0 and sets *out (free with
- * run_record_free), or -1 when absent. */
+ * run_record_free), or -1 when absent, or when a row breaks what the store
+ * would have saved (a type, a range, an enum value: the message names the
+ * file, run, table, row and field). */
 int store_load_run(store *s, int64_t id, run_record **out, ts_err *e);
 
 #endif
