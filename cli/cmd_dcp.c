@@ -220,15 +220,8 @@ int cmd_dcp(int argc, char **argv)
         ts_errf(&e, "out of memory");
         goto fail;
     }
-    if (o.db) {
-        store *sto = NULL;
-        if (store_open(o.db, &sto, &e))
-            goto fail;
-        int sr = store_save_run(sto, rec, &e);
-        store_close(sto);
-        if (sr)
-            goto fail;
-    }
+    if (o.db && store_save_run_to(o.db, rec, &e))
+        goto fail;
 
     if (o.json) {
         root = json_object();

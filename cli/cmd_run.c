@@ -294,15 +294,8 @@ static int run_common(int argc, char **argv, int full)
         ts_errf(&e, "out of memory");
         goto fail;
     }
-    if (o.db) {
-        store *st = NULL;
-        if (store_open(o.db, &st, &e))
-            goto fail;
-        int sr = store_save_run(st, rec, &e);
-        store_close(st);
-        if (sr)
-            goto fail;
-    }
+    if (o.db && store_save_run_to(o.db, rec, &e))
+        goto fail;
     const char *shown = pol ? pol->name : "custom";
     if (o.json) {
         if (print_json(rec, m.name, hw.name, shown, o.steps, per_step)) {

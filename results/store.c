@@ -4,8 +4,9 @@
  * `metrics` (order kept in `ord`), its per-GPU timeline in `timeline`
  * (insertion order = rowid order), its responses in `responses` and, for a
  * run of several RL steps, where each starts in `steps`.
- * Commands call store_open() once, store_save_run() per finished run and
- * store_close(); the report command calls store_load_run().
+ * Commands that simulate call store_save_run_to() (or store_open() once,
+ * store_save_run() per finished run and store_close()); the report command
+ * calls store_load_run().
  *
  * Invariants and habits:
  *   - The schema version lives in PRAGMA user_version.  It is read together
@@ -17,12 +18,20 @@
  *     or migrated.  Each migration step runs in its own BEGIN IMMEDIATE
  *     transaction that re-reads and re-checks the version, so two processes
  *     opening a fresh file at once migrate it exactly once.
- *   - WAL journal, synchronous=NORMAL, foreign_keys=ON and a 10 s busy
- *     timeout: concurrent writers queue on the write lock instead of failing.
+ *   - Writers: WAL journal, synchronous=NORMAL, foreign_keys=ON.  A write
+ *     lock is taken only for a save (one BEGIN IMMEDIATE transaction per
+ *     run), never held between saves.  Waiting for it is patient
+ *     (busy_wait()): it goes on while the other writers make progress
+ *     (their files change) and gives up only after STORE_STALL_S without
+ *     any progress or STORE_WAIT_S in all.
  *   - A run is written in one BEGIN IMMEDIATE transaction with four prepared
  *     statements kept for the life of the connection and reused per row
  *     (sqlite3_reset + sqlite3_clear_bindings).  Any failure rolls the whole
- *     transaction back: either all of a run's rows exist or none do.
+ *     transaction back: either all of a run's rows exist or none do.  When
+ *     the database cannot take the run (locked past the patience, I/O error,
+ *     full disk, a file that cannot be opened as our store), the run goes to
+ *     a database of its own beside it (spill_run()), named in the error, so
+ *     nothing simulated is lost; a run the schema refuses is not kept.
  *   - The schema enforces what a bad record could break (t1 >= t0, gpu >= 0,
  *     one value per metric key, non-NULL times); a NaN binds as NULL, so a NaN
  *     interval time is refused while a NaN metric value round-trips as NaN.
@@ -35,6 +44,8 @@
 #include "results/store.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -42,14 +53,23 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
-#define STORE_BUSY_MS 10000
+#include "common/util.h"
+
+#define STORE_STALL_S 120.0 /* give up a lock wait after this long without progress, s */
+#define STORE_WAIT_S 900.0  /* ... or after this long in all, s */
 
 struct store {
     sqlite3 *db;
     sqlite3_stmt *ins_run, *ins_metric, *ins_tl, *ins_resp, *ins_step; /* reused per save */
     sqlite3_stmt *ins_sweep_run;
-    int version; /* the file's schema version (STORE_SCHEMA_VERSION once open) */
+    int version;      /* the file's schema version (STORE_SCHEMA_VERSION once open) */
+    int refused;      /* the last save failed on the record itself, not the database */
+    double stall_s, wait_s;     /* patience for a lock, s */
+    double wait_t0, progress_t; /* the current wait: its start, the last progress (ts_wall_s) */
+    double waited_s, stalled_s; /* the last wait given up: its length, without progress */
+    uint64_t seen;              /* the files' fingerprint at the last progress */
     char path[4096];
 };
 
@@ -120,8 +140,70 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     "ALTER TABLE runs ADD COLUMN policy TEXT NOT NULL DEFAULT '';",
 };
 
+/* A fingerprint of the database file and of its -wal and -journal files
+ * (inode, size, modification and change times; an absent file counts as
+ * zeros); any write by any process changes it. */
+static uint64_t files_print(const char *path)
+{
+    static const char *const suffix[] = {"", "-wal", "-journal"};
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < 3; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s%s", path, suffix[i]);
+        struct stat st;
+        uint64_t v[7] = {0};
+        if (stat(p, &st) == 0) {
+            v[0] = 1;
+            v[1] = (uint64_t)st.st_ino;
+            v[2] = (uint64_t)st.st_size;
+            v[3] = (uint64_t)st.st_mtim.tv_sec;
+            v[4] = (uint64_t)st.st_mtim.tv_nsec;
+            v[5] = (uint64_t)st.st_ctim.tv_sec;
+            v[6] = (uint64_t)st.st_ctim.tv_nsec;
+        }
+        for (int k = 0; k < 7; k++)
+            h = ts_splitmix64(h ^ v[k]);
+    }
+    return h;
+}
+
+/* SQLite's busy handler for every connection of the store, and the wait of
+ * enable_wal(): n is how often it was called for this lock.  Sleeps a
+ * little (1 ms growing to 100 ms) and returns 1 to try again, or 0 to give
+ * up: after s->stall_s with no writer making progress (the files'
+ * fingerprint unchanged), or s->wait_s in all.  Writers queued behind each
+ * other's saves therefore wait as long as the queue moves, however long it
+ * is, while a process that holds the lock and does nothing is given up on. */
+static int busy_wait(void *ctx, int n)
+{
+    static const int ms[] = {1, 2, 5, 10, 20, 50, 100};
+    store *s = ctx;
+    double now = ts_wall_s();
+    uint64_t sig = files_print(s->path);
+    if (n == 0) {
+        s->wait_t0 = s->progress_t = now;
+        s->waited_s = s->stalled_s = 0;
+        s->seen = sig;
+    } else if (sig != s->seen) {
+        s->seen = sig;
+        s->progress_t = now;
+    }
+    if (now - s->progress_t >= s->stall_s || now - s->wait_t0 >= s->wait_s) {
+        s->waited_s = now - s->wait_t0;
+        s->stalled_s = now - s->progress_t;
+        return 0;
+    }
+    sqlite3_sleep(ms[n < 6 ? n : 6]);
+    return 1;
+}
+
 static int db_err(ts_err *e, const store *s, const char *what)
 {
+    int code = sqlite3_extended_errcode(s->db) & 0xff;
+    if ((code == SQLITE_BUSY || code == SQLITE_LOCKED) && s->waited_s > 0)
+        return ts_errf(e, "%s: %s: %s (another process holds the lock; waited %.1f s, the last "
+                       "%.1f s with no writer making progress)", s->path, what,
+                       sqlite3_errmsg(s->db), s->waited_s, s->stalled_s);
     return ts_errf(e, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
 }
 
@@ -220,13 +302,12 @@ cleanup:
  * once on a fresh file SQLite answers one of them "locked" at once instead of
  * calling the busy handler (waiting could deadlock), or reports the other's
  * rollback journal vanishing under it.  Both are retried, with the statement
- * finalized (locks released) in between, until the busy timeout is spent.
+ * finalized (locks released) in between, for as long as busy_wait() allows.
  * A file system without WAL support keeps its journal mode: still correct,
  * only less concurrent. */
 static int enable_wal(store *s, ts_err *e)
 {
-    int waited_ms = 0;
-    for (;;) {
+    for (int n = 0;; n++) {
         sqlite3_stmt *st = NULL;
         int src = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
         if (src == SQLITE_OK)
@@ -237,11 +318,8 @@ static int enable_wal(store *s, ts_err *e)
         int code = sqlite3_extended_errcode(s->db);
         int transient = (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED ||
                         code == SQLITE_IOERR_DELETE_NOENT;
-        if (!transient || waited_ms >= STORE_BUSY_MS)
+        if (!transient || !busy_wait(s, n))
             return db_err(e, s, "cannot enable WAL");
-        int ms = 5 + waited_ms / 10; /* 5 ms, growing gently */
-        sqlite3_sleep(ms);
-        waited_ms += ms;
     }
 }
 
@@ -252,20 +330,43 @@ static int prepare(store *s, const char *sql, sqlite3_stmt **st, ts_err *e)
     return 0;
 }
 
-int store_open(const char *path, store **out, ts_err *e)
+/* A store for path, not yet open.  Returns NULL after filling e. */
+static store *store_new(const char *path, ts_err *e)
 {
-    int rc = -1;
     store *s = calloc(1, sizeof *s);
     if (!s) {
         ts_errf(e, "%s: out of memory opening the store", path);
-        goto cleanup;
+        return NULL;
     }
     snprintf(s->path, sizeof s->path, "%s", path);
+    s->stall_s = STORE_STALL_S;
+    s->wait_s = STORE_WAIT_S;
+    return s;
+}
+
+/* Refuses a directory where a database file is expected. */
+static int not_a_dir(const char *path, ts_err *e)
+{
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        ts_errf(e, "%s: is a directory, not a database file", path);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return ts_errf(e, "%s: is a directory, not a database file", path);
+    return 0;
+}
+
+/* Settings of every connection: extended result codes, the patient busy
+ * handler. */
+static void setup_conn(store *s)
+{
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_handler(s->db, busy_wait, s);
+}
+
+int store_open(const char *path, store **out, ts_err *e)
+{
+    int rc = -1;
+    store *s = store_new(path, e);
+    if (!s || not_a_dir(path, e))
         goto cleanup;
-    }
     int src = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (src != SQLITE_OK) {
         if (!s->db)
@@ -275,8 +376,7 @@ int store_open(const char *path, store **out, ts_err *e)
                     "permission?)", path, sqlite3_errmsg(s->db));
         goto cleanup;
     }
-    sqlite3_extended_result_codes(s->db, 1);
-    sqlite3_busy_timeout(s->db, STORE_BUSY_MS);
+    setup_conn(s);
     if (sqlite3_db_readonly(s->db, "main") == 1) {
         ts_errf(e, "%s: database is read-only", path);
         goto cleanup;
@@ -311,6 +411,12 @@ cleanup:
     return rc;
 }
 
+void store_set_patience(store *s, double stall_s, double wait_s)
+{
+    s->stall_s = stall_s;
+    s->wait_s = wait_s;
+}
+
 void store_close(store *s)
 {
     if (!s)
@@ -337,13 +443,18 @@ static int bind_real(sqlite3_stmt *st, int col, double v)
     return isnan(v) ? sqlite3_bind_null(st, col) : sqlite3_bind_double(st, col, v);
 }
 
-/* Steps a bound insert to completion and readies it for the next row. */
-static int step_insert(sqlite3_stmt *st)
+/* Steps a bound insert to completion and readies it for the next row.
+ * Returns 0, or -1 after noting in s->refused whether the row itself was
+ * refused (a constraint) rather than the database failing. */
+static int step_insert(store *s, sqlite3_stmt *st)
 {
     int src = sqlite3_step(st);
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
-    return src == SQLITE_DONE ? 0 : -1;
+    if (src == SQLITE_DONE)
+        return 0;
+    s->refused = (src & 0xff) == SQLITE_CONSTRAINT;
+    return -1;
 }
 
 /* The current UTC time as ISO-8601 into buf[32].  Returns 0 or -1. */
@@ -371,7 +482,7 @@ static int insert_run(store *s, const run_record *r, const char *created, sqlite
         bind_field(st, 6, r->version, sizeof r->version) ||
         sqlite3_bind_int(st, 7, r->gpus) || sqlite3_bind_int(st, 8, r->replicas) ||
         sqlite3_bind_int(st, 9, r->tp) || bind_field(st, 10, r->policy, sizeof r->policy) ||
-        step_insert(st)) {
+        step_insert(s, st)) {
         db_err(e, s, "saving run");
         goto cleanup;
     }
@@ -382,7 +493,7 @@ static int insert_run(store *s, const run_record *r, const char *created, sqlite
         const metric *m = &r->metrics[i];
         if (sqlite3_bind_int64(st, 1, id) || bind_field(st, 2, m->key, sizeof m->key) ||
             bind_real(st, 3, m->value) || sqlite3_bind_int64(st, 4, (sqlite3_int64)i) ||
-            step_insert(st)) {
+            step_insert(s, st)) {
             ts_errf(e, "%s: saving run: metric %zu '%.*s': %s", s->path, i,
                     (int)sizeof m->key, m->key, sqlite3_errmsg(s->db));
             goto cleanup;
@@ -393,13 +504,14 @@ static int insert_run(store *s, const run_record *r, const char *created, sqlite
     for (size_t i = 0; i < r->n_tl; i++) {
         const tl_interval *t = &r->tl[i];
         if (t->phase < 0 || t->phase >= PH_COUNT || t->state < 0 || t->state > TL_TRAIN) {
+            s->refused = 1;
             ts_errf(e, "%s: saving run: timeline interval %zu (gpu %d): phase %d or "
                     "state %d out of range", s->path, i, t->gpu, t->phase, t->state);
             goto cleanup;
         }
         if (sqlite3_bind_int64(st, 1, id) || sqlite3_bind_int(st, 2, t->gpu) ||
             sqlite3_bind_int(st, 3, t->phase) || sqlite3_bind_int(st, 4, t->state) ||
-            bind_real(st, 5, t->t0) || bind_real(st, 6, t->t1) || step_insert(st)) {
+            bind_real(st, 5, t->t0) || bind_real(st, 6, t->t1) || step_insert(s, st)) {
             ts_errf(e, "%s: saving run: timeline interval %zu (gpu %d, t0 %g, t1 %g): %s",
                     s->path, i, t->gpu, t->t0, t->t1, sqlite3_errmsg(s->db));
             goto cleanup;
@@ -412,7 +524,7 @@ static int insert_run(store *s, const run_record *r, const char *created, sqlite
         if (sqlite3_bind_int64(st, 1, id) || sqlite3_bind_int64(st, 2, (sqlite3_int64)i) ||
             sqlite3_bind_int(st, 3, o->replica) || sqlite3_bind_int(st, 4, o->prompt_tokens) ||
             sqlite3_bind_int(st, 5, o->length) || bind_real(st, 6, o->finish_s) ||
-            step_insert(st)) {
+            step_insert(s, st)) {
             ts_errf(e, "%s: saving run: response %zu (length %d): %s", s->path, i,
                     o->length, sqlite3_errmsg(s->db));
             goto cleanup;
@@ -422,7 +534,7 @@ static int insert_run(store *s, const run_record *r, const char *created, sqlite
     st = s->ins_step;
     for (size_t k = 0; k < r->n_steps; k++) {
         if (sqlite3_bind_int64(st, 1, id) || sqlite3_bind_int64(st, 2, (sqlite3_int64)k) ||
-            bind_real(st, 3, r->step_t0[k]) || step_insert(st)) {
+            bind_real(st, 3, r->step_t0[k]) || step_insert(s, st)) {
             ts_errf(e, "%s: saving run: step %zu (start %g): %s", s->path, k, r->step_t0[k],
                     sqlite3_errmsg(s->db));
             goto cleanup;
@@ -442,21 +554,118 @@ static void set_saved(run_record *r, sqlite3_int64 id, const char *created)
     snprintf(r->created, sizeof r->created, "%s", created);
 }
 
-int store_save_run(store *s, run_record *r, ts_err *e)
+/* Saves r in one transaction and sets *id, leaving r as it is.  Returns 0
+ * or -1 (rolled back; s->refused says whether the record was at fault). */
+static int save_run(store *s, const run_record *r, const char *created, sqlite3_int64 *id,
+                    ts_err *e)
 {
     int rc = -1;
-    char created[32];
-    sqlite3_int64 id = 0;
-    if (now_iso(s, created, e) ||
-        exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a run", e) ||
-        insert_run(s, r, created, &id, e) ||
+    s->refused = 0;
+    if (exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a run", e) ||
+        insert_run(s, r, created, id, e) ||
         exec_sql(s, "COMMIT", "cannot commit the run", e))
         goto cleanup;
-    set_saved(r, id, created);
     rc = 0;
 cleanup:
     if (rc)
         rollback(s);
+    return rc;
+}
+
+/* Appends note to e's message, cutting the message (not the note) to fit. */
+static void err_append(ts_err *e, const char *note)
+{
+    if (!e)
+        return;
+    size_t nl = strlen(note), ml = strlen(e->msg);
+    if (nl >= sizeof e->msg)
+        nl = sizeof e->msg - 1;
+    if (ml + nl >= sizeof e->msg)
+        ml = sizeof e->msg - 1 - nl;
+    memcpy(e->msg + ml, note, nl);
+    e->msg[ml + nl] = 0;
+}
+
+/* Keeps r, which could not be saved into the database at path, in a
+ * database of its own beside it: "<path>.unsaved-<UTC time>-<pid>.db" (a
+ * new file, never one that exists), holding the run alone, readable like
+ * any store.  Appends to e's message where the run went, or why it could
+ * not be kept either (the side file is then removed). */
+static void spill_run(const char *path, const run_record *r, ts_err *e)
+{
+    char side[4300], stamp[32] = "", note[TS_ERR_MAX];
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm))
+        strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    int fd = -1;
+    for (int k = 0; k < 100 && fd < 0; k++) {
+        int n = k ? snprintf(side, sizeof side, "%s.unsaved-%s-%ld-%d.db", path, stamp,
+                             (long)getpid(), k)
+                  : snprintf(side, sizeof side, "%s.unsaved-%s-%ld.db", path, stamp,
+                             (long)getpid());
+        if (n >= (int)sizeof side)
+            break;
+        fd = open(side, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        snprintf(note, sizeof note, "; the run could not be kept beside it either (%s)",
+                 strerror(errno));
+        err_append(e, note);
+        return;
+    }
+    close(fd);
+    store *t = NULL;
+    ts_err e2 = {""};
+    char created[32];
+    sqlite3_int64 id = 0;
+    if (store_open(side, &t, &e2) || now_iso(t, created, &e2) ||
+        save_run(t, r, created, &id, &e2)) {
+        store_close(t);
+        static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+        for (int i = 0; i < 4; i++) {
+            char p[4400];
+            snprintf(p, sizeof p, "%s%s", side, suffix[i]);
+            remove(p);
+        }
+        snprintf(note, sizeof note, "; the run could not be kept beside it either: %s", e2.msg);
+        err_append(e, note);
+        return;
+    }
+    store_close(t);
+    snprintf(note, sizeof note, "; the run is kept in %.440s instead (a results database of its "
+             "own)", side);
+    err_append(e, note);
+}
+
+int store_save_run(store *s, run_record *r, ts_err *e)
+{
+    char created[32];
+    sqlite3_int64 id = 0;
+    if (now_iso(s, created, e))
+        return -1;
+    if (save_run(s, r, created, &id, e)) {
+        if (!s->refused)
+            spill_run(s->path, r, e);
+        return -1;
+    }
+    set_saved(r, id, created);
+    return 0;
+}
+
+int store_save_run_to(const char *path, run_record *r, ts_err *e)
+{
+    store *s = NULL;
+    int rc = -1;
+    if (store_open(path, &s, e)) {
+        spill_run(path, r, e);
+        goto cleanup;
+    }
+    rc = store_save_run(s, r, e);
+cleanup:
+    store_close(s);
     return rc;
 }
 
@@ -492,8 +701,10 @@ int store_save_sweep_run(store *s, int64_t sweep_id, size_t config, const char *
     int rc = -1;
     char created[32];
     sqlite3_int64 id = 0;
-    if (now_iso(s, created, e) ||
-        exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a sweep run", e))
+    if (now_iso(s, created, e))
+        return -1;
+    s->refused = 0;
+    if (exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a sweep run", e))
         goto cleanup;
     if (r && insert_run(s, r, created, &id, e))
         goto cleanup;
@@ -502,7 +713,7 @@ int store_save_sweep_run(store *s, int64_t sweep_id, size_t config, const char *
         (r ? sqlite3_bind_int64(st, 3, id) : sqlite3_bind_null(st, 3)) ||
         sqlite3_bind_text(st, 4, params, -1, SQLITE_TRANSIENT) ||
         (r ? sqlite3_bind_null(st, 5) : sqlite3_bind_text(st, 5, error, -1, SQLITE_TRANSIENT)) ||
-        step_insert(st)) {
+        step_insert(s, st)) {
         ts_errf(e, "%s: saving sweep %lld configuration %zu: %s", s->path, (long long)sweep_id,
                 config, sqlite3_errmsg(s->db));
         goto cleanup;
@@ -513,8 +724,11 @@ int store_save_sweep_run(store *s, int64_t sweep_id, size_t config, const char *
         set_saved(r, id, created);
     rc = 0;
 cleanup:
-    if (rc)
+    if (rc) {
         rollback(s);
+        if (r && !s->refused)
+            spill_run(s->path, r, e);
+    }
     return rc;
 }
 
