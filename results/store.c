@@ -6,7 +6,7 @@
  * run of several RL steps, where each starts in `steps`.
  * Commands that simulate call store_save_run_to() (or store_open() once,
  * store_save_run() per finished run and store_close()); the report command
- * calls store_load_run().
+ * opens with store_open_read() and calls store_load_run().
  *
  * Invariants and habits:
  *   - The schema version lives in PRAGMA user_version.  It is read together
@@ -32,6 +32,13 @@
  *     full disk, a file that cannot be opened as our store), the run goes to
  *     a database of its own beside it (spill_run()), named in the error, so
  *     nothing simulated is lost; a run the schema refuses is not kept.
+ *   - Readers (store_open_read()): SQLITE_OPEN_READONLY, no migration, no
+ *     WAL switch, no pragma that writes; any schema version from 1 up is read
+ *     as it is.  A file that no writer has open (no -wal, no -journal) is
+ *     opened immutable, so SQLite creates no -wal/-shm file beside it, and
+ *     every read is checked against the files' fingerprint taken before
+ *     opening: if a writer changed anything meanwhile, the read is done
+ *     again (in the end through SQLite's own locks).
  *   - The schema enforces what a bad record could break (t1 >= t0, gpu >= 0,
  *     one value per metric key, non-NULL times); a NaN binds as NULL, so a NaN
  *     interval time is refused while a NaN metric value round-trips as NaN.
@@ -59,12 +66,16 @@
 
 #define STORE_STALL_S 120.0 /* give up a lock wait after this long without progress, s */
 #define STORE_WAIT_S 900.0  /* ... or after this long in all, s */
+#define STORE_READ_TRIES 3  /* immutable reads before reading through SQLite's locks */
 
 struct store {
     sqlite3 *db;
     sqlite3_stmt *ins_run, *ins_metric, *ins_tl, *ins_resp, *ins_step; /* reused per save */
     sqlite3_stmt *ins_sweep_run;
-    int version;      /* the file's schema version (STORE_SCHEMA_VERSION once open) */
+    int version;      /* the file's schema version (STORE_SCHEMA_VERSION for a writer) */
+    int readonly;     /* opened by store_open_read(): nothing is ever written */
+    int immutable;    /* read-only over a file no writer had open (see the header) */
+    uint64_t sig;     /* with immutable: the files' fingerprint before opening */
     int refused;      /* the last save failed on the record itself, not the database */
     double stall_s, wait_s;     /* patience for a lock, s */
     double wait_t0, progress_t; /* the current wait: its start, the last progress (ts_wall_s) */
@@ -142,11 +153,15 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
 
 /* A fingerprint of the database file and of its -wal and -journal files
  * (inode, size, modification and change times; an absent file counts as
- * zeros); any write by any process changes it. */
-static uint64_t files_print(const char *path)
+ * zeros); any write by any process changes it.  Sets *active (when not NULL)
+ * to 1 when a -wal or -journal file exists, i.e. a writer has the file open
+ * or died in a transaction. */
+static uint64_t files_print(const char *path, int *active)
 {
     static const char *const suffix[] = {"", "-wal", "-journal"};
     uint64_t h = 0x9e3779b97f4a7c15ULL;
+    if (active)
+        *active = 0;
     for (int i = 0; i < 3; i++) {
         char p[4200];
         snprintf(p, sizeof p, "%s%s", path, suffix[i]);
@@ -160,6 +175,8 @@ static uint64_t files_print(const char *path)
             v[4] = (uint64_t)st.st_mtim.tv_nsec;
             v[5] = (uint64_t)st.st_ctim.tv_sec;
             v[6] = (uint64_t)st.st_ctim.tv_nsec;
+            if (i > 0 && active)
+                *active = 1;
         }
         for (int k = 0; k < 7; k++)
             h = ts_splitmix64(h ^ v[k]);
@@ -179,7 +196,7 @@ static int busy_wait(void *ctx, int n)
     static const int ms[] = {1, 2, 5, 10, 20, 50, 100};
     store *s = ctx;
     double now = ts_wall_s();
-    uint64_t sig = files_print(s->path);
+    uint64_t sig = files_print(s->path, NULL);
     if (n == 0) {
         s->wait_t0 = s->progress_t = now;
         s->waited_s = s->stalled_s = 0;
@@ -411,6 +428,74 @@ cleanup:
     return rc;
 }
 
+/* Appends the URI of path for sqlite3_open_v2(SQLITE_OPEN_URI) to buf:
+ * "file:" and the path with '%', '?' and '#' escaped (a path starting with
+ * "//" gets "/." in front so that it does not read as an authority), then
+ * the query.  Returns 0, or -1 when buf (n bytes) is too small. */
+static int uri_of(const char *path, const char *query, char *buf, size_t n)
+{
+    size_t o = (size_t)snprintf(buf, n, "file:%s", path[0] == '/' && path[1] == '/' ? "/." : "");
+    for (const char *p = path; *p && o + 4 < n; p++) {
+        if (*p == '%' || *p == '?' || *p == '#')
+            o += (size_t)snprintf(buf + o, n - o, "%%%02X", (unsigned char)*p);
+        else
+            buf[o++] = *p;
+    }
+    if (o + 4 >= n)
+        return -1;
+    buf[o] = 0;
+    return snprintf(buf + o, n - o, "?%s", query) >= (int)(n - o) ? -1 : 0;
+}
+
+/* (Re)opens s read-only: immutable over a file that no writer has open
+ * (unless locked is set), else through SQLite's locks; then checks what
+ * the file is.  Returns 0 or -1. */
+static int open_read(store *s, int locked, ts_err *e)
+{
+    int active = 0;
+    sqlite3_close(s->db);
+    s->db = NULL;
+    s->sig = files_print(s->path, &active);
+    s->immutable = !locked && !active;
+    char uri[8400];
+    if (uri_of(s->path, s->immutable ? "mode=ro&immutable=1" : "mode=ro", uri, sizeof uri))
+        return ts_errf(e, "%s: path too long", s->path);
+    int src = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    if (src != SQLITE_OK) {
+        if (!s->db)
+            return ts_errf(e, "%s: cannot open database: out of memory", s->path);
+        return ts_errf(e, "%s: cannot open database for reading: %s", s->path,
+                       sqlite3_errmsg(s->db));
+    }
+    setup_conn(s);
+    if (check_schema(s, e))
+        return -1;
+    if (s->version == 0)
+        return ts_errf(e, "%s: no runs stored yet (an empty database)", s->path);
+    return 0;
+}
+
+int store_open_read(const char *path, store **out, ts_err *e)
+{
+    int rc = -1;
+    store *s = store_new(path, e);
+    if (!s || not_a_dir(path, e))
+        goto cleanup;
+    if (access(path, F_OK) != 0) {
+        ts_errf(e, "%s: no such database", path);
+        goto cleanup;
+    }
+    s->readonly = 1;
+    if (open_read(s, 0, e))
+        goto cleanup;
+    *out = s;
+    s = NULL;
+    rc = 0;
+cleanup:
+    store_close(s);
+    return rc;
+}
+
 void store_set_patience(store *s, double stall_s, double wait_s)
 {
     s->stall_s = stall_s;
@@ -554,6 +639,14 @@ static void set_saved(run_record *r, sqlite3_int64 id, const char *created)
     snprintf(r->created, sizeof r->created, "%s", created);
 }
 
+/* Refuses a write on a store opened for reading. */
+static int writable(const store *s, ts_err *e)
+{
+    if (s->readonly)
+        return ts_errf(e, "%s: the store was opened read-only", s->path);
+    return 0;
+}
+
 /* Saves r in one transaction and sets *id, leaving r as it is.  Returns 0
  * or -1 (rolled back; s->refused says whether the record was at fault). */
 static int save_run(store *s, const run_record *r, const char *created, sqlite3_int64 *id,
@@ -644,7 +737,7 @@ int store_save_run(store *s, run_record *r, ts_err *e)
 {
     char created[32];
     sqlite3_int64 id = 0;
-    if (now_iso(s, created, e))
+    if (writable(s, e) || now_iso(s, created, e))
         return -1;
     if (save_run(s, r, created, &id, e)) {
         if (!s->refused)
@@ -675,7 +768,7 @@ int store_sweep_begin(store *s, const char *grid, const char *scenario, const ch
     int rc = -1;
     char created[32];
     sqlite3_stmt *st = NULL;
-    if (now_iso(s, created, e))
+    if (writable(s, e) || now_iso(s, created, e))
         goto cleanup;
     if (sqlite3_prepare_v2(s->db, "INSERT INTO sweeps(created, grid, scenario, command,"
                            " n_configs, status) VALUES(?,?,?,?,?,'running')", -1, &st,
@@ -701,7 +794,7 @@ int store_save_sweep_run(store *s, int64_t sweep_id, size_t config, const char *
     int rc = -1;
     char created[32];
     sqlite3_int64 id = 0;
-    if (now_iso(s, created, e))
+    if (writable(s, e) || now_iso(s, created, e))
         return -1;
     s->refused = 0;
     if (exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a sweep run", e))
@@ -736,6 +829,8 @@ int store_sweep_end(store *s, int64_t sweep_id, int ok, ts_err *e)
 {
     int rc = -1;
     sqlite3_stmt *st = NULL;
+    if (writable(s, e))
+        goto cleanup;
     if (sqlite3_prepare_v2(s->db, "UPDATE sweeps SET status = ? WHERE id = ?", -1, &st,
                            NULL) != SQLITE_OK ||
         sqlite3_bind_text(st, 1, ok ? "done" : "failed", -1, SQLITE_STATIC) ||
@@ -898,7 +993,10 @@ cleanup:
     return rc;
 }
 
-int store_load_run(store *s, int64_t id, run_record **out, ts_err *e)
+/* Loads run id (id <= 0: the latest) in one read transaction.  A store
+ * read-only over an older schema reads it as it is: no policy before
+ * version 4 (''), no step starts before version 3. */
+static int load_run(store *s, int64_t id, run_record **out, ts_err *e)
 {
     int rc = -1;
     run_record *r = NULL;
@@ -906,11 +1004,10 @@ int store_load_run(store *s, int64_t id, run_record **out, ts_err *e)
     /* One read transaction: the five queries see the same snapshot. */
     if (exec_sql(s, "BEGIN", "cannot begin reading", e))
         goto cleanup;
-    const char *sql = id > 0
-        ? "SELECT id, created, command, scenario, seed, calibration, version, gpus,"
-          " replicas, tp, policy FROM runs WHERE id = ?"
-        : "SELECT id, created, command, scenario, seed, calibration, version, gpus,"
-          " replicas, tp, policy FROM runs ORDER BY id DESC LIMIT 1";
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT id, created, command, scenario, seed, calibration, version,"
+             " gpus, replicas, tp, %s FROM runs %s", s->version >= 4 ? "policy" : "''",
+             id > 0 ? "WHERE id = ?" : "ORDER BY id DESC LIMIT 1");
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
         db_err(e, s, "cannot query runs");
         goto cleanup;
@@ -956,7 +1053,8 @@ int store_load_run(store *s, int64_t id, run_record **out, ts_err *e)
                      " ORDER BY rowid", "timeline", 't', r, e) ||
         load_rows(s, "SELECT replica, prompt_tokens, length, finish_s FROM responses"
                      " WHERE run_id = ? ORDER BY idx", "responses", 'r', r, e) ||
-        load_rows(s, "SELECT t0 FROM steps WHERE run_id = ? ORDER BY k", "steps", 's', r, e))
+        (s->version >= 3 &&
+         load_rows(s, "SELECT t0 FROM steps WHERE run_id = ? ORDER BY k", "steps", 's', r, e)))
         goto cleanup;
     if (exec_sql(s, "COMMIT", "cannot end reading", e))
         goto cleanup;
@@ -969,4 +1067,21 @@ cleanup:
         rollback(s);
     run_record_free(r);
     return rc;
+}
+
+int store_load_run(store *s, int64_t id, run_record **out, ts_err *e)
+{
+    for (int tries = 1;; tries++) {
+        int rc = load_run(s, id, out, e);
+        if (!s->immutable || files_print(s->path, NULL) == s->sig)
+            return rc;
+        /* a writer changed the file while it was read without locks: what
+         * was read may mix two states; read it again */
+        if (rc == 0) {
+            run_record_free(*out);
+            *out = NULL;
+        }
+        if (open_read(s, tries >= STORE_READ_TRIES, e))
+            return -1;
+    }
 }

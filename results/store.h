@@ -7,7 +7,8 @@
  * foreign_keys=ON; the write lock is taken only to save, and waiting for it
  * goes on while other writers make progress.  A run is saved in one
  * transaction: either all its rows are there or none; a run the database
- * cannot take is kept in a database of its own beside it.
+ * cannot take is kept in a database of its own beside it.  Readers open
+ * read-only and change nothing.
  */
 #ifndef TS_STORE_H
 #define TS_STORE_H
@@ -28,6 +29,14 @@ typedef struct store store;
  * newer schema, read-only path, or the write lock not obtained within the
  * patience (see store_set_patience).  A refused file is left as it was. */
 int store_open(const char *path, store **out, ts_err *e);
+
+/* Opens an existing store for reading only: no file is created, nothing is
+ * migrated or written, no -wal/-shm file is left beside it; any schema
+ * version from 1 up is read as it is.  Returns 0 and sets *out (close with
+ * store_close), or -1: missing file, not a database, not a tailsim store,
+ * newer schema, an empty database.  The write functions refuse such a
+ * store. */
+int store_open_read(const char *path, store **out, ts_err *e);
 
 /* How long a lock wait may last: given up after stall_s seconds in which no
  * writer made progress, or wait_s seconds in all (defaults 120 and 900).

@@ -11,13 +11,15 @@
  *   - another program's SQLite file, and files that are not SQLite at all,
  *     are left byte for byte as they were (no WAL switch, no table, no
  *     -wal/-shm/-journal file left);
+ *   - `tailsim report` reads without changing anything: a read-only copy,
+ *     an older schema, a rollback-journal file, a file a writer holds;
  *   - concurrent writers queued behind a lock held longer than SQLite's
  *     usual busy timeout all save; a run the database cannot take is kept in
  *     a database of its own beside it, named in the message; a run the
  *     schema refuses is not.
- * Tests may run as root, where permission bits stop nothing: that a file is
- * left alone is checked by its bytes, modification time and the absence of
- * side files.
+ * Tests may run as root, where permission bits stop nothing: read-only use
+ * is checked by the file's bytes, modification time and the absence of
+ * side files, not by chmod alone.
  */
 #define _DEFAULT_SOURCE /* usleep */
 #include <criterion/criterion.h>
@@ -250,10 +252,14 @@ Test(safety_store, crafted_versions_refused_by_every_command, .timeout = 60)
         }
         cr_assert_eq(sql_int(db, "PRAGMA user_version"), atoll(cases[i].version),
                      "the version was changed");
-        /* the library says the same to a direct caller */
+        /* the library says the same to a direct caller, in both modes */
         store *s = NULL;
         ts_err e = {""};
         cr_assert_eq(store_open(db, &s, &e), -1);
+        cr_assert_null(s);
+        cr_assert(strstr(e.msg, cases[i].expect), "%s", e.msg);
+        e.msg[0] = 0;
+        cr_assert_eq(store_open_read(db, &s, &e), -1);
         cr_assert_null(s);
         cr_assert(strstr(e.msg, cases[i].expect), "%s", e.msg);
     }
@@ -353,10 +359,10 @@ ParameterizedTest(int *idx, safety_store, crafted_row_refused_on_load, .timeout 
     in_dir(db, "crafted.db");
     craft(db, LOOSE_SCHEMA);
     craft(db, c->sql);
-    {
+    for (int mode = 0; mode < 2; mode++) {
         store *s = NULL;
         ts_err e = {""};
-        cr_assert_eq(store_open(db, &s, &e), 0, "%s", e.msg);
+        cr_assert_eq(mode ? store_open(db, &s, &e) : store_open_read(db, &s, &e), 0, "%s", e.msg);
         run_record *r = NULL;
         cr_assert_eq(store_load_run(s, 1, &r, &e), -1, "%s: run 1 loaded", c->sql);
         cr_assert_null(r);
@@ -393,7 +399,7 @@ Test(safety_store, loose_schema_good_rows_load)
     craft(db, LOOSE_SCHEMA);
     store *s = NULL;
     ts_err e = {""};
-    cr_assert_eq(store_open(db, &s, &e), 0, "%s", e.msg);
+    cr_assert_eq(store_open_read(db, &s, &e), 0, "%s", e.msg);
     run_record *r = NULL;
     cr_assert_eq(store_load_run(s, 1, &r, &e), 0, "%s", e.msg);
     cr_assert_eq(r->n_tl, 2);
@@ -487,9 +493,131 @@ Test(safety_store, empty_file_becomes_a_store)
     fclose(f);
     store *s = NULL;
     ts_err e = {""};
+    cr_assert_eq(store_open_read(db, &s, &e), -1, "an empty file read as a store");
+    cr_assert(strstr(e.msg, "no runs"), "%s", e.msg);
+    struct stat st;
+    cr_assert_eq(stat(db, &st), 0);
+    cr_assert_eq(st.st_size, 0, "reading wrote to the empty file");
     cr_assert_eq(store_open(db, &s, &e), 0, "%s", e.msg);
     store_close(s);
     cr_assert_eq(sql_int(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Item 3: reading changes nothing                                           */
+
+/* Reads runs 1 and 2 of db through store_open_read() and, when gnuplot is
+ * there to draw, through `tailsim report` (one run, then both side by
+ * side); checks that this succeeds without changing a byte of db or
+ * leaving a side file. */
+static void report_changes_nothing(const char *db, const char *what)
+{
+    char cmd[4096], err[4096], out[1100], p[1200];
+    snap before = snap_take(db);
+    usleep(20000); /* a write now would move the modification time */
+    store *s = NULL;
+    ts_err e = {""};
+    cr_assert_eq(store_open_read(db, &s, &e), 0, "%s: %s", what, e.msg);
+    for (int id = 1; id <= 2; id++) {
+        run_record *r = NULL;
+        cr_assert_eq(store_load_run(s, id, &r, &e), 0, "%s: %s", what, e.msg);
+        cr_assert_eq(r->seed, (uint64_t)id);
+        cr_assert_gt(r->n_resp, 0);
+        run_record_free(r);
+    }
+    store_close(s);
+    if (have_gnuplot()) {
+        snprintf(out, sizeof out, "%s.out", db);
+        snprintf(cmd, sizeof cmd, "build/tailsim report --db %s -o %s", db, out);
+        int rc = sh(cmd, err, sizeof err);
+        cr_assert_eq(rc, 0, "%s: exit %d: %s", what, rc, err);
+        snprintf(p, sizeof p, "%s/report.md", out);
+        cr_assert_eq(access(p, F_OK), 0, "%s: no report", what);
+        snprintf(cmd, sizeof cmd, "build/tailsim report --db %s --run 1,2 -o %s", db, out);
+        rc = sh(cmd, err, sizeof err);
+        cr_assert_eq(rc, 0, "%s: exit %d: %s", what, rc, err);
+    }
+    snap_same(before, db, what);
+}
+
+/* A read-only copy (mode 0444) in a directory of its own: the report reads
+ * it.  Root ignores the mode, so the file's bytes, time and side files are
+ * what is checked. */
+Test(safety_store, report_reads_read_only_copy, .timeout = 60)
+{
+    char db[1024], ro[1024], cmd[4096];
+    in_dir(db, "w.db");
+    cli_runs(db, 2);
+    cr_assert_eq(mkdir(in_dir(ro, "ro"), 0755), 0);
+    in_dir(ro, "ro/r.db");
+    snprintf(cmd, sizeof cmd, "cp %s %s && chmod 0444 %s", db, ro, ro);
+    cr_assert_eq(system(cmd), 0);
+    report_changes_nothing(ro, "read-only copy");
+    store *s = NULL;
+    ts_err e = {""};
+    cr_assert_eq(store_open_read(ro, &s, &e), 0, "%s", e.msg);
+    run_record *r = small_run(3, 2);
+    cr_assert_eq(store_save_run(s, r, &e), -1, "a read-only store saved a run");
+    cr_assert(strstr(e.msg, "read-only"), "%s", e.msg);
+    cr_assert_eq(count_files(".unsaved-"), 0, "a read-only store's refusal spilled the run");
+    run_record_free(r);
+    store_close(s);
+}
+
+/* Older schemas (versions 1 to 3) are read as they are, not migrated; a
+ * rollback-journal file is not switched to WAL. */
+Test(safety_store, report_neither_migrates_nor_switches_journal, .timeout = 60)
+{
+    static const struct {
+        const char *name, *sql;
+        int version;
+    } cases[] = {
+        {"v3.db", "ALTER TABLE runs DROP COLUMN policy; PRAGMA user_version = 3", 3},
+        {"v2.db", "DROP TABLE steps; ALTER TABLE runs DROP COLUMN policy;"
+                  " PRAGMA user_version = 2", 2},
+        {"v1.db", "DROP TABLE steps; ALTER TABLE runs DROP COLUMN policy; DROP TABLE sweep_runs;"
+                  " DROP TABLE sweeps; PRAGMA user_version = 1", 1},
+        {"delete.db", "PRAGMA journal_mode=DELETE", STORE_SCHEMA_VERSION},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char db[1024];
+        in_dir(db, cases[i].name);
+        cli_runs(db, 2);
+        craft(db, cases[i].sql);
+        report_changes_nothing(db, cases[i].name);
+        cr_assert_eq(sql_int(db, "PRAGMA user_version"), cases[i].version);
+    }
+}
+
+/* While a writer holds the file (a -wal file exists, the write lock is
+ * taken, a run is half inserted), the report reads the committed runs. */
+Test(safety_store, report_reads_while_a_writer_holds_the_lock, .timeout = 60)
+{
+    char db[1024], cmd[4096], err[4096], out[1100], p[1200];
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot not found: the report cannot draw");
+    in_dir(db, "busy.db");
+    cli_runs(db, 2);
+    sqlite3 *w = NULL;
+    cr_assert_eq(sqlite3_open(db, &w), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(w, "BEGIN IMMEDIATE; INSERT INTO runs(created, command, scenario,"
+                                 " seed, calibration, version, gpus, replicas, tp) VALUES("
+                                 "'x', 'rollout', 'half', 99, '', '', 8, 4, 2)",
+                              NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(w));
+    snprintf(out, sizeof out, "%s.out", db);
+    snprintf(cmd, sizeof cmd, "build/tailsim report --db %s -o %s", db, out);
+    int rc = sh(cmd, err, sizeof err);
+    cr_assert_eq(rc, 0, "exit %d: %s", rc, err);
+    snprintf(p, sizeof p, "%s/report.md", out);
+    FILE *f = fopen(p, "r");
+    cr_assert_not_null(f);
+    char md[8192] = {0};
+    cr_assert_gt(fread(md, 1, sizeof md - 1, f), 0);
+    fclose(f);
+    cr_assert(strstr(md, "# tailsim run 2:"), "the latest committed run is 2: %.300s", md);
+    cr_assert_null(strstr(md, "half"), "an uncommitted run was read");
+    sqlite3_exec(w, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(w);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -590,7 +718,7 @@ Test(safety_store, locked_store_keeps_the_run_beside_it, .timeout = 60)
     cr_assert_eq(sql_int(db, "SELECT count(*) FROM runs"), 0);
 
     store *t = NULL;
-    cr_assert_eq(store_open(side, &t, &e), 0, "%s", e.msg);
+    cr_assert_eq(store_open_read(side, &t, &e), 0, "%s", e.msg);
     run_record *back = NULL;
     cr_assert_eq(store_load_run(t, 0, &back, &e), 0, "%s", e.msg);
     cr_assert_str_eq(back->command, r->command);
