@@ -36,10 +36,6 @@ struct run_record;
 void cmd_json_identity(struct json_t *o, const struct run_record *rec, const char *model,
                        const char *hw);
 
-/* Saves rec (its id set) to the SQLite store db, created if missing (the
- * rollout, rlstep and dcp --db).  Returns 0, or -1 with e set. */
-int cmd_save_run(const char *db, struct run_record *rec, ts_err *e);
-
 /* The calibration check shared by `tailsim calib check` and
  * `tailsim-validate check` (argv[0] is "check"; prog names the command in
  * messages).  strict 0: exit 0 when the report was printed, 1 on bad input,

@@ -29,6 +29,7 @@
 #include "common/util.h"
 #include "cli/cmd.h"
 #include "cli/opts.h"
+#include "results/store.h"
 #include "sim/dcp/dcp_setup.h"
 
 typedef struct dcp_opts {
@@ -224,7 +225,7 @@ static int dcp_cmd_record(const dcp_opts *o, dcp_out *r, ts_err *e)
         oom = dcp_scale_add_metrics(rec, r->st, r->ns, r->imb);
     if (oom)
         return ts_errf(e, "out of memory");
-    return o->co.db ? cmd_save_run(o->co.db, rec, e) : 0;
+    return o->co.db ? store_save_run_to(o->co.db, rec, e) : 0;
 }
 
 static void dcp_out_free(dcp_out *r)

@@ -150,7 +150,7 @@ static int report_many(const char *db, const char *list, const char *out)
     ts_err e = {""};
     store *s = NULL;
     run_record *r[REPORT_MAX_RUNS] = {0};
-    if (store_open(db, &s, &e))
+    if (store_open_read(db, &s, &e))
         goto cleanup;
     for (size_t i = 0; i < n; i++)
         if (store_load_run(s, ids[i], &r[i], &e))
@@ -187,7 +187,7 @@ static int report_one(const char *db, const char *run, const char *out)
     ts_err e = {""};
     store *s = NULL;
     run_record *r = NULL;
-    if (store_open(db, &s, &e) || store_load_run(s, id, &r, &e) || report_write(r, out, &e) ||
+    if (store_open_read(db, &s, &e) || store_load_run(s, id, &r, &e) || report_write(r, out, &e) ||
         (!strcmp(r->command, "dcp") && dcp_report_write(r, out, &e))) {
         fprintf(stderr, "tailsim: %s\n", e.msg);
         goto cleanup;

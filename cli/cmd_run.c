@@ -10,8 +10,7 @@
  * Both run in four phases: run_parse (the command line), run_simulate (set
  * up, simulate, collect the metrics and save to --db; prints nothing),
  * then run_emit_json or run_emit_text.  Also home of the helpers every
- * command shares (cli/cmd.h): cmd_print_json, cmd_json_identity and
- * cmd_save_run.
+ * command shares (cli/cmd.h): cmd_print_json and cmd_json_identity.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -74,16 +73,6 @@ void cmd_json_identity(json_t *o, const run_record *rec, const char *model, cons
     json_object_set_new(o, "calibration", json_string(rec->calibration));
     json_object_set_new(o, "version", json_string(rec->version));
     json_object_set_new(o, "seed", json_integer((json_int_t)rec->seed));
-}
-
-int cmd_save_run(const char *db, run_record *rec, ts_err *e)
-{
-    store *st = NULL;
-    if (store_open(db, &st, e))
-        return -1;
-    int rc = store_save_run(st, rec, e);
-    store_close(st);
-    return rc;
 }
 
 static void run_usage(FILE *f, const char *cmd)
@@ -246,7 +235,7 @@ static int run_simulate(const run_opts *o, int full, run_out *r, ts_err *e)
     }
     if (oom)
         return ts_errf(e, "out of memory");
-    return co->db ? cmd_save_run(co->db, r->rec, e) : 0;
+    return co->db ? store_save_run_to(co->db, r->rec, e) : 0;
 }
 
 static void run_out_free(run_out *r)
