@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/lines.h"
 #include "common/util.h"
 #include "models/comm.h"
 #include "models/cost.h"
@@ -98,13 +99,12 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
         return ts_errf(e, "unknown statistic '%s' (median, mean, min or max)", stat);
 
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return ts_errf(e, "%s: cannot open file", path);
+    ts_lines in;
+    if (ts_lines_open(&in, path, 0, e))
+        return -1;
 
-    int rc = -1;
-    char *line = NULL;
-    size_t cap = 0;
+    int rc = -1, got;
+    char *line;
     char *fields[MAX_FIELDS];
     int op_col[VOP_COUNT], key_col[C_COUNT], n_cols = 0;
     char *hdr[MAX_FIELDS];
@@ -116,10 +116,12 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
     for (int i = 0; i < C_COUNT; i++)
         key_col[i] = -1;
 
-    if (getline(&line, &cap, f) < 0) {
-        ts_errf(e, "%s:1: empty file (expected a header line)", path);
+    if ((got = ts_lines_next(&in, e)) <= 0) {
+        if (got == 0)
+            ts_errf(e, "%s:1: empty file (expected a header line)", path);
         goto cleanup;
     }
+    line = in.buf;
     chomp(line);
     header = strdup(line);
     if (!header) {
@@ -164,7 +166,13 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
         }
     }
 
-    for (int lineno = 2; getline(&line, &cap, f) >= 0; lineno++) {
+    while ((got = ts_lines_next(&in, e)) > 0) {
+        if (in.lineno > INT32_MAX) {
+            ts_errf(e, "%s:%ld: too many lines", path, in.lineno);
+            goto cleanup;
+        }
+        int lineno = (int)in.lineno;
+        line = in.buf;
         chomp(line);
         if (!line[0]) {
             ts_errf(e, "%s:%d: empty line", path, lineno);
@@ -253,10 +261,8 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
         }
         t.rows[t.n++] = r;
     }
-    if (ferror(f)) {
-        ts_errf(e, "%s: read error", path);
+    if (got < 0)
         goto cleanup;
-    }
     if (t.n == 0) {
         ts_errf(e, "%s:2: no data rows", path);
         goto cleanup;
@@ -267,8 +273,7 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
 cleanup:
     free(t.rows);
     free(header);
-    free(line);
-    fclose(f);
+    ts_lines_close(&in);
     return rc;
 }
 

@@ -24,15 +24,14 @@
  */
 #include "traces/trace.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
 
 #include <jansson.h>
 
+#include "common/lines.h"
 #include "common/util.h"
 
 /* ---------------------------------------------------------------- container */
@@ -132,53 +131,29 @@ int64_t trace_n_tokens(const trace *t)
 
 /* -------------------------------------------------------------- line input */
 
-typedef struct line_reader {
-    FILE *f;
-    const char *path;
-    char *buf;    /* current line, NUL-terminated, without "\n" or "\r\n" */
-    size_t cap;   /* bytes allocated for buf (getline) */
-    size_t len;   /* bytes in the current line */
-    long lineno;  /* 1-based number of the current line */
-} line_reader;
+/* Trace readers read through common/lines.h (bounded lines, no NUL bytes,
+ * "-" for stdin); here only the "\r" of "\r\n" and a UTF-8 byte-order mark
+ * on line 1 are dropped. */
+typedef ts_lines line_reader;
 
 static int lr_open(line_reader *r, const char *path, ts_err *e)
 {
-    memset(r, 0, sizeof *r);
-    r->path = path;
-    r->f = fopen(path, "r");
-    if (!r->f)
-        return ts_errf(e, "%s: cannot open: %s", path, strerror(errno));
-    return 0;
+    return ts_lines_open(r, path, TS_LINES_STDIN, e);
 }
 
 static void lr_close(line_reader *r)
 {
-    if (r->f)
-        fclose(r->f);
-    free(r->buf);
-    r->f = NULL;
-    r->buf = NULL;
+    ts_lines_close(r);
 }
 
-/* Reads the next line.  Returns 1, 0 at end of file, or -1 on a read error or
- * a NUL byte (binary data).  A UTF-8 byte-order mark on line 1 is skipped. */
+/* Reads the next line.  Returns 1, 0 at end of file, or -1 (read error, NUL
+ * byte, over-long line). */
 static int lr_next(line_reader *r, ts_err *e)
 {
-    errno = 0;
-    ssize_t n = getline(&r->buf, &r->cap, r->f);
-    if (n < 0) {
-        if (ferror(r->f))
-            return ts_errf(e, "%s:%ld: read error: %s", r->path, r->lineno + 1,
-                           strerror(errno ? errno : EIO));
-        return 0;
-    }
-    r->lineno++;
-    size_t len = (size_t)n;
-    if (strlen(r->buf) != len)
-        return ts_errf(e, "%s:%ld: binary data (NUL byte) in a text trace", r->path,
-                       r->lineno);
-    if (len && r->buf[len - 1] == '\n')
-        r->buf[--len] = 0;
+    int got = ts_lines_next(r, e);
+    if (got <= 0)
+        return got;
+    size_t len = r->len;
     if (len && r->buf[len - 1] == '\r')
         r->buf[--len] = 0;
     if (r->lineno == 1 && len >= 3 && !memcmp(r->buf, "\xEF\xBB\xBF", 3)) {
