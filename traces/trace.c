@@ -4,9 +4,12 @@
  * Three readers feed it (RL rollout JSONL through jansson, the plain CSV that
  * trace_write_csv produces, and Vidur request CSVs), trace_load picks one from
  * the content, and trace_write_csv writes the plain CSV back.
- * Everything here runs once per file, so clarity beats speed: a load is a
- * getline loop plus one trace_add per prompt, and the whole-file checks
- * (prompt ids, duplicates) sort an index array, O(n log n).
+ * Everything here runs once per file, so clarity beats speed: a load is one
+ * pass of the bounded line reader (common/lines.h) plus one trace_add per
+ * prompt, and the whole-file checks (prompt ids, duplicates) sort an index
+ * array, O(n log n).  trace_load reads its input once as well: the first
+ * non-blank line picks the format and is then parsed as the first line, so
+ * pipes, FIFOs and stdin ("-") load whole.
  *
  * Invariants: every prompt in a trace has step >= 0, prompt_id >= 0,
  * dp_rank >= -1, 0 <= prompt_tokens <= TRACE_MAX_TOKENS, n_resp >= 1 and
@@ -258,9 +261,46 @@ typedef struct loader {
 
 typedef int (*load_fn)(loader *L, ts_err *e);
 
-/* The shared read loop: every non-blank line goes to row() (split at commas
- * first when `csv`), then end() runs once (if any); an empty result is "no records".
- * Sets *out only on success; frees everything else. */
+static void loader_free(loader *L)
+{
+    trace_free(L->t);
+    free(L->f);
+    free(L->resp);
+    free(L->g.resp);
+    free(L->lines);
+    lr_close(&L->r);
+}
+
+/* The shared read loop over the open reader L->r: the current line first when
+ * `pending` (already split into L->f when `csv`), then every further
+ * non-blank line goes to row() (split at commas first when `csv`), then end()
+ * runs once (if any); an empty result is "no records".  Leaves the trace in
+ * L->t; returns 0 or -1. */
+static int load_body(loader *L, int pending, load_fn row, load_fn end, int csv, ts_err *e)
+{
+    const char *path = L->r.path;
+    int got;
+    if (!(L->t = trace_new()))
+        return ts_errf(e, "%s: out of memory", path);
+    if (pending && row(L, e))
+        return -1;
+    while ((got = lr_next(&L->r, e)) > 0) {
+        if (is_blank(L->r.buf))
+            continue;
+        if (csv && (L->nf = split_csv(L->r.buf, &L->f, &L->fcap)) < 0)
+            return ts_errf(e, "%s:%ld: out of memory", path, L->r.lineno);
+        if (row(L, e))
+            return -1;
+    }
+    if (got < 0 || (end && end(L, e)))
+        return -1;
+    if (L->t->n_prompts == 0)
+        return ts_errf(e, "%s:%ld: no records", path, L->r.lineno ? L->r.lineno : 1);
+    return 0;
+}
+
+/* Opens path, reads it with load_body and sets *out only on success; frees
+ * everything else. */
 static int load_run(const char *path, trace **out, load_fn row, load_fn end, int csv,
                     ts_err *e)
 {
@@ -268,37 +308,12 @@ static int load_run(const char *path, trace **out, load_fn row, load_fn end, int
     memset(&L, 0, sizeof L);
     if (lr_open(&L.r, path, e))
         return -1;
-    int rc = -1, got;
-    if (!(L.t = trace_new())) {
-        ts_errf(e, "%s: out of memory", path);
-        goto cleanup;
+    int rc = load_body(&L, 0, row, end, csv, e);
+    if (rc == 0) {
+        *out = L.t;
+        L.t = NULL;
     }
-    while ((got = lr_next(&L.r, e)) > 0) {
-        if (is_blank(L.r.buf))
-            continue;
-        if (csv && (L.nf = split_csv(L.r.buf, &L.f, &L.fcap)) < 0) {
-            ts_errf(e, "%s:%ld: out of memory", path, L.r.lineno);
-            goto cleanup;
-        }
-        if (row(&L, e))
-            goto cleanup;
-    }
-    if (got < 0 || (end && end(&L, e)))
-        goto cleanup;
-    if (L.t->n_prompts == 0) {
-        ts_errf(e, "%s:%ld: no records", path, L.r.lineno ? L.r.lineno : 1);
-        goto cleanup;
-    }
-    *out = L.t;
-    L.t = NULL;
-    rc = 0;
-cleanup:
-    trace_free(L.t);
-    free(L.f);
-    free(L.resp);
-    free(L.g.resp);
-    free(L.lines);
-    lr_close(&L.r);
+    loader_free(&L);
     return rc;
 }
 
@@ -651,44 +666,45 @@ int trace_load_vidur(const char *path, trace **out, ts_err *e)
 
 /* ------------------------------------------------------ detection, writing */
 
+/* Reads the input once: the first non-blank line decides the format and is
+ * then the reader's first line, so a pipe, a FIFO or stdin ("-") loads whole. */
 int trace_load(const char *path, trace **out, ts_err *e)
 {
-    line_reader r;
-    if (lr_open(&r, path, e))
+    loader L;
+    memset(&L, 0, sizeof L);
+    if (lr_open(&L.r, path, e))
         return -1;
-    int got, kind = 0; /* 1 JSONL, 2 plain CSV, 3 Vidur */
-    char **f = NULL;
-    size_t fcap = 0;
-    while ((got = lr_next(&r, e)) > 0 && is_blank(r.buf))
+    int got, rc = -1;
+    while ((got = lr_next(&L.r, e)) > 0 && is_blank(L.r.buf))
         ;
-    if (got > 0) {
-        const char *s = r.buf + strspn(r.buf, " \t");
-        long nf, cp, cd;
-        if (*s == '{')
-            kind = 1;
-        else if ((nf = split_csv(r.buf, &f, &fcap)) < 0)
-            got = ts_errf(e, "%s:%ld: out of memory", path, r.lineno);
-        else if (csv_header_cols(f, nf))
-            kind = 2;
-        else if (vidur_cols(f, nf, &cp, &cd), cp != -1 && cd != -1)
-            kind = 3;
-        else
-            got = ts_errf(e, "%s:%ld: field 'header': unknown trace format (expected JSONL "
-                             "records, a step,prompt_id,prompt_tokens,response_tokens CSV or "
-                             "a Vidur CSV with num_prefill_tokens,num_decode_tokens)",
-                          path, r.lineno);
-    } else if (got == 0) {
-        got = ts_errf(e, "%s:%ld: no records", path, r.lineno ? r.lineno : 1);
-    }
-    free(f);
-    lr_close(&r);
     if (got < 0)
-        return -1;
-    if (kind == 1)
-        return trace_load_jsonl(path, out, e);
-    if (kind == 2)
-        return trace_load_csv(path, out, e);
-    return trace_load_vidur(path, out, e);
+        goto cleanup;
+    if (got == 0) {
+        ts_errf(e, "%s:%ld: no records", L.r.path, L.r.lineno ? L.r.lineno : 1);
+        goto cleanup;
+    }
+    const char *s = L.r.buf + strspn(L.r.buf, " \t");
+    long cp, cd;
+    if (*s == '{') {
+        rc = load_body(&L, 1, jsonl_record, jsonl_end, 0, e);
+    } else if ((L.nf = split_csv(L.r.buf, &L.f, &L.fcap)) < 0) {
+        ts_errf(e, "%s:%ld: out of memory", L.r.path, L.r.lineno);
+    } else if (csv_header_cols(L.f, L.nf)) {
+        rc = load_body(&L, 1, csv_row, csv_end, 1, e);
+    } else if (vidur_cols(L.f, L.nf, &cp, &cd), cp != -1 && cd != -1) {
+        rc = load_body(&L, 1, vidur_row, NULL, 1, e);
+    } else {
+        ts_errf(e, "%s:%ld: field 'header': unknown trace format (expected JSONL records, a "
+                   "step,prompt_id,prompt_tokens,response_tokens CSV or a Vidur CSV with "
+                   "num_prefill_tokens,num_decode_tokens)", L.r.path, L.r.lineno);
+    }
+    if (rc == 0) {
+        *out = L.t;
+        L.t = NULL;
+    }
+cleanup:
+    loader_free(&L);
+    return rc;
 }
 
 int trace_write_csv(const trace *t, const char *path, ts_err *e)
