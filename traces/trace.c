@@ -350,31 +350,142 @@ static int json_int_field(const json_t *obj, const char *key, int required,
     return 0;
 }
 
-/* For a syntax error at byte `pos` of line s, the key whose value holds it:
- * the last `"key" :` before pos.  Writes it into key (empty when none). */
-static void key_before(const char *s, size_t pos, char *key, size_t keysz)
+/* Which top-level field a JSON syntax error lies in.  Scans line s (len
+ * bytes) as JSON tokens up to the offending one: the token that ends at byte
+ * `pos` (jansson's error position), or the end of the line when the line
+ * ended early (`at_end`).  When that token starts inside the value of a key
+ * of the top-level object (in a nested array or object, or as the key's
+ * scalar), that key goes into key; otherwise (between fields, outside the
+ * object, in a key) key is left empty, since no field is at fault.  Keys that
+ * are not plain printable ASCII of fewer than keysz bytes are not named. */
+static void json_error_field(const char *s, size_t len, size_t pos, int at_end, char *key,
+                             size_t keysz)
+{
+    enum { S_KEY, S_COLON, S_VALUE, S_AFTER, S_BAD } st = S_BAD;
+    char cur[64] = "";  /* the top-level key whose value comes or came last */
+    int depth = 0, hit = 0, hit_depth = 0, hit_st = S_BAD;
+    char hit_key[64] = "";
+    size_t i = 0;
+    key[0] = 0;
+    if (pos > len)
+        pos = len;
+    while (i < len) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+            i++;
+            continue;
+        }
+        if (!at_end && i >= pos)
+            break;
+        size_t start = i;
+        /* the token's extent */
+        if (c == '"') {
+            for (i++; i < len && s[i] != '"'; i++)
+                if (s[i] == '\\' && i + 1 < len)
+                    i++;
+            i = i < len ? i + 1 : len;
+        } else if (strchr("{}[],:", c)) {
+            i++;
+        } else {
+            while (i < len && !strchr(" \t\r\n{}[],:\"", s[i]))
+                i++;
+        }
+        hit = 1; /* this token starts before pos: the offending one so far */
+        hit_depth = depth;
+        hit_st = st;
+        memcpy(hit_key, cur, sizeof cur);
+        /* the state after it */
+        if (c == '{' || c == '[') {
+            if (depth == 0)
+                st = c == '{' ? S_KEY : S_BAD;
+            else if (depth == 1 && st != S_VALUE)
+                st = S_BAD;
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (depth > 0)
+                depth--;
+            st = depth == 1 ? S_AFTER : S_BAD;
+        } else if (depth != 1) {
+            continue;
+        } else if (c == '"' && st == S_KEY) {
+            size_t kl = i - start >= 2 ? i - start - 2 : 0;
+            int plain = kl < sizeof cur && s[i - 1] == '"' && i - start >= 2;
+            for (size_t m = start + 1; plain && m < start + 1 + kl; m++)
+                plain = (unsigned char)s[m] >= 0x20 && (unsigned char)s[m] < 0x7f && s[m] != '\\';
+            if (plain) {
+                memcpy(cur, s + start + 1, kl);
+                cur[kl] = 0;
+            } else {
+                cur[0] = 0;
+            }
+            st = S_COLON;
+        } else if (c == ':') {
+            st = st == S_COLON ? S_VALUE : S_BAD;
+        } else if (c == ',') {
+            st = st == S_AFTER ? S_KEY : S_BAD;
+        } else {
+            st = st == S_VALUE ? S_AFTER : S_BAD;
+        }
+    }
+    if (at_end) { /* the offending "token" is the end of the line */
+        hit = 1;
+        hit_depth = depth;
+        hit_st = st;
+        memcpy(hit_key, cur, sizeof cur);
+    }
+    if (!hit || !(hit_depth >= 2 || (hit_depth == 1 && hit_st == S_VALUE)))
+        return;
+    size_t kl = strlen(hit_key);
+    if (kl < keysz) {
+        memcpy(key, hit_key, kl + 1);
+    }
+}
+
+/* The key jansson names in a duplicate-key error ("... near '"step"'"), into
+ * key (empty when it cannot be read back plainly). */
+static void key_duplicate(const char *text, char *key, size_t keysz)
 {
     key[0] = 0;
-    for (size_t i = pos; i-- > 0;) {
-        if (s[i] != ':')
-            continue;
-        size_t j = i;
-        while (j > 0 && (s[j - 1] == ' ' || s[j - 1] == '\t'))
-            j--;
-        if (j == 0 || s[j - 1] != '"')
-            continue;
-        size_t end = j - 1, k = end;
-        while (k > 0 && s[k - 1] != '"')
-            k--;
-        if (k == 0 || end - k >= keysz)
-            return;
-        for (size_t m = k; m < end; m++)
-            if ((unsigned char)s[m] < 0x20 || (unsigned char)s[m] >= 0x7f)
-                return;
-        memcpy(key, s + k, end - k);
-        key[end - k] = 0;
+    const char *a = strstr(text, "near '\""), *b;
+    if (!a)
         return;
+    a += 7;
+    b = strrchr(a, '"');
+    if (!b || b[1] != '\'' || (size_t)(b - a) >= keysz)
+        return;
+    for (const char *m = a; m < b; m++)
+        if ((unsigned char)*m < 0x20 || (unsigned char)*m >= 0x7f || *m == '\\' || *m == '"')
+            return;
+    memcpy(key, a, (size_t)(b - a));
+    key[b - a] = 0;
+}
+
+/* Reports a line jansson could not parse: where (the file's line, jansson's
+ * column in characters) and jansson's own reason, naming the field only when
+ * the error lies in its value (json_error_field) or the key is given twice. */
+static int jsonl_syntax_error(const line_reader *r, const json_error_t *jerr, ts_err *e)
+{
+    char key[64] = "", where[48] = "";
+    enum json_error_code code = json_error_code(jerr);
+    if (code == json_error_out_of_memory)
+        return ts_errf(e, "%s:%ld: out of memory parsing the record", r->path, r->lineno);
+    if (jerr->column > 0)
+        snprintf(where, sizeof where, " at column %d", jerr->column);
+    if (code == json_error_duplicate_key) {
+        key_duplicate(jerr->text, key, sizeof key);
+        if (key[0])
+            return ts_errf(e, "%s:%ld: field '%s': given twice (invalid JSON%s: %s)", r->path,
+                           r->lineno, key, where, jerr->text);
+    } else {
+        size_t pos = jerr->position > 0 ? (size_t)jerr->position : 0;
+        json_error_field(r->buf, r->len, pos, code == json_error_premature_end_of_input, key,
+                         sizeof key);
+        if (key[0])
+            return ts_errf(e, "%s:%ld: field '%s': invalid JSON%s: %s", r->path, r->lineno,
+                           key, where, jerr->text);
     }
+    return ts_errf(e, "%s:%ld: invalid JSON%s: %s%s", r->path, r->lineno, where, jerr->text,
+                   code == json_error_end_of_input_expected ? " (one JSON object per line)" : "");
 }
 
 /* Parses one JSONL record into the reusable buffer *resp. */
@@ -383,16 +494,8 @@ static int jsonl_record(loader *L, ts_err *e)
     const line_reader *r = &L->r;
     json_error_t jerr;
     json_t *root = json_loadb(r->buf, r->len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        char key[64];
-        size_t pos = jerr.position > 0 ? (size_t)jerr.position : 0;
-        key_before(r->buf, pos < r->len ? pos : r->len, key, sizeof key);
-        if (key[0])
-            return ts_errf(e, "%s:%ld: field '%s': invalid JSON at column %d: %s", r->path,
-                           r->lineno, key, jerr.column, jerr.text);
-        return ts_errf(e, "%s:%ld: invalid JSON at column %d: %s", r->path, r->lineno,
-                       jerr.column, jerr.text);
-    }
+    if (!root)
+        return jsonl_syntax_error(r, &jerr, e);
     int rc = -1;
     json_int_t step = 0, dp = -1, input = 0;
     if (!json_is_object(root)) {
