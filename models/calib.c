@@ -206,7 +206,8 @@ static int bad_col(ts_err *e, const char *path, int line, int col, const char *f
                    const char *value)
 {
     char what[200];
-    snprintf(what, sizeof what, fmt, value);
+    if (snprintf(what, sizeof what, fmt, value) >= (int)sizeof what)
+        memcpy(what + sizeof what - sizeof TS_ERR_CUT, TS_ERR_CUT, sizeof TS_ERR_CUT);
     return ts_errf(e, "%s:%d: column %d '%s': %s", path, line, col + 1, col_names[col], what);
 }
 

@@ -491,3 +491,22 @@ Test(safety_trc, step_files_of_a_deep_directory_are_opened_by_their_whole_path)
     cr_expect(strstr(err, want), "%.300s", err);
     free(err);
 }
+
+/* A long bad value in a calibration row is cut visibly ("..."), not silently. */
+Test(safety_trc, calibration_message_marks_a_cut_value)
+{
+    char f[512], row[1200];
+    path_in(f, sizeof f, "c.csv");
+    char x[301];
+    memset(x, '7', 300);
+    x[300] = 'x';
+    snprintf(row, sizeof row, "%s\nh100,%.301s,1,gemm,1,1,1,0,0,0,0,1,1,1,1,1,1\n",
+             CALIB_CSV_HEADER, x);
+    write_text(f, row);
+    ts_err e = {{0}};
+    calib_row *rows = NULL;
+    size_t n = 0;
+    cr_assert_eq(calib_csv_load(f, &rows, &n, &e), -1);
+    cr_expect(strstr(e.msg, ":2: column 2"), "%s", e.msg);
+    cr_expect(strstr(e.msg, "777" TS_ERR_CUT), "%s", e.msg);
+}
