@@ -49,7 +49,7 @@ static void usage_stats(FILE *f)
             "steps, prompts, responses, tokens, mean, p50, p90, p99, max, max/p50 and the "
             "mean prompt\n"
             "length (percentiles interpolate linearly between order statistics, like "
-            "numpy).\n\n"
+            "numpy).\nFILE may be - (standard input) or a pipe; each is read once.\n\n"
             "  --json     print one JSON object instead of a table\n"
             "  --step N   only step N of the concatenated trace\n"
             "  --help     this text\n");

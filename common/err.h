@@ -14,19 +14,24 @@
 
 #include <stddef.h>
 
-#define TS_ERR_MAX 512
+/* Room for two paths of PATH_MAX (4096) bytes' worth of text: a message that
+ * still does not fit is cut and ends in "..." (TS_ERR_CUT), never silently. */
+#define TS_ERR_MAX 8192
+#define TS_ERR_CUT "..."
 
 typedef struct ts_err {
     char msg[TS_ERR_MAX]; /* one line, no trailing newline; "" when no error */
 } ts_err;
 
-/* Formats a message into e (no-op when e is NULL).  Always returns -1 so that
- * callers can write `return ts_errf(e, "...")`. */
+/* Formats a message into e (no-op when e is NULL); a message longer than
+ * TS_ERR_MAX - 1 bytes is cut and ends in TS_ERR_CUT.  Always returns -1 so
+ * that callers can write `return ts_errf(e, "...")`. */
 int ts_errf(ts_err *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Prefixes an existing message with context ("while loading X: ...").
- * Returns -1.  No-op when e is NULL. */
+/* Prefixes an existing message with context ("while loading X: ..."); when
+ * the two do not fit, the end is cut and marked with TS_ERR_CUT.  Returns -1.
+ * No-op when e is NULL. */
 int ts_err_prefix(ts_err *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -115,19 +115,22 @@ int ts_find_data(const char *dir, const char *name, const char *ext,
     if (is_path) {
         if (!file_exists(name))
             return ts_errf(e, "%s: cannot read file", name);
+        if (nl >= bufsz) /* never a cut path: it would name another file */
+            return ts_errf(e, "%s: path longer than %zu characters", name, bufsz - 1);
         snprintf(buf, bufsz, "%s", name);
         return 0;
     }
-    snprintf(buf, bufsz, "%s/%s/%s%s", ts_data_root(), dir, name, ext);
-    if (file_exists(buf))
+    int n = snprintf(buf, bufsz, "%s/%s/%s%s", ts_data_root(), dir, name, ext);
+    if (n >= 0 && (size_t)n < bufsz && file_exists(buf))
         return 0;
     char alt[4096];
-    snprintf(alt, sizeof alt, "%s/%s%s", dir, name, ext);
-    if (file_exists(alt)) {
+    n = snprintf(alt, sizeof alt, "%s/%s%s", dir, name, ext);
+    if (n >= 0 && (size_t)n < bufsz && (size_t)n < sizeof alt && file_exists(alt)) {
         snprintf(buf, bufsz, "%s", alt);
         return 0;
     }
-    return ts_errf(e, "unknown %s '%s' (no file %s)", dir, name, buf);
+    return ts_errf(e, "unknown %s '%s' (no file %s/%s/%s%s)", dir, name, ts_data_root(), dir,
+                   name, ext);
 }
 
 uint64_t ts_splitmix64(uint64_t x)

@@ -25,7 +25,8 @@ int ts_parse_bool(const char *s, int *out); /* true/false/1/0/yes/no */
  * path as is; otherwise "<dir>/<name><ext>" is looked up under $TAILSIM_DATA,
  * then under the directory above the running executable (build/..), then the
  * current directory.  Writes the path found into buf and returns 0; returns -1
- * with a message listing what was tried when nothing exists. */
+ * with a message listing what was tried when nothing exists, or naming the
+ * whole path when it does not fit in bufsz bytes (a path is never cut). */
 int ts_find_data(const char *dir, const char *name, const char *ext,
                  char *buf, size_t bufsz, ts_err *e);
 

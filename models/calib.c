@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/lines.h"
 #include "common/util.h"
 #include "models/cost.h"
 #include "models/fit.h"
@@ -205,7 +206,8 @@ static int bad_col(ts_err *e, const char *path, int line, int col, const char *f
                    const char *value)
 {
     char what[200];
-    snprintf(what, sizeof what, fmt, value);
+    if (snprintf(what, sizeof what, fmt, value) >= (int)sizeof what)
+        memcpy(what + sizeof what - sizeof TS_ERR_CUT, TS_ERR_CUT, sizeof TS_ERR_CUT);
     return ts_errf(e, "%s:%d: column %d '%s': %s", path, line, col + 1, col_names[col], what);
 }
 
@@ -269,22 +271,29 @@ int calib_csv_load(const char *path, calib_row **rows_out, size_t *n_out, ts_err
 {
     *rows_out = NULL;
     *n_out = 0;
-    FILE *fp = fopen(path, "r");
-    if (!fp)
-        return ts_errf(e, "%s: cannot open file", path);
-    int rc = -1, lineno = 1, ncols = 0;
-    char *line = NULL;
-    size_t cap = 0, n = 0, rows_cap = 0;
+    ts_lines in;
+    if (ts_lines_open(&in, path, 0, e))
+        return -1;
+    int rc = -1, lineno = 1, ncols = 0, got;
+    char *line;
+    size_t n = 0, rows_cap = 0;
     calib_row *rows = NULL;
-    if (getline(&line, &cap, fp) < 0) {
-        ts_errf(e, "%s:1: empty file (expected the header: %s)", path, CALIB_CSV_HEADER);
+    if ((got = ts_lines_next(&in, e)) <= 0) {
+        if (got == 0)
+            ts_errf(e, "%s:1: empty file (expected the header: %s)", path, CALIB_CSV_HEADER);
         goto cleanup;
     }
+    line = in.buf;
     chomp(line);
     if (check_header(line, path, &ncols, e))
         goto cleanup;
-    while (getline(&line, &cap, fp) >= 0) {
-        lineno++;
+    while ((got = ts_lines_next(&in, e)) > 0) {
+        if (in.lineno > INT32_MAX) {
+            ts_errf(e, "%s:%ld: too many lines", path, in.lineno);
+            goto cleanup;
+        }
+        lineno = (int)in.lineno;
+        line = in.buf;
         chomp(line);
         if (!line[0]) {
             ts_errf(e, "%s:%d: column 1 '%s': empty line", path, lineno, col_names[0]);
@@ -323,10 +332,8 @@ int calib_csv_load(const char *path, calib_row **rows_out, size_t *n_out, ts_err
         }
         rows[n++] = r;
     }
-    if (ferror(fp)) {
-        ts_errf(e, "%s: read error", path);
+    if (got < 0)
         goto cleanup;
-    }
     if (n == 0) {
         ts_errf(e, "%s:2: no data rows after the header", path);
         goto cleanup;
@@ -337,8 +344,7 @@ int calib_csv_load(const char *path, calib_row **rows_out, size_t *n_out, ts_err
     rc = 0;
 cleanup:
     free(rows);
-    free(line);
-    fclose(fp);
+    ts_lines_close(&in);
     return rc;
 }
 

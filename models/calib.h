@@ -48,6 +48,7 @@ typedef struct calib_row {
  * median_us > 0.  The first bad field is
  * reported as "FILE:LINE: column N 'NAME': ..." and nothing is returned.
  * An op the cost model does not know is not an error (see calib_op_kind).
+ * Lines are bounded and NUL-free (common/lines.h).
  * On success *rows (free with free()) holds *n >= 1 rows in file order. */
 int calib_csv_load(const char *path, calib_row **rows, size_t *n, ts_err *e);
 

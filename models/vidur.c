@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/lines.h"
 #include "common/util.h"
 #include "models/comm.h"
 #include "models/cost.h"
@@ -260,33 +261,39 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
         return ts_errf(e, "unknown statistic '%s' (median, mean, min or max)", stat);
 
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return ts_errf(e, "%s: cannot open file", path);
+    ts_lines in;
+    if (ts_lines_open(&in, path, 0, e))
+        return -1;
 
-    int rc = -1;
-    char *line = NULL;
-    size_t cap = 0, rows_cap = 0;
+    int rc = -1, got;
+    char *line;
+    size_t rows_cap = 0;
     vcols h = {0};
     vidur_table t = {0};
-    if (getline(&line, &cap, f) < 0) {
-        ts_errf(e, "%s:1: empty file (expected a header line)", path);
+    if ((got = ts_lines_next(&in, e)) <= 0) {
+        if (got == 0)
+            ts_errf(e, "%s:1: empty file (expected a header line)", path);
         goto cleanup;
     }
+    line = in.buf;
     chomp(line);
     if (read_header(&h, line, path, stat, &t, e))
         goto cleanup;
-    for (int lineno = 2; getline(&line, &cap, f) >= 0; lineno++) {
+    while ((got = ts_lines_next(&in, e)) > 0) {
+        if (in.lineno > INT32_MAX) {
+            ts_errf(e, "%s:%ld: too many lines", path, in.lineno);
+            goto cleanup;
+        }
+        int lineno = (int)in.lineno;
         vidur_row r;
+        line = in.buf;
         chomp(line);
         if (read_row(&h, &t, line, path, lineno, &r, e) ||
             rows_push(&t, &rows_cap, &r, path, lineno, e))
             goto cleanup;
     }
-    if (ferror(f)) {
-        ts_errf(e, "%s: read error", path);
+    if (got < 0)
         goto cleanup;
-    }
     if (t.n == 0) {
         ts_errf(e, "%s:2: no data rows", path);
         goto cleanup;
@@ -297,8 +304,7 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
 cleanup:
     free(t.rows);
     free(h.header);
-    free(line);
-    fclose(f);
+    ts_lines_close(&in);
     return rc;
 }
 

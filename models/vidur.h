@@ -42,8 +42,9 @@ typedef struct vidur_table {
  * every known op.  An MLP profile needs n_head, n_kv_head, n_embd,
  * n_expanded_embd, vocab_size, use_gated_mlp, num_tokens and
  * num_tensor_parallel_workers; an all-reduce profile needs size and
- * num_workers.  Other columns are ignored.  Returns 0, or -1 with a message
- * naming file, line and column (nothing is kept).  Free with vidur_free(). */
+ * num_workers.  Other columns are ignored.  Lines are bounded and NUL-free
+ * (common/lines.h).  Returns 0, or -1 with a message naming file, line and
+ * column (nothing is kept).  Free with vidur_free(). */
 int vidur_load(const char *path, const char *stat, vidur_table *t, ts_err *e);
 void vidur_free(vidur_table *t); /* NULL-safe; leaves an empty table */
 

@@ -47,6 +47,11 @@ static const bad_case cases[] = {
     {"jsonl_empty_output", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1", "'output'", NULL},
     {"binary_junk", "t.bin", "\x7f" "ELF\x01\x02\x03\xff\xfe garbage", T "trace stats $D/t.bin", 1, "t.bin:1", "", NULL},
     {"missing_file", NULL, NULL, T "trace stats $D/none.jsonl", 1, "none.jsonl", "", NULL},
+    {"jsonl_missing_brace", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5]\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1: invalid JSON at column 33", "'}' expected", NULL},
+    {"jsonl_trailing_junk", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5]} x\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1: invalid JSON at column 36", "one JSON object per line", NULL},
+    {"jsonl_duplicate_key", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5],\"step\":1}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1: field 'step'", "given twice", NULL},
+    {"jsonl_bad_token_in_field", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5],\"validate\":tru}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1: field 'validate': invalid JSON at column 48", "invalid token", NULL},
+    {"trace_stdin_dash", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5]}\n{\"step\":0,\"input\":10,\"output\":[0]}\n", "sh -c '" T "trace stats - < $D/t.jsonl'", 1, "<stdin>:2", "field 'output'", NULL},
     /* plain CSV */
     {"csv_missing_field", "t.csv", "step,prompt_id,prompt_tokens,response_tokens\n0,0,10,5\n0,1,10\n", T "trace stats $D/t.csv", 1, "t.csv:3", "response_tokens", NULL},
     {"csv_extra_field", "t.csv", "step,prompt_id,prompt_tokens,response_tokens\n0,0,10,5,1,9\n", T "trace stats $D/t.csv", 1, "t.csv:2", "", NULL},

@@ -16,7 +16,6 @@
  */
 #include "traces/batch.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include "common/lines.h"
 #include "common/util.h"
 #include "traces/gen.h"
 
@@ -142,22 +142,15 @@ int btrace_load(const char *path, btrace **out, ts_err *e)
 {
     static const char *const cols2[3] = {"frames", "height", "width"};
     static const int64_t max2[3] = {BT_MAX_FRAMES, BT_MAX_PIXELS, BT_MAX_PIXELS};
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return ts_errf(e, "%s: cannot open: %s", path, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    long lineno = 0;
+    ts_lines in;
+    if (ts_lines_open(&in, path, TS_LINES_STDIN, e))
+        return -1;
+    path = in.path; /* "<stdin>" for "-" */
     btrace *b = NULL;
-    int ncol = 0, rc = -1;
-    ssize_t len;
-    while ((len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        if ((size_t)len != strlen(line)) {
-            ts_errf(e, "%s:%ld: binary data (NUL byte) in a batch trace", path, lineno);
-            goto done;
-        }
-        char *s = trim(line);
+    int ncol = 0, rc = -1, got;
+    while ((got = ts_lines_next(&in, e)) > 0) {
+        long lineno = in.lineno;
+        char *s = trim(in.buf);
         if (lineno == 1 && !strncmp(s, "\xEF\xBB\xBF", 3)) /* no read past a short line */
             s += 3;
         if (!*s || *s == '#')
@@ -206,16 +199,14 @@ int btrace_load(const char *path, btrace **out, ts_err *e)
             goto done;
         }
     }
-    if (ferror(f)) {
-        ts_errf(e, "%s:%ld: read error", path, lineno + 1);
+    if (got < 0)
         goto done;
-    }
     if (!b) {
-        ts_errf(e, "%s:%ld: empty batch trace (no header)", path, lineno);
+        ts_errf(e, "%s:%ld: empty batch trace (no header)", path, in.lineno);
         goto done;
     }
     if (b->n == 0) {
-        ts_errf(e, "%s:%ld: no sequences after the header", path, lineno);
+        ts_errf(e, "%s:%ld: no sequences after the header", path, in.lineno);
         goto done;
     }
     *out = b;
@@ -223,8 +214,7 @@ int btrace_load(const char *path, btrace **out, ts_err *e)
     rc = 0;
 done:
     btrace_free(b);
-    free(line);
-    fclose(f);
+    ts_lines_close(&in);
     return rc;
 }
 

@@ -76,8 +76,10 @@ int64_t btrace_tokens(const btrace *b);
 
 /* Reads a CSV batch trace.  The header names the kind: "tokens" (1D, one
  * sequence length per row) or "frames,height,width" (2D, one video or image
- * per row).  '#' comment lines and blank lines are skipped.  Returns 0 and
- * sets *out, or -1 naming the file, line and field of the first bad record. */
+ * per row).  '#' comment lines and blank lines are skipped.  The file is read
+ * once ("-" is stdin), with lines of at most TS_LINE_MAX bytes and no NUL
+ * bytes (common/lines.h).  Returns 0 and sets *out, or -1 naming the file,
+ * line and field of the first bad record. */
 int btrace_load(const char *path, btrace **out, ts_err *e);
 
 /* Writes the same CSV format atomically.  Returns 0 or -1. */

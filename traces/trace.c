@@ -4,9 +4,12 @@
  * Three readers feed it (RL rollout JSONL through jansson, the plain CSV that
  * trace_write_csv produces, and Vidur request CSVs), trace_load picks one from
  * the content, and trace_write_csv writes the plain CSV back.
- * Everything here runs once per file, so clarity beats speed: a load is a
- * getline loop plus one trace_add per prompt, and the whole-file checks
- * (prompt ids, duplicates) sort an index array, O(n log n).
+ * Everything here runs once per file, so clarity beats speed: a load is one
+ * pass of the bounded line reader (common/lines.h) plus one trace_add per
+ * prompt, and the whole-file checks (prompt ids, duplicates) sort an index
+ * array, O(n log n).  trace_load reads its input once as well: the first
+ * non-blank line picks the format and is then parsed as the first line, so
+ * pipes, FIFOs and stdin ("-") load whole.
  *
  * Invariants: every prompt in a trace has step >= 0, prompt_id >= 0,
  * dp_rank >= -1, 0 <= prompt_tokens <= TRACE_MAX_TOKENS, n_resp >= 1 and
@@ -24,15 +27,14 @@
  */
 #include "traces/trace.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
 
 #include <jansson.h>
 
+#include "common/lines.h"
 #include "common/util.h"
 
 /* ---------------------------------------------------------------- container */
@@ -132,53 +134,29 @@ int64_t trace_n_tokens(const trace *t)
 
 /* -------------------------------------------------------------- line input */
 
-typedef struct line_reader {
-    FILE *f;
-    const char *path;
-    char *buf;    /* current line, NUL-terminated, without "\n" or "\r\n" */
-    size_t cap;   /* bytes allocated for buf (getline) */
-    size_t len;   /* bytes in the current line */
-    long lineno;  /* 1-based number of the current line */
-} line_reader;
+/* Trace readers read through common/lines.h (bounded lines, no NUL bytes,
+ * "-" for stdin); here only the "\r" of "\r\n" and a UTF-8 byte-order mark
+ * on line 1 are dropped. */
+typedef ts_lines line_reader;
 
 static int lr_open(line_reader *r, const char *path, ts_err *e)
 {
-    memset(r, 0, sizeof *r);
-    r->path = path;
-    r->f = fopen(path, "r");
-    if (!r->f)
-        return ts_errf(e, "%s: cannot open: %s", path, strerror(errno));
-    return 0;
+    return ts_lines_open(r, path, TS_LINES_STDIN, e);
 }
 
 static void lr_close(line_reader *r)
 {
-    if (r->f)
-        fclose(r->f);
-    free(r->buf);
-    r->f = NULL;
-    r->buf = NULL;
+    ts_lines_close(r);
 }
 
-/* Reads the next line.  Returns 1, 0 at end of file, or -1 on a read error or
- * a NUL byte (binary data).  A UTF-8 byte-order mark on line 1 is skipped. */
+/* Reads the next line.  Returns 1, 0 at end of file, or -1 (read error, NUL
+ * byte, over-long line). */
 static int lr_next(line_reader *r, ts_err *e)
 {
-    errno = 0;
-    ssize_t n = getline(&r->buf, &r->cap, r->f);
-    if (n < 0) {
-        if (ferror(r->f))
-            return ts_errf(e, "%s:%ld: read error: %s", r->path, r->lineno + 1,
-                           strerror(errno ? errno : EIO));
-        return 0;
-    }
-    r->lineno++;
-    size_t len = (size_t)n;
-    if (strlen(r->buf) != len)
-        return ts_errf(e, "%s:%ld: binary data (NUL byte) in a text trace", r->path,
-                       r->lineno);
-    if (len && r->buf[len - 1] == '\n')
-        r->buf[--len] = 0;
+    int got = ts_lines_next(r, e);
+    if (got <= 0)
+        return got;
+    size_t len = r->len;
     if (len && r->buf[len - 1] == '\r')
         r->buf[--len] = 0;
     if (r->lineno == 1 && len >= 3 && !memcmp(r->buf, "\xEF\xBB\xBF", 3)) {
@@ -283,9 +261,46 @@ typedef struct loader {
 
 typedef int (*load_fn)(loader *L, ts_err *e);
 
-/* The shared read loop: every non-blank line goes to row() (split at commas
- * first when `csv`), then end() runs once (if any); an empty result is "no records".
- * Sets *out only on success; frees everything else. */
+static void loader_free(loader *L)
+{
+    trace_free(L->t);
+    free(L->f);
+    free(L->resp);
+    free(L->g.resp);
+    free(L->lines);
+    lr_close(&L->r);
+}
+
+/* The shared read loop over the open reader L->r: the current line first when
+ * `pending` (already split into L->f when `csv`), then every further
+ * non-blank line goes to row() (split at commas first when `csv`), then end()
+ * runs once (if any); an empty result is "no records".  Leaves the trace in
+ * L->t; returns 0 or -1. */
+static int load_body(loader *L, int pending, load_fn row, load_fn end, int csv, ts_err *e)
+{
+    const char *path = L->r.path;
+    int got;
+    if (!(L->t = trace_new()))
+        return ts_errf(e, "%s: out of memory", path);
+    if (pending && row(L, e))
+        return -1;
+    while ((got = lr_next(&L->r, e)) > 0) {
+        if (is_blank(L->r.buf))
+            continue;
+        if (csv && (L->nf = split_csv(L->r.buf, &L->f, &L->fcap)) < 0)
+            return ts_errf(e, "%s:%ld: out of memory", path, L->r.lineno);
+        if (row(L, e))
+            return -1;
+    }
+    if (got < 0 || (end && end(L, e)))
+        return -1;
+    if (L->t->n_prompts == 0)
+        return ts_errf(e, "%s:%ld: no records", path, L->r.lineno ? L->r.lineno : 1);
+    return 0;
+}
+
+/* Opens path, reads it with load_body and sets *out only on success; frees
+ * everything else. */
 static int load_run(const char *path, trace **out, load_fn row, load_fn end, int csv,
                     ts_err *e)
 {
@@ -293,37 +308,12 @@ static int load_run(const char *path, trace **out, load_fn row, load_fn end, int
     memset(&L, 0, sizeof L);
     if (lr_open(&L.r, path, e))
         return -1;
-    int rc = -1, got;
-    if (!(L.t = trace_new())) {
-        ts_errf(e, "%s: out of memory", path);
-        goto cleanup;
+    int rc = load_body(&L, 0, row, end, csv, e);
+    if (rc == 0) {
+        *out = L.t;
+        L.t = NULL;
     }
-    while ((got = lr_next(&L.r, e)) > 0) {
-        if (is_blank(L.r.buf))
-            continue;
-        if (csv && (L.nf = split_csv(L.r.buf, &L.f, &L.fcap)) < 0) {
-            ts_errf(e, "%s:%ld: out of memory", path, L.r.lineno);
-            goto cleanup;
-        }
-        if (row(&L, e))
-            goto cleanup;
-    }
-    if (got < 0 || (end && end(&L, e)))
-        goto cleanup;
-    if (L.t->n_prompts == 0) {
-        ts_errf(e, "%s:%ld: no records", path, L.r.lineno ? L.r.lineno : 1);
-        goto cleanup;
-    }
-    *out = L.t;
-    L.t = NULL;
-    rc = 0;
-cleanup:
-    trace_free(L.t);
-    free(L.f);
-    free(L.resp);
-    free(L.g.resp);
-    free(L.lines);
-    lr_close(&L.r);
+    loader_free(&L);
     return rc;
 }
 
@@ -360,31 +350,142 @@ static int json_int_field(const json_t *obj, const char *key, int required,
     return 0;
 }
 
-/* For a syntax error at byte `pos` of line s, the key whose value holds it:
- * the last `"key" :` before pos.  Writes it into key (empty when none). */
-static void key_before(const char *s, size_t pos, char *key, size_t keysz)
+/* Which top-level field a JSON syntax error lies in.  Scans line s (len
+ * bytes) as JSON tokens up to the offending one: the token that ends at byte
+ * `pos` (jansson's error position), or the end of the line when the line
+ * ended early (`at_end`).  When that token starts inside the value of a key
+ * of the top-level object (in a nested array or object, or as the key's
+ * scalar), that key goes into key; otherwise (between fields, outside the
+ * object, in a key) key is left empty, since no field is at fault.  Keys that
+ * are not plain printable ASCII of fewer than keysz bytes are not named. */
+static void json_error_field(const char *s, size_t len, size_t pos, int at_end, char *key,
+                             size_t keysz)
+{
+    enum { S_KEY, S_COLON, S_VALUE, S_AFTER, S_BAD } st = S_BAD;
+    char cur[64] = "";  /* the top-level key whose value comes or came last */
+    int depth = 0, hit = 0, hit_depth = 0, hit_st = S_BAD;
+    char hit_key[64] = "";
+    size_t i = 0;
+    key[0] = 0;
+    if (pos > len)
+        pos = len;
+    while (i < len) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+            i++;
+            continue;
+        }
+        if (!at_end && i >= pos)
+            break;
+        size_t start = i;
+        /* the token's extent */
+        if (c == '"') {
+            for (i++; i < len && s[i] != '"'; i++)
+                if (s[i] == '\\' && i + 1 < len)
+                    i++;
+            i = i < len ? i + 1 : len;
+        } else if (strchr("{}[],:", c)) {
+            i++;
+        } else {
+            while (i < len && !strchr(" \t\r\n{}[],:\"", s[i]))
+                i++;
+        }
+        hit = 1; /* this token starts before pos: the offending one so far */
+        hit_depth = depth;
+        hit_st = st;
+        memcpy(hit_key, cur, sizeof cur);
+        /* the state after it */
+        if (c == '{' || c == '[') {
+            if (depth == 0)
+                st = c == '{' ? S_KEY : S_BAD;
+            else if (depth == 1 && st != S_VALUE)
+                st = S_BAD;
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (depth > 0)
+                depth--;
+            st = depth == 1 ? S_AFTER : S_BAD;
+        } else if (depth != 1) {
+            continue;
+        } else if (c == '"' && st == S_KEY) {
+            size_t kl = i - start >= 2 ? i - start - 2 : 0;
+            int plain = kl < sizeof cur && s[i - 1] == '"' && i - start >= 2;
+            for (size_t m = start + 1; plain && m < start + 1 + kl; m++)
+                plain = (unsigned char)s[m] >= 0x20 && (unsigned char)s[m] < 0x7f && s[m] != '\\';
+            if (plain) {
+                memcpy(cur, s + start + 1, kl);
+                cur[kl] = 0;
+            } else {
+                cur[0] = 0;
+            }
+            st = S_COLON;
+        } else if (c == ':') {
+            st = st == S_COLON ? S_VALUE : S_BAD;
+        } else if (c == ',') {
+            st = st == S_AFTER ? S_KEY : S_BAD;
+        } else {
+            st = st == S_VALUE ? S_AFTER : S_BAD;
+        }
+    }
+    if (at_end) { /* the offending "token" is the end of the line */
+        hit = 1;
+        hit_depth = depth;
+        hit_st = st;
+        memcpy(hit_key, cur, sizeof cur);
+    }
+    if (!hit || !(hit_depth >= 2 || (hit_depth == 1 && hit_st == S_VALUE)))
+        return;
+    size_t kl = strlen(hit_key);
+    if (kl < keysz) {
+        memcpy(key, hit_key, kl + 1);
+    }
+}
+
+/* The key jansson names in a duplicate-key error ("... near '"step"'"), into
+ * key (empty when it cannot be read back plainly). */
+static void key_duplicate(const char *text, char *key, size_t keysz)
 {
     key[0] = 0;
-    for (size_t i = pos; i-- > 0;) {
-        if (s[i] != ':')
-            continue;
-        size_t j = i;
-        while (j > 0 && (s[j - 1] == ' ' || s[j - 1] == '\t'))
-            j--;
-        if (j == 0 || s[j - 1] != '"')
-            continue;
-        size_t end = j - 1, k = end;
-        while (k > 0 && s[k - 1] != '"')
-            k--;
-        if (k == 0 || end - k >= keysz)
-            return;
-        for (size_t m = k; m < end; m++)
-            if ((unsigned char)s[m] < 0x20 || (unsigned char)s[m] >= 0x7f)
-                return;
-        memcpy(key, s + k, end - k);
-        key[end - k] = 0;
+    const char *a = strstr(text, "near '\""), *b;
+    if (!a)
         return;
+    a += 7;
+    b = strrchr(a, '"');
+    if (!b || b[1] != '\'' || (size_t)(b - a) >= keysz)
+        return;
+    for (const char *m = a; m < b; m++)
+        if ((unsigned char)*m < 0x20 || (unsigned char)*m >= 0x7f || *m == '\\' || *m == '"')
+            return;
+    memcpy(key, a, (size_t)(b - a));
+    key[b - a] = 0;
+}
+
+/* Reports a line jansson could not parse: where (the file's line, jansson's
+ * column in characters) and jansson's own reason, naming the field only when
+ * the error lies in its value (json_error_field) or the key is given twice. */
+static int jsonl_syntax_error(const line_reader *r, const json_error_t *jerr, ts_err *e)
+{
+    char key[64] = "", where[48] = "";
+    enum json_error_code code = json_error_code(jerr);
+    if (code == json_error_out_of_memory)
+        return ts_errf(e, "%s:%ld: out of memory parsing the record", r->path, r->lineno);
+    if (jerr->column > 0)
+        snprintf(where, sizeof where, " at column %d", jerr->column);
+    if (code == json_error_duplicate_key) {
+        key_duplicate(jerr->text, key, sizeof key);
+        if (key[0])
+            return ts_errf(e, "%s:%ld: field '%s': given twice (invalid JSON%s: %s)", r->path,
+                           r->lineno, key, where, jerr->text);
+    } else {
+        size_t pos = jerr->position > 0 ? (size_t)jerr->position : 0;
+        json_error_field(r->buf, r->len, pos, code == json_error_premature_end_of_input, key,
+                         sizeof key);
+        if (key[0])
+            return ts_errf(e, "%s:%ld: field '%s': invalid JSON%s: %s", r->path, r->lineno,
+                           key, where, jerr->text);
     }
+    return ts_errf(e, "%s:%ld: invalid JSON%s: %s%s", r->path, r->lineno, where, jerr->text,
+                   code == json_error_end_of_input_expected ? " (one JSON object per line)" : "");
 }
 
 /* Parses one JSONL record into the reusable buffer *resp. */
@@ -393,16 +494,8 @@ static int jsonl_record(loader *L, ts_err *e)
     const line_reader *r = &L->r;
     json_error_t jerr;
     json_t *root = json_loadb(r->buf, r->len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        char key[64];
-        size_t pos = jerr.position > 0 ? (size_t)jerr.position : 0;
-        key_before(r->buf, pos < r->len ? pos : r->len, key, sizeof key);
-        if (key[0])
-            return ts_errf(e, "%s:%ld: field '%s': invalid JSON at column %d: %s", r->path,
-                           r->lineno, key, jerr.column, jerr.text);
-        return ts_errf(e, "%s:%ld: invalid JSON at column %d: %s", r->path, r->lineno,
-                       jerr.column, jerr.text);
-    }
+    if (!root)
+        return jsonl_syntax_error(r, &jerr, e);
     int rc = -1;
     json_int_t step = 0, dp = -1, input = 0;
     if (!json_is_object(root)) {
@@ -676,44 +769,45 @@ int trace_load_vidur(const char *path, trace **out, ts_err *e)
 
 /* ------------------------------------------------------ detection, writing */
 
+/* Reads the input once: the first non-blank line decides the format and is
+ * then the reader's first line, so a pipe, a FIFO or stdin ("-") loads whole. */
 int trace_load(const char *path, trace **out, ts_err *e)
 {
-    line_reader r;
-    if (lr_open(&r, path, e))
+    loader L;
+    memset(&L, 0, sizeof L);
+    if (lr_open(&L.r, path, e))
         return -1;
-    int got, kind = 0; /* 1 JSONL, 2 plain CSV, 3 Vidur */
-    char **f = NULL;
-    size_t fcap = 0;
-    while ((got = lr_next(&r, e)) > 0 && is_blank(r.buf))
+    int got, rc = -1;
+    while ((got = lr_next(&L.r, e)) > 0 && is_blank(L.r.buf))
         ;
-    if (got > 0) {
-        const char *s = r.buf + strspn(r.buf, " \t");
-        long nf, cp, cd;
-        if (*s == '{')
-            kind = 1;
-        else if ((nf = split_csv(r.buf, &f, &fcap)) < 0)
-            got = ts_errf(e, "%s:%ld: out of memory", path, r.lineno);
-        else if (csv_header_cols(f, nf))
-            kind = 2;
-        else if (vidur_cols(f, nf, &cp, &cd), cp != -1 && cd != -1)
-            kind = 3;
-        else
-            got = ts_errf(e, "%s:%ld: field 'header': unknown trace format (expected JSONL "
-                             "records, a step,prompt_id,prompt_tokens,response_tokens CSV or "
-                             "a Vidur CSV with num_prefill_tokens,num_decode_tokens)",
-                          path, r.lineno);
-    } else if (got == 0) {
-        got = ts_errf(e, "%s:%ld: no records", path, r.lineno ? r.lineno : 1);
-    }
-    free(f);
-    lr_close(&r);
     if (got < 0)
-        return -1;
-    if (kind == 1)
-        return trace_load_jsonl(path, out, e);
-    if (kind == 2)
-        return trace_load_csv(path, out, e);
-    return trace_load_vidur(path, out, e);
+        goto cleanup;
+    if (got == 0) {
+        ts_errf(e, "%s:%ld: no records", L.r.path, L.r.lineno ? L.r.lineno : 1);
+        goto cleanup;
+    }
+    const char *s = L.r.buf + strspn(L.r.buf, " \t");
+    long cp, cd;
+    if (*s == '{') {
+        rc = load_body(&L, 1, jsonl_record, jsonl_end, 0, e);
+    } else if ((L.nf = split_csv(L.r.buf, &L.f, &L.fcap)) < 0) {
+        ts_errf(e, "%s:%ld: out of memory", L.r.path, L.r.lineno);
+    } else if (csv_header_cols(L.f, L.nf)) {
+        rc = load_body(&L, 1, csv_row, csv_end, 1, e);
+    } else if (vidur_cols(L.f, L.nf, &cp, &cd), cp != -1 && cd != -1) {
+        rc = load_body(&L, 1, vidur_row, NULL, 1, e);
+    } else {
+        ts_errf(e, "%s:%ld: field 'header': unknown trace format (expected JSONL records, a "
+                   "step,prompt_id,prompt_tokens,response_tokens CSV or a Vidur CSV with "
+                   "num_prefill_tokens,num_decode_tokens)", L.r.path, L.r.lineno);
+    }
+    if (rc == 0) {
+        *out = L.t;
+        L.t = NULL;
+    }
+cleanup:
+    loader_free(&L);
+    return rc;
 }
 
 int trace_write_csv(const trace *t, const char *path, ts_err *e)

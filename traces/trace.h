@@ -53,8 +53,12 @@ int64_t trace_n_tokens(const trace *t);
 /* Readers.  Format is chosen from the content: JSONL (a line starting with
  * '{'), plain CSV (header step,prompt_id,prompt_tokens,response_tokens), or a
  * Vidur request CSV (header with num_prefill_tokens,num_decode_tokens; each
- * request becomes a prompt with one response, step 0).  Returns 0 and sets *out,
- * or -1 with the file, line and field of the first bad record. */
+ * request becomes a prompt with one response, step 0).  Each reads its input
+ * once, front to back, so a pipe, a FIFO or "-" (stdin) loads whole; lines
+ * are at most TS_LINE_MAX bytes and hold no NUL byte (common/lines.h).  A
+ * JSONL line that is not JSON is reported with jansson's column and reason,
+ * naming a field only when the error lies in its value.  Returns 0 and sets
+ * *out, or -1 with the file, line and field of the first bad record. */
 int trace_load(const char *path, trace **out, ts_err *e);
 int trace_load_jsonl(const char *path, trace **out, ts_err *e);
 int trace_load_csv(const char *path, trace **out, ts_err *e);

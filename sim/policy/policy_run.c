@@ -117,10 +117,15 @@ static int load_dir(const char *dir, trace **out, ts_err *e)
     }
     qsort(names, nn, sizeof *names, by_name);
     for (size_t i = 0; i < nn; i++) {
-        char path[2048];
         trace *one = NULL;
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (trace_load(path, &one, e))
+        size_t pl = strlen(dir) + strlen(names[i]) + 2; /* whole, however long */
+        char *path = malloc(pl);
+        if (!path)
+            goto done;
+        snprintf(path, pl, "%s/%s", dir, names[i]);
+        int lrc = trace_load(path, &one, e);
+        free(path);
+        if (lrc)
             goto done;
         int arc = trace_append(all, one, e);
         trace_free(one);
