@@ -221,3 +221,45 @@ Test(validate, gpu_sh_dry_run_without_a_gpu, .timeout = 300)
     calib_free(&s);
     tmpdir_remove(dir);
 }
+
+/* calib_write_db() changes nothing in a file that is not its own or whose
+ * schema version it does not write: another program's SQLite database
+ * (whose own `calib` table must not be emptied), a negative or newer
+ * version.  Bytes and side files are checked, so this holds as root too. */
+Test(validate, calib_db_leaves_foreign_files_untouched)
+{
+    char dir[256], path[320], cmd[1024];
+    tmpdir_create(dir, sizeof dir, "calibdb");
+    static const char *const setups[] = {
+        "CREATE TABLE calib(x); INSERT INTO calib VALUES (42);", /* another program's */
+        "CREATE TABLE t(x); PRAGMA user_version = -1;",
+        "PRAGMA user_version = -1000000;",
+        "PRAGMA user_version = 99;",
+    };
+    calib_set s;
+    synth_set(&s);
+    for (size_t i = 0; i < sizeof setups / sizeof setups[0]; i++) {
+        snprintf(path, sizeof path, "%s/f%zu.db", dir, i);
+        sqlite3 *db = NULL;
+        cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+        cr_assert_eq(sqlite3_exec(db, setups[i], NULL, NULL, NULL), SQLITE_OK, "%s", setups[i]);
+        sqlite3_close(db);
+        snprintf(cmd, sizeof cmd, "cp %s %s.orig", path, path);
+        cr_assert_eq(system(cmd), 0);
+        ts_err e = {{0}};
+        cr_expect_eq(calib_write_db(&s, path, &e), -1, "case %zu written", i);
+        cr_expect(strstr(e.msg, "left untouched"), "case %zu: %s", i, e.msg);
+        snprintf(cmd, sizeof cmd, "cmp -s %s %s.orig", path, path);
+        cr_expect_eq(system(cmd), 0, "case %zu: file changed", i);
+        char side[400];
+        snprintf(side, sizeof side, "%s-wal", path);
+        cr_expect_neq(access(side, F_OK), 0, "case %zu: -wal left", i);
+    }
+    /* a new file and one of ours are written */
+    snprintf(path, sizeof path, "%s/ours.db", dir);
+    ts_err e = {{0}};
+    cr_assert_eq(calib_write_db(&s, path, &e), 0, "%s", e.msg);
+    cr_assert_eq(calib_write_db(&s, path, &e), 0, "%s", e.msg);
+    calib_free(&s);
+    tmpdir_remove(dir);
+}

@@ -97,35 +97,60 @@ static int exec_sql(sqlite3 *db, const char *sql, const char *path, ts_err *e)
     return 0;
 }
 
+/* The file's schema version into *version: 0 for an empty (new) database,
+ * 1..CALIB_SCHEMA_VERSION for ours.  Anything else is refused, changing
+ * nothing: a negative or newer version, or version 0 with tables in it
+ * (another program's database, whose own `calib` table must not be
+ * emptied).  Returns 0 or -1. */
+static int schema_check(sqlite3 *db, const char *path, int *version, ts_err *e)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT (SELECT user_version FROM pragma_user_version),"
+                           " (SELECT count(*) FROM sqlite_master)",
+                           -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
+        ts_errf(e, "%s: not a readable SQLite database: %s", path, sqlite3_errmsg(db));
+        sqlite3_finalize(st);
+        return -1;
+    }
+    sqlite3_int64 v = sqlite3_column_int64(st, 0), objects = sqlite3_column_int64(st, 1);
+    sqlite3_finalize(st);
+    if (v < 0 || v > CALIB_SCHEMA_VERSION)
+        return ts_errf(e, "%s: schema version %lld is not one this program writes (1..%d); "
+                          "left untouched", path, (long long)v, CALIB_SCHEMA_VERSION);
+    if (v == 0 && objects > 0)
+        return ts_errf(e, "%s: not a tailsim calibration database (it holds %lld other "
+                          "objects); left untouched", path, (long long)objects);
+    *version = (int)v;
+    return 0;
+}
+
 int calib_write_db(const calib_set *s, const char *path, ts_err *e)
 {
     sqlite3 *db = NULL;
-    sqlite3_stmt *ver = NULL, *ins = NULL;
+    sqlite3_stmt *ins = NULL;
     int rc = -1, in_tx = 0;
     if (sqlite3_open(path, &db) != SQLITE_OK) {
         ts_errf(e, "%s: cannot open: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
         goto cleanup;
     }
+    sqlite3_busy_timeout(db, 60000);
+    /* what the file is, before anything is changed (no WAL switch, no table) */
+    int version;
+    if (schema_check(db, path, &version, e))
+        goto cleanup;
     if (exec_sql(db, "PRAGMA journal_mode=WAL", path, e) ||
         exec_sql(db, "PRAGMA synchronous=NORMAL", path, e) ||
         exec_sql(db, "PRAGMA foreign_keys=ON", path, e))
         goto cleanup;
-    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &ver, NULL) != SQLITE_OK ||
-        sqlite3_step(ver) != SQLITE_ROW) {
-        ts_errf(e, "%s: reading user_version: %s", path, sqlite3_errmsg(db));
-        goto cleanup;
-    }
-    int version = sqlite3_column_int(ver, 0);
-    sqlite3_finalize(ver);
-    ver = NULL;
-    if (version > CALIB_SCHEMA_VERSION) {
-        ts_errf(e, "%s: schema version %d is newer than this program's %d", path, version,
-                CALIB_SCHEMA_VERSION);
-        goto cleanup;
-    }
     if (exec_sql(db, "BEGIN IMMEDIATE", path, e))
         goto cleanup;
     in_tx = 1;
+    int again; /* another writer may have migrated it since: check under the lock */
+    if (schema_check(db, path, &again, e))
+        goto cleanup;
+    version = again;
     if (version < 1 &&
         (exec_sql(db,
                   "CREATE TABLE IF NOT EXISTS calib ("
@@ -176,7 +201,6 @@ int calib_write_db(const calib_set *s, const char *path, ts_err *e)
 cleanup:
     if (in_tx)
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    sqlite3_finalize(ver);
     sqlite3_finalize(ins);
     if (db && sqlite3_close(db) != SQLITE_OK && rc == 0)
         rc = ts_errf(e, "%s: close failed", path);
