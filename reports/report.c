@@ -13,8 +13,9 @@
  * temporary log whose last line becomes the error message on failure.
  *
  * Invariants: every file appears atomically (a .dat or .md through
- * ts_atomic_*, a PNG rendered to a temporary name and renamed on success), so
- * a reader never sees half a file; the directory is created like `mkdir -p`.
+ * ts_atomic_*, a PNG rendered by gnuplot into a ts_atomic_* temporary and
+ * renamed on success), so a reader never sees half a file and nothing but a
+ * regular file is replaced; the directory is created like `mkdir -p`.
  * A run without intervals (or without responses) gets its .dat file and a
  * note in report.md but no PNG: gnuplot cannot plot an empty set.  Nothing
  * here prints or exits.
@@ -194,18 +195,27 @@ int report_can_draw(const char *dir, ts_err *e)
 }
 
 /* Runs `gnuplot -d -c script dat <png.tmp> title`, then renames the image
- * into place.  Returns 0, or -1 naming the script (gnuplot missing, failing,
- * killed, or writing no image). */
+ * into place.  The image's temporary (and gnuplot's stderr log, a temporary
+ * in dir) come from ts_atomic_open()/ts_tmp_open(): the target is checked,
+ * both are created exclusively and a fatal signal removes them.  Returns 0,
+ * or -1 naming the script (gnuplot missing, failing, killed, or writing no
+ * image) or the image (a target that may not be replaced). */
 int report_gnuplot(const char *script, const char *dat, const char *png, const char *title,
                    const char *dir, ts_err *e)
 {
-    int rc = -1, fa_ok = 0;
-    char tmp[PATH_CAP + 32], log[PATH_CAP + 32], why[512];
+    int rc = -1, fa_ok = 0, logfd = -1;
+    char logbase[PATH_CAP + 16], log[PATH_CAP + 64], why[512];
     pid_t pid = -1;
     posix_spawn_file_actions_t fa;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", png, (long)getpid());
-    snprintf(log, sizeof log, "%s/.gnuplot.%ld.log", dir, (long)getpid());
-    char *argv[] = {"gnuplot", "-d", "-c", (char *)script, (char *)dat, tmp,
+    ts_atomic img;
+    log[0] = 0;
+    if (ts_atomic_open(&img, png, e))
+        return -1;
+    snprintf(logbase, sizeof logbase, "%s/.gnuplot", dir);
+    logfd = ts_tmp_open(logbase, 0600, log, sizeof log, e);
+    if (logfd < 0)
+        goto cleanup;
+    char *argv[] = {"gnuplot", "-d", "-c", (char *)script, (char *)dat, img.tmp,
                     (char *)title, NULL};
     int err = posix_spawn_file_actions_init(&fa);
     if (!err) {
@@ -214,8 +224,7 @@ int report_gnuplot(const char *script, const char *dat, const char *png, const c
                                                O_WRONLY, 0);
     }
     if (!err)
-        err = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, log,
-                                               O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        err = posix_spawn_file_actions_adddup2(&fa, logfd, STDERR_FILENO);
     if (!err)
         err = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
     if (err) {
@@ -248,21 +257,19 @@ int report_gnuplot(const char *script, const char *dat, const char *png, const c
         goto cleanup;
     }
     struct stat st;
-    if (stat(tmp, &st) != 0 || st.st_size == 0) {
+    if (stat(img.tmp, &st) != 0 || st.st_size == 0) {
         ts_errf(e, "%s: gnuplot wrote no image%s%s", script, why[0] ? ": " : "", why);
         goto cleanup;
     }
-    if (rename(tmp, png) != 0) {
-        ts_errf(e, "%s: cannot rename into place: %s", png, strerror(errno));
-        goto cleanup;
-    }
-    rc = 0;
+    rc = ts_atomic_commit(&img, e);
 cleanup:
     if (fa_ok)
         posix_spawn_file_actions_destroy(&fa);
-    remove(log);
+    if (logfd >= 0)
+        close(logfd);
+    ts_tmp_remove(log);
     if (rc)
-        remove(tmp);
+        ts_atomic_abort(&img);
     return rc;
 }
 
