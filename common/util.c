@@ -13,13 +13,17 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 int ts_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 {
@@ -163,8 +167,10 @@ gsl_rng *ts_rng_new(uint64_t seed, uint64_t stream)
  * never followed), the content goes to a temporary created with O_EXCL beside
  * it, and a rename puts it in place.  The live temporaries sit in a fixed
  * array that the SIGINT/SIGTERM/SIGHUP handler walks with async-signal-safe
- * calls only (getpid, unlink, signal, raise); the array is changed only with
- * those signals blocked, so the handler never sees a half-written slot. */
+ * calls only (getpid, kill, waitpid, unlink, signal, raise); the helper
+ * programs that write into temporaries (gnuplot) sit in a second array and
+ * are killed and reaped first.  Both arrays are changed only with those
+ * signals blocked, so the handler never sees a half-written slot. */
 
 #define TMP_SLOTS 32
 #define TMP_PATH 4160
@@ -179,11 +185,27 @@ static const int tmp_sigs[] = {SIGINT, SIGTERM, SIGHUP};
 #define N_TMP_SIGS (int)(sizeof tmp_sigs / sizeof tmp_sigs[0])
 static int tmp_installed;
 
-/* Removes this process's temporaries, then dies of sig with its default
- * action (the signal stays blocked until the handler returns). */
+#define CHILD_SLOTS 8
+
+static struct child_slot {
+    volatile sig_atomic_t used; /* 1 while pid is a running child of owner */
+    pid_t owner;
+    pid_t pid;
+} child_slots[CHILD_SLOTS];
+
+/* Kills and reaps this process's helper children (so that none writes a
+ * temporary after its removal), removes its temporaries, then dies of sig
+ * with its default action (the signal stays blocked until the handler
+ * returns). */
 static void tmp_on_signal(int sig)
 {
     pid_t me = getpid();
+    for (int i = 0; i < CHILD_SLOTS; i++)
+        if (child_slots[i].used && child_slots[i].owner == me) {
+            kill(child_slots[i].pid, SIGKILL);
+            while (waitpid(child_slots[i].pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        }
     for (int i = 0; i < TMP_SLOTS; i++)
         if (tmp_slots[i].used && tmp_slots[i].pid == me)
             unlink(tmp_slots[i].path);
@@ -301,6 +323,72 @@ void ts_tmp_keep(const char *tmp)
     tmp_block(&old);
     tmp_forget(tmp);
     tmp_unblock(&old);
+}
+
+int ts_spawn(const char *file, char *const argv[], int err_fd, pid_t *pid)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    int err = posix_spawn_file_actions_init(&fa);
+    if (err)
+        return err;
+    err = posix_spawnattr_init(&at);
+    if (err) {
+        posix_spawn_file_actions_destroy(&fa);
+        return err;
+    }
+    sigset_t old;
+    tmp_block(&old);
+    tmp_install();
+    int slot = -1;
+    for (int i = 0; i < CHILD_SLOTS && slot < 0; i++)
+        if (!child_slots[i].used)
+            slot = i;
+    err = slot < 0 ? EAGAIN : 0;
+    if (!err)
+        err = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    if (!err && err_fd >= 0)
+        err = posix_spawn_file_actions_adddup2(&fa, err_fd, STDERR_FILENO);
+    /* the child starts with the mask this process had before the block */
+    if (!err)
+        err = posix_spawnattr_setsigmask(&at, &old);
+    if (!err)
+        err = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    if (!err)
+        err = posix_spawnp(pid, file, &fa, &at, argv, environ);
+    if (!err) {
+        child_slots[slot].owner = getpid();
+        child_slots[slot].pid = *pid;
+        child_slots[slot].used = 1;
+    }
+    tmp_unblock(&old);
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+    return err;
+}
+
+int ts_child_wait(pid_t pid, int *status)
+{
+    /* wait without reaping, then reap and forget with the signals blocked:
+     * the handler never kills a pid that may already name another process */
+    siginfo_t info;
+    int rc;
+    while ((rc = waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT)) < 0 && errno == EINTR)
+        ;
+    sigset_t old;
+    tmp_block(&old);
+    pid_t w = -1;
+    if (rc == 0)
+        while ((w = waitpid(pid, status, 0)) < 0 && errno == EINTR)
+            ;
+    int err = errno;
+    pid_t me = getpid();
+    for (int i = 0; i < CHILD_SLOTS; i++)
+        if (child_slots[i].used && child_slots[i].owner == me && child_slots[i].pid == pid)
+            child_slots[i].used = 0;
+    tmp_unblock(&old);
+    errno = err;
+    return w < 0 ? -1 : 0;
 }
 
 static const char *file_kind(mode_t m)

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <gsl/gsl_rng.h>
 
@@ -57,14 +58,27 @@ int ts_output_check(const char *path, ts_err *e);
  * never opens an existing file, so it never follows a planted link.  Until
  * ts_tmp_remove() (unlinks it) or ts_tmp_keep() (it was renamed into place)
  * the name stays in a fixed registry that a SIGINT, SIGTERM or SIGHUP
- * handler unlinks before the process dies of that signal (the handler is
- * installed on the first call, for each of these signals whose action is
- * still the default; a forked child removes only its own files).  Returns
+ * handler unlinks (after killing the children of ts_spawn() below) before
+ * the process dies of that signal (the handler is installed on the first
+ * call of either, for each of these signals whose action is still the
+ * default; a forked child removes only its own files).  Returns
  * -1 naming base when the name does not fit, the registry (32 files) is
  * full, or the file cannot be created.  Both other calls are no-ops for "". */
 int ts_tmp_open(const char *base, unsigned mode, char *tmp, size_t cap, ts_err *e);
 void ts_tmp_remove(const char *tmp);
 void ts_tmp_keep(const char *tmp);
+
+/* A helper program that writes into a temporary (gnuplot): ts_spawn() runs
+ * file (looked up on PATH) with argv, stdout to /dev/null and stderr to
+ * err_fd (inherited when err_fd < 0), and registers the child so that the
+ * handler above kills (SIGKILL) and reaps it before removing the
+ * temporaries: it cannot write one after its removal.  Returns 0 with *pid
+ * set, or the error number as posix_spawnp() does (ENOENT: not found;
+ * EAGAIN: 8 children already registered).  ts_child_wait() waits for such a
+ * child (retrying on EINTR) and forgets it; returns 0 with its wait status,
+ * or -1 with errno set. */
+int ts_spawn(const char *file, char *const argv[], int err_fd, pid_t *pid);
+int ts_child_wait(pid_t pid, int *status);
 
 /* Atomic output: ts_atomic_open() refuses what ts_output_check() refuses,
  * then opens a temporary beside path (ts_tmp_open(), so it is exclusive and

@@ -8,9 +8,10 @@
  *                          per-phase bubble table, length percentiles, and
  *                          links to the two PNGs.
  * Scripts are found under ts_data_root()/reports/ and run as
- * `gnuplot -d -c SCRIPT DAT PNG TITLE` through posix_spawnp with an argv
- * (no shell, so any path or scenario name is safe); gnuplot's stderr goes to a
- * temporary log whose last line becomes the error message on failure.
+ * `gnuplot -d -c SCRIPT DAT PNG TITLE` through ts_spawn (posix_spawnp) with
+ * an argv (no shell, so any path or scenario name is safe); gnuplot's stderr
+ * goes to a temporary log whose last line becomes the error message on
+ * failure.
  *
  * Invariants: every file appears atomically (a .dat or .md through
  * ts_atomic_*, a PNG rendered by gnuplot into a ts_atomic_* temporary and
@@ -23,9 +24,7 @@
 #include "reports/report.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +34,6 @@
 #include <unistd.h>
 
 #include "common/util.h"
-
-extern char **environ;
 
 #define PATH_CAP 4096
 /* printf arguments for a fixed-size char field that may fill its array. */
@@ -197,16 +194,16 @@ int report_can_draw(const char *dir, ts_err *e)
 /* Runs `gnuplot -d -c script dat <png.tmp> title`, then renames the image
  * into place.  The image's temporary (and gnuplot's stderr log, a temporary
  * in dir) come from ts_atomic_open()/ts_tmp_open(): the target is checked,
- * both are created exclusively and a fatal signal removes them.  Returns 0,
- * or -1 naming the script (gnuplot missing, failing, killed, or writing no
- * image) or the image (a target that may not be replaced). */
+ * both are created exclusively and a fatal signal removes them, after
+ * killing gnuplot (started by ts_spawn()).  Returns 0, or -1 naming the
+ * script (gnuplot missing, failing, killed, or writing no image) or the
+ * image (a target that may not be replaced). */
 int report_gnuplot(const char *script, const char *dat, const char *png, const char *title,
                    const char *dir, ts_err *e)
 {
-    int rc = -1, fa_ok = 0, logfd = -1;
+    int rc = -1, logfd = -1;
     char logbase[PATH_CAP + 16], log[PATH_CAP + 64], why[512];
     pid_t pid = -1;
-    posix_spawn_file_actions_t fa;
     ts_atomic img;
     log[0] = 0;
     if (ts_atomic_open(&img, png, e))
@@ -217,16 +214,7 @@ int report_gnuplot(const char *script, const char *dat, const char *png, const c
         goto cleanup;
     char *argv[] = {"gnuplot", "-d", "-c", (char *)script, (char *)dat, img.tmp,
                     (char *)title, NULL};
-    int err = posix_spawn_file_actions_init(&fa);
-    if (!err) {
-        fa_ok = 1;
-        err = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null",
-                                               O_WRONLY, 0);
-    }
-    if (!err)
-        err = posix_spawn_file_actions_adddup2(&fa, logfd, STDERR_FILENO);
-    if (!err)
-        err = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
+    int err = ts_spawn("gnuplot", argv, logfd, &pid);
     if (err) {
         if (err == ENOENT)
             ts_errf(e, "%s: gnuplot not found on PATH (install gnuplot to draw reports)",
@@ -236,10 +224,7 @@ int report_gnuplot(const char *script, const char *dat, const char *png, const c
         goto cleanup;
     }
     int status = 0;
-    pid_t w;
-    while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
-        ;
-    if (w < 0) {
+    if (ts_child_wait(pid, &status) != 0) {
         ts_errf(e, "%s: waiting for gnuplot: %s", script, strerror(errno));
         goto cleanup;
     }
@@ -263,8 +248,6 @@ int report_gnuplot(const char *script, const char *dat, const char *png, const c
     }
     rc = ts_atomic_commit(&img, e);
 cleanup:
-    if (fa_ok)
-        posix_spawn_file_actions_destroy(&fa);
     if (logfd >= 0)
         close(logfd);
     ts_tmp_remove(log);
