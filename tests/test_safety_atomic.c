@@ -123,17 +123,38 @@ static int leftovers(const char *root, char *first, size_t n)
     return count;
 }
 
-/* Writes dir/bin/gnuplot: writes "x" to its output ($5) and a line to
- * stderr, then, when block, waits for EOF on stdin.  Returns dir/bin. */
-static const char *fake_gnuplot(int block, char *bin, size_t n)
+/* Writes dir/bin/gnuplot and returns dir/bin.  The fake writes "x" to its
+ * output ($5) and a line to stderr; when late, it first writes its pid to
+ * dir/gnuplot.pid and waits for EOF on stdin, so that it writes its output
+ * only after the test has killed tailsim (as a real gnuplot still starting
+ * would), unless it was killed first. */
+static const char *fake_gnuplot(int late, char *bin, size_t n)
 {
-    char p[512];
+    char p[512], script[1024];
     cr_assert_eq(mkdir(in(bin, n, "bin"), 0755), 0);
     snprintf(p, sizeof p, "%s/gnuplot", bin);
-    put(p, block ? "#!/bin/sh\nprintf x > \"$5\"\necho fake gnuplot >&2\ncat >/dev/null\n"
-                 : "#!/bin/sh\nprintf x > \"$5\"\necho fake gnuplot >&2\n");
+    if (late)
+        snprintf(script, sizeof script,
+                 "#!/bin/sh\necho $$ > '%s/gnuplot.pid'\ncat >/dev/null\nprintf x > \"$5\"\n"
+                 "echo fake gnuplot >&2\n",
+                 dir);
+    else
+        snprintf(script, sizeof script, "#!/bin/sh\nprintf x > \"$5\"\necho fake gnuplot >&2\n");
+    put(p, script);
     cr_assert_eq(chmod(p, 0755), 0);
     return bin;
+}
+
+/* 1 when process pid has ended (gone, or a zombie nobody has reaped yet). */
+static int ended(long pid)
+{
+    char p[64], buf[512];
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    snprintf(p, sizeof p, "/proc/%ld/stat", pid);
+    slurp(p, buf, sizeof buf);
+    const char *close_paren = strrchr(buf, ')');
+    return !buf[0] || (close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
 }
 
 /* Runs cmd through the shell with stderr into err (n bytes); returns the
@@ -457,9 +478,10 @@ ParameterizedTestParameters(safety_atomic, paper_interrupted)
     return cr_make_param_array(int, cli_sigs, sizeof cli_sigs / sizeof cli_sigs[0]);
 }
 
-/* `tailsim paper -o DIR` interrupted while drawing (the fake gnuplot has
- * written the image's temporary and waits) dies of the signal and leaves no
- * temporary (image or log) in DIR. */
+/* `tailsim paper -o DIR` interrupted while drawing (the image's temporary
+ * and gnuplot's log exist; the fake gnuplot waits, to write the image only
+ * after tailsim is gone) dies of the signal and leaves no temporary (image or
+ * log) in DIR: gnuplot was killed before the temporaries were removed. */
 ParameterizedTest(int *sig, safety_atomic, paper_interrupted, .timeout = 180)
 {
     char bin[512], out[512], path[4096], first[1024], log[512];
@@ -485,28 +507,37 @@ ParameterizedTest(int *sig, safety_atomic, paper_interrupted, .timeout = 180)
         _exit(127);
     }
     close(fd[0]);
-    /* wait (up to about 150 s) for a temporary to appear under out/ */
-    int seen = 0, st = 0, gone = 0;
+    /* wait (up to about 150 s) for the first figure's gnuplot to start */
+    char pidfile[512], text[64];
+    in(pidfile, sizeof pidfile, "gnuplot.pid");
+    int st = 0, gone = 0;
+    long gp = 0;
     struct timespec nap = {0, 10 * 1000 * 1000};
-    for (int i = 0; i < 15000 && !seen && !gone; i++) {
-        seen = leftovers(out, NULL, 0) > 0;
-        gone = !seen && waitpid(pid, &st, WNOHANG) == pid;
-        if (!seen && !gone)
+    for (int i = 0; i < 15000 && !gp && !gone; i++) {
+        gp = atol(slurp(pidfile, text, sizeof text));
+        gone = !gp && waitpid(pid, &st, WNOHANG) == pid;
+        if (!gp && !gone)
             nanosleep(&nap, NULL);
     }
-    if (!seen) {
+    if (!gp) {
         if (!gone) {
             kill(pid, SIGKILL);
             waitpid(pid, &st, 0);
         }
         close(fd[1]);
-        cr_assert_fail("no temporary appeared under %s (%s)", out,
+        cr_assert_fail("gnuplot was not started (%s)",
                        gone ? "tailsim paper exited first; see its log" : "timed out");
     }
+    int before = leftovers(out, NULL, 0);
     cr_assert_eq(kill(pid, *sig), 0);
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     close(fd[1]);
+    cr_expect_gt(before, 0, "no temporary under %s while gnuplot ran", out);
     cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == *sig, "status %#x, expected signal %d", st,
               *sig);
+    /* the fake gnuplot, if still alive, now writes its image: wait for it */
+    for (int i = 0; i < 1000 && !ended(gp); i++)
+        nanosleep(&nap, NULL);
+    cr_expect(ended(gp), "the fake gnuplot %ld still runs", gp);
     cr_expect_eq(leftovers(out, first, sizeof first), 0, "left %s", first);
 }
