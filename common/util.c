@@ -416,7 +416,7 @@ static int output_check(const char *path, struct stat *st, int *exists, ts_err *
     int writable = geteuid() == 0 ? (st->st_mode & 0222) != 0
                                   : faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0;
     if (!writable)
-        return ts_errf(e, "%s: not writable (read-only file); refusing to replace it", path);
+        return ts_errf(e, "%s: not writable (no write permission); refusing to replace it", path);
     return 0;
 }
 

@@ -46,8 +46,8 @@ uint64_t ts_splitmix64(uint64_t x);
  * does not exist yet, or a regular file with write permission (as root, at
  * least one write bit: a file nobody may write is read-only to root too).
  * Returns 0 for such a path; -1 naming the path and why otherwise ("a
- * symbolic link", "not a regular file (a FIFO)", "not writable (read-only
- * file)", or the error of looking it up).  A symbolic link is refused, never
+ * symbolic link", "not a regular file (a FIFO)", "not writable (no write
+ * permission)", or the error of looking it up).  A symbolic link is refused, never
  * followed.  Cannot change anything on disk. */
 int ts_output_check(const char *path, ts_err *e);
 
