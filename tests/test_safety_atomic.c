@@ -256,6 +256,42 @@ Test(safety_atomic, read_only_file_is_refused)
     cr_expect(stat(ro, &st) == 0 && (st.st_mode & 0777) == 0444);
 }
 
+/* Another user's file that we may not write is refused even in a directory
+ * where we may create files (rename would replace it).  Needs root to make
+ * the other user; skipped otherwise (the read-only case covers non-root). */
+Test(safety_atomic, other_users_file_is_refused)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root to act as another user");
+    char f[512], buf[64];
+    put(in(f, sizeof f, "root.csv"), "root's\n");
+    cr_assert_eq(chmod(f, 0644), 0);
+    cr_assert_eq(chmod(dir, 0777), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(3);
+        ts_err e = {{0}};
+        ts_atomic a;
+        if (ts_atomic_open(&a, f, &e) == 0) {
+            fputs("nobody's\n", a.f);
+            ts_atomic_commit(&a, &e);
+            _exit(1);
+        }
+        _exit(strstr(e.msg, f) && strstr(e.msg, "not writable") ? 0 : 2);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st), "status %#x", st);
+    cr_expect_neq(WEXITSTATUS(st), 3, "cannot become user 65534");
+    cr_expect_neq(WEXITSTATUS(st), 1, "another user's file was replaced");
+    cr_expect_eq(WEXITSTATUS(st), 0, "the message lacks the path or 'not writable'");
+    cr_expect_str_eq(slurp(f, buf, sizeof buf), "root's\n");
+    cr_expect_eq(leftovers(dir, NULL, 0), 0);
+}
+
 /* Replacing a file keeps its permission bits; a new file gets 0666 & ~umask. */
 Test(safety_atomic, replacing_keeps_the_mode)
 {
