@@ -14,6 +14,7 @@
 #include <math.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -292,6 +293,7 @@ int ts_tmp_open(const char *base, unsigned mode, char *tmp, size_t cap, ts_err *
     if (fd >= 0) {
         memcpy(tmp_slots[slot].path, tmp, strlen(tmp) + 1);
         tmp_slots[slot].pid = (pid_t)pid;
+        atomic_signal_fence(memory_order_seq_cst); /* the slot before its flag */
         tmp_slots[slot].used = 1;
     }
     tmp_unblock(&old);
@@ -359,6 +361,7 @@ int ts_spawn(const char *file, char *const argv[], int err_fd, pid_t *pid)
     if (!err) {
         child_slots[slot].owner = getpid();
         child_slots[slot].pid = *pid;
+        atomic_signal_fence(memory_order_seq_cst);
         child_slots[slot].used = 1;
     }
     tmp_unblock(&old);
