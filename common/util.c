@@ -1,18 +1,30 @@
 /*
  * Helpers shared by every module.  Nothing here allocates except the RNG
  * constructor; all parsing is strict (whole string, range-checked, finite).
+ * Output files are written only through ts_atomic_* (see the section below):
+ * nothing but a regular file we may write is ever replaced, and the
+ * temporaries are exclusive and removed when a signal kills the process.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "common/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 int ts_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 {
@@ -153,31 +165,325 @@ gsl_rng *ts_rng_new(uint64_t seed, uint64_t stream)
     return r;
 }
 
+/* ---- output targets, temporary files and atomic replacement ---------------
+ *
+ * Every output file goes through ts_atomic_*: the target is checked (lstat,
+ * never followed), the content goes to a temporary created with O_EXCL beside
+ * it, and a rename puts it in place.  The live temporaries sit in a fixed
+ * array that the SIGINT/SIGTERM/SIGHUP handler walks with async-signal-safe
+ * calls only (getpid, kill, waitpid, unlink, signal, raise); the helper
+ * programs that write into temporaries (gnuplot) sit in a second array and
+ * are killed and reaped first.  Both arrays are changed only with those
+ * signals blocked, so the handler never sees a half-written slot. */
+
+#define TMP_SLOTS 32
+#define TMP_PATH 4160
+
+static struct tmp_slot {
+    volatile sig_atomic_t used; /* 1 while path names a live temporary */
+    pid_t pid;                  /* the process that created it */
+    char path[TMP_PATH];
+} tmp_slots[TMP_SLOTS];
+
+static const int tmp_sigs[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_TMP_SIGS (int)(sizeof tmp_sigs / sizeof tmp_sigs[0])
+static int tmp_installed;
+
+#define CHILD_SLOTS 8
+
+static struct child_slot {
+    volatile sig_atomic_t used; /* 1 while pid is a running child of owner */
+    pid_t owner;
+    pid_t pid;
+} child_slots[CHILD_SLOTS];
+
+/* Kills and reaps this process's helper children (so that none writes a
+ * temporary after its removal), removes its temporaries, then dies of sig
+ * with its default action (the signal stays blocked until the handler
+ * returns). */
+static void tmp_on_signal(int sig)
+{
+    pid_t me = getpid();
+    for (int i = 0; i < CHILD_SLOTS; i++)
+        if (child_slots[i].used && child_slots[i].owner == me) {
+            kill(child_slots[i].pid, SIGKILL);
+            while (waitpid(child_slots[i].pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        }
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (tmp_slots[i].used && tmp_slots[i].pid == me)
+            unlink(tmp_slots[i].path);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void tmp_block(sigset_t *old)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    for (int i = 0; i < N_TMP_SIGS; i++)
+        sigaddset(&s, tmp_sigs[i]);
+    sigprocmask(SIG_BLOCK, &s, old);
+}
+
+static void tmp_unblock(const sigset_t *old)
+{
+    sigprocmask(SIG_SETMASK, old, NULL);
+}
+
+/* Installs the handler for each signal whose action is still the default
+ * (an ignored signal kills nothing; someone else's handler is left alone). */
+static void tmp_install(void)
+{
+    if (tmp_installed)
+        return;
+    tmp_installed = 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = tmp_on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < N_TMP_SIGS; i++)
+        sigaddset(&sa.sa_mask, tmp_sigs[i]);
+    for (int i = 0; i < N_TMP_SIGS; i++) {
+        struct sigaction cur;
+        if (sigaction(tmp_sigs[i], NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+            cur.sa_handler == SIG_DFL)
+            sigaction(tmp_sigs[i], &sa, NULL);
+    }
+}
+
+/* Clears the slot holding this process's tmp (signals blocked by the caller). */
+static void tmp_forget(const char *tmp)
+{
+    pid_t me = getpid();
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (tmp_slots[i].used && tmp_slots[i].pid == me && !strcmp(tmp_slots[i].path, tmp)) {
+            tmp_slots[i].used = 0;
+            return;
+        }
+}
+
+int ts_tmp_open(const char *base, unsigned mode, char *tmp, size_t cap, ts_err *e)
+{
+    if (cap > TMP_PATH)
+        cap = TMP_PATH;
+    if (cap)
+        tmp[0] = 0;
+    sigset_t old;
+    tmp_block(&old);
+    tmp_install();
+    int slot = -1;
+    for (int i = 0; i < TMP_SLOTS && slot < 0; i++)
+        if (!tmp_slots[i].used)
+            slot = i;
+    if (slot < 0) {
+        tmp_unblock(&old);
+        return ts_errf(e, "%s: cannot write: more than %d temporary files open at once", base,
+                       TMP_SLOTS);
+    }
+    long pid = (long)getpid();
+    int fd = -1, err = EEXIST;
+    for (int k = 0; k < 100 && fd < 0 && err == EEXIST; k++) {
+        int n = k ? snprintf(tmp, cap, "%s.tmp.%ld.%d", base, pid, k)
+                  : snprintf(tmp, cap, "%s.tmp.%ld", base, pid);
+        if (n < 0 || (size_t)n >= cap) {
+            err = ENAMETOOLONG;
+            break;
+        }
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)(mode & 0777));
+        err = fd < 0 ? errno : 0;
+    }
+    if (fd >= 0) {
+        memcpy(tmp_slots[slot].path, tmp, strlen(tmp) + 1);
+        tmp_slots[slot].pid = (pid_t)pid;
+        atomic_signal_fence(memory_order_seq_cst); /* the slot before its flag */
+        tmp_slots[slot].used = 1;
+    }
+    tmp_unblock(&old);
+    if (fd < 0) {
+        if (cap)
+            tmp[0] = 0;
+        return ts_errf(e, "%s: cannot write: %s", base,
+                       err == EEXIST ? "no free temporary name beside it" : strerror(err));
+    }
+    return fd;
+}
+
+void ts_tmp_remove(const char *tmp)
+{
+    if (!tmp || !tmp[0])
+        return;
+    sigset_t old;
+    tmp_block(&old);
+    unlink(tmp);
+    tmp_forget(tmp);
+    tmp_unblock(&old);
+}
+
+void ts_tmp_keep(const char *tmp)
+{
+    if (!tmp || !tmp[0])
+        return;
+    sigset_t old;
+    tmp_block(&old);
+    tmp_forget(tmp);
+    tmp_unblock(&old);
+}
+
+int ts_spawn(const char *file, char *const argv[], int err_fd, pid_t *pid)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    int err = posix_spawn_file_actions_init(&fa);
+    if (err)
+        return err;
+    err = posix_spawnattr_init(&at);
+    if (err) {
+        posix_spawn_file_actions_destroy(&fa);
+        return err;
+    }
+    sigset_t old;
+    tmp_block(&old);
+    tmp_install();
+    int slot = -1;
+    for (int i = 0; i < CHILD_SLOTS && slot < 0; i++)
+        if (!child_slots[i].used)
+            slot = i;
+    err = slot < 0 ? EAGAIN : 0;
+    if (!err)
+        err = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    if (!err && err_fd >= 0)
+        err = posix_spawn_file_actions_adddup2(&fa, err_fd, STDERR_FILENO);
+    /* the child starts with the mask this process had before the block */
+    if (!err)
+        err = posix_spawnattr_setsigmask(&at, &old);
+    if (!err)
+        err = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    if (!err)
+        err = posix_spawnp(pid, file, &fa, &at, argv, environ);
+    if (!err) {
+        child_slots[slot].owner = getpid();
+        child_slots[slot].pid = *pid;
+        atomic_signal_fence(memory_order_seq_cst);
+        child_slots[slot].used = 1;
+    }
+    tmp_unblock(&old);
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+    return err;
+}
+
+int ts_child_wait(pid_t pid, int *status)
+{
+    /* wait without reaping, then reap and forget with the signals blocked:
+     * the handler never kills a pid that may already name another process */
+    siginfo_t info;
+    int rc;
+    while ((rc = waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT)) < 0 && errno == EINTR)
+        ;
+    sigset_t old;
+    tmp_block(&old);
+    pid_t w = -1;
+    if (rc == 0)
+        while ((w = waitpid(pid, status, 0)) < 0 && errno == EINTR)
+            ;
+    int err = errno;
+    pid_t me = getpid();
+    for (int i = 0; i < CHILD_SLOTS; i++)
+        if (child_slots[i].used && child_slots[i].owner == me && child_slots[i].pid == pid)
+            child_slots[i].used = 0;
+    tmp_unblock(&old);
+    errno = err;
+    return w < 0 ? -1 : 0;
+}
+
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "a special file";
+}
+
+/* ts_output_check(), also returning whether path exists and its lstat. */
+static int output_check(const char *path, struct stat *st, int *exists, ts_err *e)
+{
+    *exists = 0;
+    if (lstat(path, st) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        return ts_errf(e, "%s: cannot write: %s", path, strerror(errno));
+    }
+    *exists = 1;
+    if (S_ISLNK(st->st_mode))
+        return ts_errf(e, "%s: a symbolic link; refusing to replace it (name the file itself)",
+                       path);
+    if (!S_ISREG(st->st_mode))
+        return ts_errf(e, "%s: not a regular file (%s); refusing to replace it", path,
+                       file_kind(st->st_mode));
+    int writable = geteuid() == 0 ? (st->st_mode & 0222) != 0
+                                  : faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0;
+    if (!writable)
+        return ts_errf(e, "%s: not writable (no write permission); refusing to replace it", path);
+    return 0;
+}
+
+int ts_output_check(const char *path, ts_err *e)
+{
+    struct stat st;
+    int exists;
+    return output_check(path, &st, &exists, e);
+}
+
 int ts_atomic_open(ts_atomic *a, const char *path, ts_err *e)
 {
-    snprintf(a->path, sizeof a->path, "%s", path);
-    snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid());
-    a->f = fopen(a->tmp, "w");
-    if (!a->f)
-        return ts_errf(e, "%s: cannot write: %s", path, strerror(errno));
+    a->f = NULL;
+    a->tmp[0] = 0;
+    if (snprintf(a->path, sizeof a->path, "%s", path) >= (int)sizeof a->path)
+        return ts_errf(e, "%s: cannot write: path too long", path);
+    struct stat st;
+    int exists;
+    if (output_check(path, &st, &exists, e))
+        return -1;
+    int fd = ts_tmp_open(path, 0666, a->tmp, sizeof a->tmp, e);
+    if (fd < 0)
+        return -1;
+    /* replacing a file keeps its permission bits (not set-id or sticky) */
+    if ((exists && fchmod(fd, st.st_mode & 0777) != 0) || !(a->f = fdopen(fd, "w"))) {
+        int err = errno;
+        close(fd);
+        ts_tmp_remove(a->tmp);
+        a->tmp[0] = 0;
+        return ts_errf(e, "%s: cannot write: %s", path, strerror(err));
+    }
     return 0;
 }
 
 int ts_atomic_commit(ts_atomic *a, ts_err *e)
 {
+    if (!a->f)
+        return ts_errf(e, "%s: write failed (not open)", a->path);
     int bad = ferror(a->f);
     if (fclose(a->f) != 0)
         bad = 1;
     a->f = NULL;
     if (bad) {
-        remove(a->tmp);
+        ts_tmp_remove(a->tmp);
+        a->tmp[0] = 0;
         return ts_errf(e, "%s: write failed", a->path);
+    }
+    /* the target again: a long run may have given it time to change */
+    if (ts_output_check(a->path, e)) {
+        ts_tmp_remove(a->tmp);
+        a->tmp[0] = 0;
+        return -1;
     }
     if (rename(a->tmp, a->path) != 0) {
         int err = errno;
-        remove(a->tmp);
+        ts_tmp_remove(a->tmp);
+        a->tmp[0] = 0;
         return ts_errf(e, "%s: cannot rename into place: %s", a->path, strerror(err));
     }
+    ts_tmp_keep(a->tmp);
+    a->tmp[0] = 0;
     return 0;
 }
 
@@ -186,7 +492,8 @@ void ts_atomic_abort(ts_atomic *a)
     if (a->f)
         fclose(a->f);
     a->f = NULL;
-    remove(a->tmp);
+    ts_tmp_remove(a->tmp);
+    a->tmp[0] = 0;
 }
 
 double ts_wall_s(void)

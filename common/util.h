@@ -1,13 +1,15 @@
 /*
  * Small helpers every module uses: strict number parsing, locating the
  * project's data files (models/, scenarios/), the one RNG constructor, and
- * atomic file replacement.
+ * safe output: the check of an output path, exclusive temporary files that a
+ * fatal signal removes, and atomic file replacement.
  */
 #ifndef TS_UTIL_H
 #define TS_UTIL_H
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <gsl/gsl_rng.h>
 
@@ -41,10 +43,53 @@ const char *ts_data_root(void);
 gsl_rng *ts_rng_new(uint64_t seed, uint64_t stream);
 uint64_t ts_splitmix64(uint64_t x);
 
-/* Atomic output: ts_atomic_open() opens "<path>.tmp.<pid>" for writing;
- * ts_atomic_commit() flushes, closes and renames it over path (0 on success);
+/* Output targets.  tailsim replaces only what it may write: a path that
+ * does not exist yet, or a regular file with write permission (as root, at
+ * least one write bit: a file nobody may write is read-only to root too).
+ * Returns 0 for such a path; -1 naming the path and why otherwise ("a
+ * symbolic link", "not a regular file (a FIFO)", "not writable (no write
+ * permission)", or the error of looking it up).  A symbolic link is refused, never
+ * followed.  Cannot change anything on disk. */
+int ts_output_check(const char *path, ts_err *e);
+
+/* Temporary files, removed if the process is killed.  ts_tmp_open() creates
+ * "<base>.tmp.<pid>" (or, when that exists, "<base>.tmp.<pid>.<n>") with
+ * O_CREAT|O_EXCL|O_CLOEXEC and permission bits `mode & ~umask`, writes its
+ * name into tmp (cap bytes) and returns the open descriptor for writing; it
+ * never opens an existing file, so it never follows a planted link.  Until
+ * ts_tmp_remove() (unlinks it) or ts_tmp_keep() (it was renamed into place)
+ * the name stays in a fixed registry that a SIGINT, SIGTERM or SIGHUP
+ * handler unlinks (after killing the children of ts_spawn() below) before
+ * the process dies of that signal (the handler is installed on the first
+ * call of either, for each of these signals whose action is still the
+ * default; a forked child removes only its own files).  Returns
+ * -1 naming base when the name does not fit, the registry (32 files) is
+ * full, or the file cannot be created.  Both other calls are no-ops for "". */
+int ts_tmp_open(const char *base, unsigned mode, char *tmp, size_t cap, ts_err *e);
+void ts_tmp_remove(const char *tmp);
+void ts_tmp_keep(const char *tmp);
+
+/* A helper program that writes into a temporary (gnuplot): ts_spawn() runs
+ * file (looked up on PATH) with argv, stdout to /dev/null and stderr to
+ * err_fd (inherited when err_fd < 0), and registers the child so that the
+ * handler above kills (SIGKILL) and reaps it before removing the
+ * temporaries: it cannot write one after its removal.  Returns 0 with *pid
+ * set, or the error number as posix_spawnp() does (ENOENT: not found;
+ * EAGAIN: 8 children already registered).  ts_child_wait() waits for such a
+ * child (retrying on EINTR) and forgets it; returns 0 with its wait status,
+ * or -1 with errno set. */
+int ts_spawn(const char *file, char *const argv[], int err_fd, pid_t *pid);
+int ts_child_wait(pid_t pid, int *status);
+
+/* Atomic output: ts_atomic_open() refuses what ts_output_check() refuses,
+ * then opens a temporary beside path (ts_tmp_open(), so it is exclusive and
+ * removed if the process is killed) for writing through a->f; when path is
+ * an existing file, the temporary gets its permission bits.
+ * ts_atomic_commit() flushes and closes it, checks path again and renames
+ * the temporary over it (0 on success; on failure the temporary is removed).
  * ts_atomic_abort() closes and removes the temporary.  Readers never see a
- * half-written file. */
+ * half-written file.  After a failed open, commit or abort, a->f is NULL and
+ * ts_atomic_abort() is a no-op. */
 typedef struct ts_atomic {
     FILE *f;
     char tmp[4096];

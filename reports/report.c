@@ -9,8 +9,9 @@
  *                          links to the two PNGs.
  * Scripts are found under ts_data_root()/reports/ only, never in the current
  * directory (report_script()), and run as `gnuplot -d -c SCRIPT DAT PNG
- * TITLE` through posix_spawnp with an argv (no shell); gnuplot's stderr goes
- * to a temporary log whose last line becomes the error message on failure.
+ * TITLE` through ts_spawn (posix_spawnp) with an argv (no shell); gnuplot's
+ * stderr goes to a temporary log whose last line becomes the error message
+ * on failure.
  * gnuplot itself reads some names as more than a file: a script or data name
  * that starts with '<' runs the rest as a shell command, an output name that
  * starts with '|' pipes into one, and "-", "+", "++", "$name", "~/" and ""
@@ -25,8 +26,9 @@
  * escaped (report_put_*(), which the other report writers share).
  *
  * Invariants: every file appears atomically (a .dat or .md through
- * ts_atomic_*, a PNG rendered to a temporary name and renamed on success), so
- * a reader never sees half a file; the directory is created like `mkdir -p`.
+ * ts_atomic_*, a PNG rendered by gnuplot into a ts_atomic_* temporary and
+ * renamed on success), so a reader never sees half a file and nothing but a
+ * regular file is replaced; the directory is created like `mkdir -p`.
  * A run without intervals (or without responses) gets its .dat file and a
  * note in report.md but no PNG: gnuplot cannot plot an empty set.  Nothing
  * here prints or exits.
@@ -34,9 +36,7 @@
 #include "reports/report.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +46,6 @@
 #include <unistd.h>
 
 #include "common/util.h"
-
-extern char **environ;
 
 #define PATH_CAP 4096
 /* printf arguments for a fixed-size char field that may fill its array. */
@@ -245,37 +243,37 @@ static int gp_path(char *buf, size_t cap, const char *path, ts_err *e)
 }
 
 /* Runs `gnuplot -d -c script dat <png.tmp> title`, every path through
- * gp_path(), then renames the image into place.  Returns 0, or -1 naming the
- * script (gnuplot missing, failing, killed, or writing no image). */
+ * gp_path() and the title on one line, then renames the image into place.  The image's temporary (and gnuplot's stderr log, a temporary
+ * in dir) come from ts_atomic_open()/ts_tmp_open(): the target is checked,
+ * both are created exclusively and a fatal signal removes them, after
+ * killing gnuplot (started by ts_spawn()).  Returns 0, or -1 naming the
+ * script (gnuplot missing, failing, killed, or writing no image) or the
+ * image (a target that may not be replaced). */
 int report_gnuplot(const char *script, const char *dat, const char *png, const char *title,
                    const char *dir, ts_err *e)
 {
-    int rc = -1, fa_ok = 0;
-    char gp[PATH_CAP + 2], in[PATH_CAP + 2], out[PATH_CAP + 2];
-    char tmp[PATH_CAP + 32], log[PATH_CAP + 32], why[512], ttl[1024];
+    int rc = -1, logfd = -1;
+    char logbase[PATH_CAP + 16], log[PATH_CAP + 64], why[512], ttl[1024];
+    char gp[PATH_CAP + 2], in[PATH_CAP + 2], out[PATH_CAP + 64];
     pid_t pid = -1;
-    posix_spawn_file_actions_t fa;
-    if (gp_path(gp, sizeof gp, script, e) || gp_path(in, sizeof in, dat, e) ||
-        gp_path(out, sizeof out, png, e))
+    ts_atomic img;
+    log[0] = 0;
+    if (gp_path(gp, sizeof gp, script, e) || gp_path(in, sizeof in, dat, e))
         return -1;
     snprintf(ttl, sizeof ttl, "%s", title); /* one line, whatever names it holds */
     for (char *p = ttl; *p; p++)
         if (is_ctl((unsigned char)*p))
             *p = ' ';
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-    snprintf(log, sizeof log, "%s/.gnuplot.%ld.log", dir, (long)getpid());
-    char *argv[] = {"gnuplot", "-d", "-c", gp, in, tmp, ttl, NULL};
-    int err = posix_spawn_file_actions_init(&fa);
-    if (!err) {
-        fa_ok = 1;
-        err = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null",
-                                               O_WRONLY, 0);
-    }
-    if (!err)
-        err = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, log,
-                                               O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (!err)
-        err = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
+    if (ts_atomic_open(&img, png, e))
+        return -1;
+    if (gp_path(out, sizeof out, img.tmp, e))
+        goto cleanup;
+    snprintf(logbase, sizeof logbase, "%s/.gnuplot", dir);
+    logfd = ts_tmp_open(logbase, 0600, log, sizeof log, e);
+    if (logfd < 0)
+        goto cleanup;
+    char *argv[] = {"gnuplot", "-d", "-c", gp, in, out, ttl, NULL};
+    int err = ts_spawn("gnuplot", argv, logfd, &pid);
     if (err) {
         if (err == ENOENT)
             ts_errf(e, "%s: gnuplot not found on PATH (install gnuplot to draw reports)",
@@ -285,10 +283,7 @@ int report_gnuplot(const char *script, const char *dat, const char *png, const c
         goto cleanup;
     }
     int status = 0;
-    pid_t w;
-    while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
-        ;
-    if (w < 0) {
+    if (ts_child_wait(pid, &status) != 0) {
         ts_errf(e, "%s: waiting for gnuplot: %s", script, strerror(errno));
         goto cleanup;
     }
@@ -306,21 +301,17 @@ int report_gnuplot(const char *script, const char *dat, const char *png, const c
         goto cleanup;
     }
     struct stat st;
-    if (stat(tmp, &st) != 0 || st.st_size == 0) {
+    if (stat(img.tmp, &st) != 0 || st.st_size == 0) {
         ts_errf(e, "%s: gnuplot wrote no image%s%s", script, why[0] ? ": " : "", why);
         goto cleanup;
     }
-    if (rename(tmp, png) != 0) {
-        ts_errf(e, "%s: cannot rename into place: %s", png, strerror(errno));
-        goto cleanup;
-    }
-    rc = 0;
+    rc = ts_atomic_commit(&img, e);
 cleanup:
-    if (fa_ok)
-        posix_spawn_file_actions_destroy(&fa);
-    remove(log);
+    if (logfd >= 0)
+        close(logfd);
+    ts_tmp_remove(log);
     if (rc)
-        remove(tmp);
+        ts_atomic_abort(&img);
     return rc;
 }
 

@@ -32,8 +32,10 @@ int report_can_draw(const char *dir, ts_err *e);
 int report_script(const char *name, char *buf, size_t cap, ts_err *e);
 
 /* Runs `gnuplot -d -c script dat <png.tmp> title` (no shell; gnuplot's
- * stderr to a log in dir) and renames the image to png.  Returns 0, or -1
- * naming the script (gnuplot missing, failing, killed, writing no image). */
+ * stderr to a temporary log in dir) and renames the image to png; both
+ * temporaries come from ts_atomic_open()/ts_tmp_open() (exclusive, removed
+ * on a fatal signal after gnuplot, started by ts_spawn(), is killed).  Returns 0, or -1 naming the script (gnuplot missing,
+ * failing, killed, writing no image) or png (refused by ts_output_check()). */
 int report_gnuplot(const char *script, const char *dat, const char *png, const char *title,
                    const char *dir, ts_err *e);
 

@@ -639,8 +639,18 @@ static void write_json(const conf_opts *o, const conf_run *r, const conf_verdict
     json_object_set_new(j, "spec_iter_measured_s", json_reals(r->rs.iter_s, r->rs.done));
     char path[1024];
     snprintf(path, sizeof path, "%s/confirm.json", o->out);
-    if (json_dump_file(j, path, JSON_INDENT(1) | JSON_REAL_PRECISION(8)))
-        fprintf(stderr, "tailsim-validate confirm: cannot write %s\n", path);
+    ts_err e = {{0}};
+    ts_atomic a;
+    if (ts_atomic_open(&a, path, &e) == 0) {
+        if (json_dumpf(j, a.f, JSON_INDENT(1) | JSON_REAL_PRECISION(8))) {
+            ts_atomic_abort(&a);
+            ts_errf(&e, "%s: write failed", path);
+        } else {
+            ts_atomic_commit(&a, &e);
+        }
+    }
+    if (e.msg[0])
+        fprintf(stderr, "tailsim-validate confirm: %s\n", e.msg);
     json_decref(j);
 }
 
