@@ -36,6 +36,14 @@ struct run_record;
 void cmd_json_identity(struct json_t *o, const struct run_record *rec, const char *model,
                        const char *hw);
 
+/* A name as the terminal may show it on one line: s (cut to n - 1 bytes)
+ * with every control character (0x01-0x1f, 0x7f) as a space, into buf
+ * (s may be buf itself).
+ * Names come from files and flags (a scenario file's name, a --vary value),
+ * so a newline in one must not start a line of its own in a table.
+ * Returns buf; cannot fail. */
+const char *cmd_flat(const char *s, char *buf, size_t n);
+
 /* The calibration check shared by `tailsim calib check` and
  * `tailsim-validate check` (argv[0] is "check"; prog names the command in
  * messages).  strict 0: exit 0 when the report was printed, 1 on bad input,

@@ -159,8 +159,10 @@ static void table_print(FILE *f, const cmp_table *t)
     const scenario *s = t->s;
     const int nt = t->nt, np = t->np;
     const double(*val)[N_SHOWN] = t->val;
+    char name[sizeof s->name], mn[64], hn[64];
     fprintf(f, "compare  scenario %s  model %s  hw %s  seed %llu  steps %d (means over steps)\n\n",
-            s->name, t->m->name, t->hw->name, (unsigned long long)s->seed, t->steps);
+            cmd_flat(s->name, name, sizeof name), cmd_flat(t->m->name, mn, sizeof mn),
+            cmd_flat(t->hw->name, hn, sizeof hn), (unsigned long long)s->seed, t->steps);
     int w = name_width(t->plist, np);
     fprintf(f, "%-*s ", w, "policy");
     if (nt)

@@ -362,8 +362,10 @@ static int dcp_emit_json(const dcp_opts *o, const dcp_out *r, ts_err *e)
 static void dcp_text_setup(const dcp_out *r)
 {
     const dcp_setup *d = &r->d;
-    printf("dcp  scenario %s  model %s  hw %s  gpus %d (%d per node)  seed %llu\n", r->s.name,
-           d->m.name, d->hw.name, d->cfg.gpus, d->hw.gpus_per_node,
+    char n1[256], n2[64], n3[64];
+    printf("dcp  scenario %s  model %s  hw %s  gpus %d (%d per node)  seed %llu\n",
+           cmd_flat(r->s.name, n1, sizeof n1), cmd_flat(d->m.name, n2, sizeof n2),
+           cmd_flat(d->hw.name, n3, sizeof n3), d->cfg.gpus, d->hw.gpus_per_node,
            (unsigned long long)r->s.dcp.seed);
     printf("trace: %s\n", d->trace_desc);
     printf("       %zu sequences, %.4g tokens, %d buckets\n", d->bt->n,

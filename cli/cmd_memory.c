@@ -436,9 +436,11 @@ static int memory_emit_json(const memory_opts *o, const memory_out *r, ts_err *e
 /* Prints r as text.  Cannot fail. */
 static void memory_emit_text(const memory_opts *o, const memory_out *r)
 {
+    char n1[256], n2[64], n3[64];
     printf("memory  scenario %s  model %s (%.1fB parameters)  hw %s (%.1f GB)  gpus %d "
            "(%d per node)\n",
-           r->s.name, r->m.name, llm_params(&r->m) / 1e9, r->hw.name, GB(r->hw.hbm_bytes),
+           cmd_flat(r->s.name, n1, sizeof n1), cmd_flat(r->m.name, n2, sizeof n2),
+           llm_params(&r->m) / 1e9, cmd_flat(r->hw.name, n3, sizeof n3), GB(r->hw.hbm_bytes),
            r->s.gpus, r->hw.gpus_per_node);
     printf("longest sequence of the first step: %.0f tokens\n\n", r->longest);
     memory_rollout_text(r);

@@ -138,6 +138,7 @@ static void label(const grid *g, size_t i, char *buf, size_t n)
         else /* a --vary key: named, its value alone would not say which */
             o += (size_t)snprintf(buf + o, n - o, "%s%s=%s", o ? " " : "", dm->key, v);
     }
+    cmd_flat(buf, buf, n); /* one line in the tables, whatever a value holds */
 }
 
 static json_t *point_json(const plan_point *p, const grid *g)
@@ -452,9 +453,9 @@ static void plan_emit_text(const plan_opts *o, const plan_out *r)
     const plan_point *pt = r->pt;
     const double target = o->target;
     const long best = r->best;
-    char note[96];
+    char note[96], name[1024];
     printf("plan  scenario %s  steps %d  %zu configurations searched, %zu feasible, %zu skipped\n\n",
-           r->g.scenario, r->g.steps, r->g.n_configs, r->np, r->n_bad);
+           cmd_flat(r->g.scenario, name, sizeof name), r->g.steps, r->g.n_configs, r->np, r->n_bad);
     plan_text_configs(o, r);
     printf("\nPareto front (step time vs GPU-hours per 1,000 steps):\n");
     for (size_t i = 0; i < r->np; i++)

@@ -64,6 +64,16 @@ int cmd_print_json(const json_t *o, int precision, ts_err *e)
     return 0;
 }
 
+const char *cmd_flat(const char *s, char *buf, size_t n)
+{
+    if (s != buf) /* in place when s is buf */
+        snprintf(buf, n, "%s", s);
+    for (char *p = buf; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = ' ';
+    return buf;
+}
+
 void cmd_json_identity(json_t *o, const run_record *rec, const char *model, const char *hw)
 {
     json_object_set_new(o, "command", json_string(rec->command));
@@ -288,8 +298,10 @@ static int run_emit_json(const run_out *r, ts_err *e)
 static void run_emit_text(const run_out *r)
 {
     const run_record *rec = r->rec;
-    printf("%s  scenario %s  model %s  hw %s  seed %llu  policy %s", rec->command, rec->scenario,
-           r->m.name, r->hw.name, (unsigned long long)rec->seed, run_policy_shown(r));
+    char n1[256], n2[64], n3[64];
+    printf("%s  scenario %s  model %s  hw %s  seed %llu  policy %s", rec->command,
+           cmd_flat(rec->scenario, n1, sizeof n1), cmd_flat(r->m.name, n2, sizeof n2),
+           cmd_flat(r->hw.name, n3, sizeof n3), (unsigned long long)rec->seed, run_policy_shown(r));
     if (r->n_steps > 1)
         printf("  steps %d (means over steps)", r->n_steps);
     printf("\ncalibration: %s\n\n", rec->calibration);

@@ -255,10 +255,12 @@ static void specdec_emit_text(const specdec_out *r)
 {
     const scenario *s = &r->s;
     int ng = s->sp.ngram;
+    char n1[256], n2[64], n3[64];
     printf("specdec  scenario %s  model %s  hw %s  TP %d  depth %d  top-k %d  quality %.2f\n"
            "calibration: %s\nKV cache per replica: %.0f tokens (fits: batch x (ctx + V) within it)\n\n"
            "%6s %7s %4s %7s %12s %12s %8s %5s",
-           s->name, r->m.name, r->hw.name, s->tp, s->sp.depth, s->sp.topk, s->sp.quality,
+           cmd_flat(s->name, n1, sizeof n1), cmd_flat(r->m.name, n2, sizeof n2),
+           cmd_flat(r->hw.name, n3, sizeof n3), s->tp, s->sp.depth, s->sp.topk, s->sp.quality,
            r->hw.calibration, r->kv_cap, "batch", "ctx", "V", "accept", "plain tok/s",
            "spec tok/s", "speedup", "fits");
     if (ng)

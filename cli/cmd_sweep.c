@@ -150,7 +150,9 @@ static void sweep_emit_text(const grid *g, const sweep_collect *c)
     int full = !strcmp(g->command, "rlstep");
     const char *const *shown = full ? shown_rlstep : shown_rollout;
     const char *const *head = full ? head_rlstep : head_rollout;
-    printf("sweep  scenario %s  %s  steps %d  %zu configs\n\n", g->scenario, g->command,
+    char n1[1024];
+    printf("sweep  scenario %s  %s  steps %d  %zu configs\n\n",
+           cmd_flat(g->scenario, n1, sizeof n1), g->command,
            g->steps, g->n_configs);
     printf("%6s", "config");
     for (int k = 0; k < N_SHOWN_MAX && head[k]; k++)

@@ -355,11 +355,12 @@ static int cmd_gen(int argc, char **argv)
         return 1;
     }
     int rc = trace_write_csv(t, out, &e);
+    char shown[4096];
     if (rc)
         fprintf(stderr, "tailsim: %s\n", e.msg);
     else
         printf("wrote %s: %d steps x %d prompts x %d responses, %lld tokens (seed %llu)\n",
-               out, p.steps, p.prompts, p.group, (long long)trace_n_tokens(t),
+               cmd_flat(out, shown, sizeof shown), p.steps, p.prompts, p.group, (long long)trace_n_tokens(t),
                (unsigned long long)p.seed);
     trace_free(t);
     return rc ? 1 : 0;

@@ -487,6 +487,14 @@ Test(safety_gp, names_stay_in_place_through_the_cli)
     char *err = slurp_path(p);
     cr_assert_eq(rc, 0, "%s", err);
     free(err);
+    /* the terminal tables too: compare's header, plan's configuration
+     * labels (a --vary value) stay on their line */
+    snprintf(p, sizeof p, "%s/out.txt", dir);
+    char *out = slurp_path(p);
+    cr_assert(strstr(out, "INJECT 'q'") || strstr(out, "INJECT \"q\""), "%s", out);
+    cr_assert_null(strstr(out, "\nINJECT"), "a name started a line of its own:\n%s", out);
+    cr_assert_null(strchr(out, '\r'), "a carriage return reached the terminal:\n%s", out);
+    free(out);
     char d[400];
     snprintf(d, sizeof d, "%s/plan", dir);
     assert_file(d, "plan_front.png");
