@@ -2,7 +2,10 @@
  * Scenarios: INI files (libinih) with sections [cluster], [model], [rollout],
  * [train], [trace].  Every key has a type and range; unknown sections/keys
  * and out-of-range values are errors naming file, line and key.  Overrides
- * given as "section.key=value" (--set) go through the same table.
+ * given as "section.key=value" (--set) go through the same table.  The file
+ * is read strictly (common/ini_lines.h): a line longer than 198 characters,
+ * a NUL byte, an indented (continuation) line or a key given twice is an
+ * error, never a silent reading.
  */
 #ifndef TS_SCENARIO_H
 #define TS_SCENARIO_H
@@ -120,27 +123,12 @@ static inline int32_t scenario_cap_response(const scenario *s, int32_t len)
     return s->max_response > 0 && len > s->max_response ? s->max_response : len;
 }
 
-/* The line source of ini_parse_stream() for scenario-shaped files (the
- * scenario, a sweep grid): Debian's libinih does not pass line numbers to
- * handlers, so the reader counts them; it also names an unclosed section,
- * which inih reports only after reading on. */
-typedef struct scenario_ini_lines {
-    FILE *f;
-    const char *path;  /* for messages */
-    ts_err *e;
-    int no_long;       /* 1: a line longer than inih's buffer is an error */
-    int line;          /* lines read so far: a handler runs right after its line */
-    int cont;          /* the current line starts with blanks (inih's continuation) */
-    int failed;        /* 1: e holds an error (reader or handler); reading stops */
-} scenario_ini_lines;
-
-/* ini_parse_stream() reader over a scenario_ini_lines (stream).  Returns the
- * line, or NULL at the end or after an error (failed set, message in e). */
-char *scenario_ini_read(char *str, int num, void *stream);
-
 /* Loads a scenario by name (scenarios/<name>.ini) or path, applying defaults
  * first.  Returns 0 or -1 with file, line and key of the problem. */
 int scenario_load(const char *name, scenario *s, ts_err *e);
+
+/* 1 when section.key is a scenario key, else 0.  Cannot fail. */
+int scenario_has_key(const char *section, const char *key);
 
 /* Applies one "section.key=value" override.  Returns 0 or -1. */
 int scenario_set(scenario *s, const char *assignment, ts_err *e);

@@ -80,7 +80,7 @@ static const bad_case cases[] = {
     {"scn_train_offload_not_bool", "s.ini", SCN("[train]\noffload = maybe\n"), T "rlstep $D/s.ini", 1, "s.ini:7", "train.offload", NULL},
     {"scn_train_fsdp_negative", "s.ini", SCN("[train]\nfsdp_size = -8\n"), T "rlstep $D/s.ini", 1, "s.ini:7", "train.fsdp_size", NULL},
     {"scn_train_mem_cap_zero", "s.ini", SCN("[train]\nmem_cap = 0\n"), T "rlstep $D/s.ini", 1, "s.ini:7", "train.mem_cap", NULL},
-    {"scn_train_update_no_memory", "s.ini", SCN("[model]\nname = qwen2.5-32b\n[rollout]\ntp = 8\n[trace]\nprompts = 2\n"), T "rlstep $D/s.ini --db $D/r.db", 1, "s.ini: train: the actor update", "train.offload = true", "r.db"},
+    {"scn_train_update_no_memory", "s.ini", "[cluster]\ngpus = 8\nhw = h100\n[model]\nname = qwen2.5-32b\n[rollout]\ntp = 8\n[trace]\nprompts = 2\n", T "rlstep $D/s.ini --db $D/r.db", 1, "s.ini: train: the actor update", "train.offload = true", "r.db"},
     {"scn_train_offload_with_strategy", "s.ini", SCN("[train]\noffload = true\nstrategy = dcp-inter\n[trace]\nprompts = 2\n"), T "rlstep $D/s.ini --db $D/r.db", 1, "s.ini", "train.offload is not modelled", "r.db"},
     {"memory_unknown_scenario", NULL, NULL, T "memory no-such-scenario", 1, "no-such-scenario", "unknown", NULL},
     {"memory_bad_set", NULL, NULL, T "memory qwen7b-64gpu --set train.mem_cap=2", 1, "train.mem_cap", "", NULL},
