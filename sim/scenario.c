@@ -36,7 +36,7 @@ typedef struct key_def {
 
 #define OFF(f) offsetof(scenario, f)
 static const key_def keys[] = {
-    {"cluster", "gpus", K_INT, OFF(gpus), 1, 1048576, "total GPUs"},
+    {"cluster", "gpus", K_INT, OFF(gpus), 1, SCN_MAX_GPUS, "total GPUs"},
     {"cluster", "hw", K_STR, OFF(hw), 0, 64, "hardware name (models/hw/NAME.ini)"},
     {"cluster", "gpus_per_node", K_INT, OFF(gpus_per_node), 0, 64, "GPUs per node (0: from hw)"},
     {"model", "name", K_STR, OFF(model), 0, 64, "LLM name (models/llm/NAME.ini)"},
@@ -58,7 +58,7 @@ static const key_def keys[] = {
     {"train", "sp", K_INT, OFF(train_sp), 1, 1024, "Ulysses SP size of VeRL's training phases"},
     {"train", "mini_batch_prompts", K_INT, OFF(mini_batch_prompts), 0, 1 << 20, "PPO mini-batch in prompts (0: one pass)"},
     {"train", "offload", K_BOOL, OFF(train_offload), 0, 1, "model states on the host, optimizer step on the CPU"},
-    {"train", "fsdp_size", K_INT, OFF(train_fsdp_size), 0, 1048576, "GPUs the actor's states are sharded over (HSDP; 0: all)"},
+    {"train", "fsdp_size", K_INT, OFF(train_fsdp_size), 0, SCN_MAX_GPUS, "GPUs the actor's states are sharded over (HSDP; 0: all)"},
     {"train", "mem_cap", K_DBL, OFF(train_mem_cap), 0.05, 1.0, "fraction of HBM the actor update may use"},
     {"train", "strategy", K_STR, OFF(train_strategy), 0, 32, "none | bucket | packed | dcp-intra | dcp-inter | dcp-inter+pac"},
     {"spec", "mode", K_STR, OFF(spec_mode), 0, 16, "off | always | adaptive"},
@@ -412,6 +412,11 @@ int scenario_validate(const scenario *s, ts_err *e)
     int mode;
     if (scenario_spec_mode(s, &mode, e))
         return -1;
+    if (s->gpus < 1 || s->gpus > SCN_MAX_GPUS)
+        return ts_errf(e, "%s: cluster.gpus = %d is not in [1, %d]", s->path, s->gpus,
+                       SCN_MAX_GPUS);
+    if (s->tp < 1)
+        return ts_errf(e, "%s: rollout.tp = %d is below 1", s->path, s->tp);
     if (s->gpus % s->tp)
         return ts_errf(e, "%s: rollout.tp = %d does not divide cluster.gpus = %d",
                        s->path, s->tp, s->gpus);

@@ -14,11 +14,16 @@
 #include <stdio.h>
 
 #include "common/err.h"
+#include "models/hw.h"
 #include "sim/specdec.h"
 #include "models/cost_host.h"
 #include "traces/gen.h"
 
 #define SCN_STR 256
+/* The largest cluster.gpus (and train.fsdp_size): a run allocates per GPU
+ * and per replica (a replica's state, its RNG), so sizes are bounded before
+ * anything is allocated; 65536 is beyond any cluster the models describe. */
+#define SCN_MAX_GPUS 65536
 
 /* [dcp]: data-centric parallel training (`tailsim dcp`, sim/dcp/dcp.h). */
 typedef struct scn_dcp {
@@ -158,7 +163,8 @@ int scenario_spec_mode(const scenario *s, int *mode, ts_err *e);
  * below).  `speculative` selects which, whatever spec.mode says.  Cannot fail. */
 host_mode scenario_host_mode(const scenario *s, int speculative);
 
-/* Cross-field checks (TP divides GPUs, ...).  Returns 0 or -1. */
+/* Cross-field checks (GPUs within [1, SCN_MAX_GPUS], TP divides GPUs, ...).
+ * Returns 0 or -1. */
 int scenario_validate(const scenario *s, ts_err *e);
 
 /* Resolves the trace file path (shared: prefix, relative to the scenario's
