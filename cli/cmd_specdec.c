@@ -120,7 +120,7 @@ int cmd_specdec(int argc, char **argv)
         if (scenario_set(&s, sets[i], &e))
             goto fail;
     if (scenario_validate(&s, &e) || hw_load(s.hw, &hw, &e) || llm_load(s.model, &m, &e) ||
-        spec_params_check(&s.sp, &e))
+        scenario_check_fit(&s, &hw, &m, &e) || spec_params_check(&s.sp, &e))
         goto fail;
     double kv_cap = mem_kv_capacity(&hw, &m, s.tp, s.mem_util, s.reserve_gb * 1e9);
     int ng = s.sp.ngram;

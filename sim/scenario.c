@@ -22,6 +22,7 @@
 #include "common/ini_lines.h"
 #include "common/util.h"
 #include "models/hw.h"
+#include "models/memory.h"
 #include "sim/dcp/dcp.h"
 
 typedef enum { K_INT, K_DBL, K_STR, K_BOOL, K_U64 } ktype;
@@ -422,6 +423,34 @@ int scenario_validate(const scenario *s, ts_err *e)
                        s->path, s->tp, s->gpus);
     if (!s->trace_file[0] && s->cap > TRACE_MAX_TOKENS)
         return ts_errf(e, "%s: trace.cap too large", s->path);
+    return 0;
+}
+
+int scenario_check_model(const scenario *s, const llm_desc *m, ts_err *e)
+{
+    int tp = s->tp;
+    if (tp < 1 || m->heads % tp)
+        return ts_errf(e, "%s: rollout.tp = %d does not divide the %d attention heads of %s "
+                          "(its key 'heads'): a TP group splits the heads evenly",
+                       s->path, tp, m->heads, m->name);
+    if (m->kv_heads % tp && tp % m->kv_heads)
+        return ts_errf(e, "%s: rollout.tp = %d neither divides nor is a multiple of the %d KV "
+                          "heads of %s (its key 'kv_heads'): a TP group splits or replicates "
+                          "them evenly",
+                       s->path, tp, m->kv_heads, m->name);
+    return 0;
+}
+
+int scenario_check_fit(const scenario *s, const hw_desc *hw, const llm_desc *m, ts_err *e)
+{
+    if (scenario_check_model(s, m, e))
+        return -1;
+    double kv = mem_kv_capacity(hw, m, s->tp, s->mem_util, s->reserve_gb * 1e9);
+    if (kv < 1)
+        return ts_errf(e, "%s: model %s does not fit on %d x %s at mem_util %.2f "
+                          "(weights %.1f GB per GPU)",
+                       s->path, m->name, s->tp, hw->name, s->mem_util,
+                       mem_weights(m, s->tp) / 1e9);
     return 0;
 }
 

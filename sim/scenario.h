@@ -167,6 +167,18 @@ host_mode scenario_host_mode(const scenario *s, int speculative);
  * Returns 0 or -1. */
 int scenario_validate(const scenario *s, ts_err *e);
 
+/* The scenario against its model: rollout.tp must divide the model's
+ * attention heads, and divide or be a multiple of its KV heads (as vLLM and
+ * SGLang require).  Returns 0, or -1 naming rollout.tp and the heads. */
+int scenario_check_model(const scenario *s, const llm_desc *m, ts_err *e);
+
+/* The rollout's shared model-fit check: scenario_check_model(), then the
+ * weights must leave KV cache for at least one token per replica on hw at
+ * rollout.mem_util.  Every command that rolls out (rollout, rlstep, sweep
+ * and plan's configuration check, specdec) calls it before any work.
+ * Returns 0, or -1 with "PATH: model M does not fit on ..." in e. */
+int scenario_check_fit(const scenario *s, const hw_desc *hw, const llm_desc *m, ts_err *e);
+
 /* Resolves the trace file path (shared: prefix, relative to the scenario's
  * directory) into buf.  Returns 0, or -1 when the scenario generates its trace. */
 int scenario_trace_path(const scenario *s, char *buf, size_t n);
