@@ -188,8 +188,9 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
             if (op_col[o] < 0)
                 continue;
             if (ts_parse_double(fields[op_col[o]], 0.0, 1e9, &r.ms[o])) {
+                char q[TS_QUOTE_BUF];
                 ts_errf(e, "%s:%d: column '%s': '%s' is not a time in ms", path, lineno,
-                        hdr[op_col[o]], fields[op_col[o]]);
+                        hdr[op_col[o]], ts_quote(fields[op_col[o]], TS_QUOTE_MAX, q, sizeof q));
                 goto cleanup;
             }
         }
@@ -208,7 +209,9 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
                 bad = ts_parse_i64(s, lo, (int64_t)1 << 40, &v[k]);
             }
             if (bad) {
-                ts_errf(e, "%s:%d: column '%s': bad value '%s'", path, lineno, key_names[k], s);
+                char q[TS_QUOTE_BUF];
+                ts_errf(e, "%s:%d: column '%s': bad value '%s'", path, lineno, key_names[k],
+                        ts_quote(s, TS_QUOTE_MAX, q, sizeof q));
                 goto cleanup;
             }
         }

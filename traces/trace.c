@@ -397,6 +397,11 @@ static int jsonl_record(loader *L, ts_err *e)
         char key[64];
         size_t pos = jerr.position > 0 ? (size_t)jerr.position : 0;
         key_before(r->buf, pos < r->len ? pos : r->len, key, sizeof key);
+        /* jansson quotes the token it stopped at ("... near 'TOKEN'"): the
+         * file may be any JSON, so the message keeps the column, not the token */
+        char *near = strstr(jerr.text, " near ");
+        if (near)
+            *near = 0;
         if (key[0])
             return ts_errf(e, "%s:%ld: field '%s': invalid JSON at column %d: %s", r->path,
                            r->lineno, key, jerr.column, jerr.text);
@@ -551,11 +556,13 @@ static int csv_row(loader *L, ts_err *e)
         return ts_errf(e, "%s:%ld: field #%ld: unexpected (the header has %ld columns)",
                        r->path, r->lineno, ncols + 1, ncols);
     int64_t v[5] = {0, 0, 0, 0, -1};
+    char q[TS_QUOTE_BUF];
     for (long c = 0; c < ncols; c++)
         if (ts_parse_i64(f[c], csv_lo[c], csv_hi[c], &v[c]))
             return ts_errf(e, "%s:%ld: field '%s': expected an integer in %lld..%lld, got "
-                              "'%.40s'", r->path, r->lineno, csv_cols[c],
-                           (long long)csv_lo[c], (long long)csv_hi[c], f[c]);
+                              "'%s'", r->path, r->lineno, csv_cols[c],
+                           (long long)csv_lo[c], (long long)csv_hi[c],
+                           ts_quote(f[c], TS_QUOTE_MAX, q, sizeof q));
     if (g->n > 0 && v[0] == g->v[0] && v[1] == g->v[1]) {
         for (int c = 2; c <= 4; c += 2)
             if (v[c] != g->v[c])
@@ -655,12 +662,15 @@ static int vidur_row(loader *L, ts_err *e)
                        path, line, L->nf < L->ncols ? "num_decode_tokens" : "(extra)",
                        L->ncols, L->nf);
     int64_t pre, dec;
+    char q[TS_QUOTE_BUF];
     if (vidur_value(L->f[L->cp], 0, TRACE_MAX_TOKENS, &pre))
         return ts_errf(e, "%s:%ld: field 'num_prefill_tokens': expected an integer in 0..%d, "
-                          "got '%.40s'", path, line, TRACE_MAX_TOKENS, L->f[L->cp]);
+                          "got '%s'", path, line, TRACE_MAX_TOKENS,
+                       ts_quote(L->f[L->cp], TS_QUOTE_MAX, q, sizeof q));
     if (vidur_value(L->f[L->cd], 1, TRACE_MAX_TOKENS, &dec))
         return ts_errf(e, "%s:%ld: field 'num_decode_tokens': expected an integer in 1..%d, "
-                          "got '%.40s'", path, line, TRACE_MAX_TOKENS, L->f[L->cd]);
+                          "got '%s'", path, line, TRACE_MAX_TOKENS,
+                       ts_quote(L->f[L->cd], TS_QUOTE_MAX, q, sizeof q));
     if (L->t->n_prompts >= INT32_MAX)
         return ts_errf(e, "%s:%ld: too many requests", path, line);
     int32_t len = (int32_t)dec;
