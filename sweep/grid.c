@@ -324,6 +324,7 @@ static int grid_handler(void *user, const char *section, const char *key, const 
 {
     load_ctx *c = user;
     grid *g = c->g;
+    char qk[TS_QUOTE_BUF];
     if (c->in.failed)
         return 0;
     int rc;
@@ -339,7 +340,8 @@ static int grid_handler(void *user, const char *section, const char *key, const 
             rc = continue_list(c, value);
         else
             rc = ts_errf(c->e, "%s:%d: indented line: only a list continues on indented lines, "
-                               "and 'sweep.%s' is not one", g->path, c->in.line, key);
+                               "and 'sweep.%s' is not one", g->path, c->in.line,
+                         ts_quote(key, 32, qk, sizeof qk));
     } else if (!strcmp(section, "sweep") && strcmp(key, "policy")) {
         rc = sweep_key(c, key, value);
         if (rc)
