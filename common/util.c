@@ -79,6 +79,22 @@ int ts_parse_bool(const char *s, int *out)
     return -1;
 }
 
+const char *ts_quote(const char *s, size_t max, char *buf, size_t n)
+{
+    if (!n)
+        return buf;
+    size_t o = 0, i = 0;
+    for (; s && s[i] && i < max && o + 1 < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        buf[o++] = ch >= 0x20 && ch < 0x7f && ch != '\'' ? (char)ch : '?';
+    }
+    if (s && s[i])
+        for (int k = 0; k < 3 && o + 1 < n; k++)
+            buf[o++] = '.';
+    buf[o] = 0;
+    return buf;
+}
+
 static int file_exists(const char *p)
 {
     return access(p, R_OK) == 0;

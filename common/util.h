@@ -23,6 +23,15 @@ int ts_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 int ts_parse_double(const char *s, double min, double max, double *out);
 int ts_parse_bool(const char *s, int *out); /* true/false/1/0/yes/no */
 
+/* A piece of input made safe to quote in a message: s copied into buf (n
+ * bytes) cut to at most max characters ("..." added when cut), every byte
+ * outside printable ASCII, and the quote ', replaced by '?'.  Messages quote
+ * input only through this, and only names and values that matched our own
+ * keys, never a raw line.  Returns buf.  Cannot fail. */
+#define TS_QUOTE_MAX 40
+#define TS_QUOTE_BUF (TS_QUOTE_MAX + 4)
+const char *ts_quote(const char *s, size_t max, char *buf, size_t n);
+
 /* Resolves a data file.  `name` containing '/' or ending in `ext` is used as a
  * path as is; otherwise "<dir>/<name><ext>" is looked up under $TAILSIM_DATA,
  * then under the directory above the running executable (build/..), then the

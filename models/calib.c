@@ -202,11 +202,13 @@ static void chomp(char *s)
         s[--n] = 0;
 }
 
+/* value is a field of the file: quoted cut and sanitised (ts_quote). */
 static int bad_col(ts_err *e, const char *path, int line, int col, const char *fmt,
                    const char *value)
 {
-    char what[200];
-    if (snprintf(what, sizeof what, fmt, value) >= (int)sizeof what)
+    char what[200], q[TS_QUOTE_BUF];
+    if (snprintf(what, sizeof what, fmt, ts_quote(value, TS_QUOTE_MAX, q, sizeof q)) >=
+        (int)sizeof what)
         memcpy(what + sizeof what - sizeof TS_ERR_CUT, TS_ERR_CUT, sizeof TS_ERR_CUT);
     return ts_errf(e, "%s:%d: column %d '%s': %s", path, line, col + 1, col_names[col], what);
 }
@@ -219,16 +221,19 @@ static int check_header(char *line, const char *path, int *ncols, ts_err *e)
     if (nf < -1)
         return ts_errf(e, "%s:1: column %d: malformed quotes in the header", path, -nf - 1);
     int upto = nf < 0 ? CALIB_CSV_COLUMNS + 1 : nf;
+    char q[TS_QUOTE_BUF];
     for (int c = 0; c < upto && c < CALIB_CSV_COLUMNS; c++)
         if (strcmp(f[c], col_names[c]))
             return ts_errf(e, "%s:1: column %d: expected '%s', found '%s' (header must be: %s)",
-                           path, c + 1, col_names[c], f[c], CALIB_CSV_HEADER);
+                           path, c + 1, col_names[c], ts_quote(f[c], 32, q, sizeof q),
+                           CALIB_CSV_HEADER);
     if (upto < CALIB_CSV_COLUMNS - 1)
         return ts_errf(e, "%s:1: column %d: expected '%s', the header ends (header must be: %s)",
                        path, upto + 1, col_names[upto], CALIB_CSV_HEADER);
     if (upto > CALIB_CSV_COLUMNS)
         return ts_errf(e, "%s:1: column %d: unexpected column '%s' (header must be: %s)", path,
-                       CALIB_CSV_COLUMNS + 1, nf < 0 ? "..." : f[CALIB_CSV_COLUMNS],
+                       CALIB_CSV_COLUMNS + 1,
+                       nf < 0 ? "..." : ts_quote(f[CALIB_CSV_COLUMNS], 32, q, sizeof q),
                        CALIB_CSV_HEADER);
     *ncols = upto;
     return 0;
@@ -311,10 +316,8 @@ int calib_csv_load(const char *path, calib_row **rows_out, size_t *n_out, ts_err
             goto cleanup;
         }
         if (nf < ncols) {
-            char what[64];
-            snprintf(what, sizeof what, "missing (the line has %d fields, the header %d)", nf,
-                     ncols);
-            bad_col(e, path, lineno, nf, "%s", what);
+            ts_errf(e, "%s:%d: column %d '%s': missing (the line has %d fields, the header %d)",
+                    path, lineno, nf + 1, col_names[nf], nf, ncols);
             goto cleanup;
         }
         calib_row r;

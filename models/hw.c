@@ -11,7 +11,11 @@
  * never appeared is reported with the file and the key.  Only the first error
  * is kept.  libinih's handler does not receive line numbers (the system
  * library is built without INI_HANDLER_LINENO), so the file is fed through
- * ini_parse_stream() with a reader that counts lines.
+ * ini_parse_stream() by the strict line reader every INI reader shares
+ * (common/ini_lines.h), which counts lines and refuses long lines, NUL
+ * bytes and indented (continuation) lines; a key set twice is an error
+ * naming both lines.  Errors quote a name or value only cut and sanitised,
+ * and a value only under one of our keys: cluster.hw may point anywhere.
  *
  * Applying a calibration on top of the INI is models/hw_calib.c (hw_load());
  * this file reads INIs only and knows nothing of the cost model or the fit.
@@ -29,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ini_lines.h"
 #include "common/util.h"
 
 enum key_type { KT_DOUBLE, KT_INT, KT_BOOL, KT_STRING };
@@ -99,45 +104,29 @@ typedef struct parse_state {
     const key_spec *keys;
     size_t n_keys;
     void *out;
-    int seen[MAX_KEYS];
-    int line;               /* line being parsed (counted by the reader) */
-    int at_line_start;      /* the next chunk the reader returns starts a line */
-    FILE *f;
-    ts_err *e;
-    int failed;
+    int seen[MAX_KEYS];     /* line each key was set on (0: not yet) */
+    ts_ini_lines in;        /* the strict line source: line numbers, failure */
 } parse_state;
 
-/* fgets-style reader that counts complete lines for the handler. */
-static char *counting_reader(char *str, int num, void *stream)
+/* Keeps the first error as "PATH:LINE: what"; returns 0 (stop). */
+static int fail(parse_state *ps, const char *what)
 {
-    parse_state *ps = stream;
-    char *r = fgets(str, num, ps->f);
-    if (r) {
-        /* a line longer than inih's buffer arrives in pieces: count it once */
-        if (ps->at_line_start)
-            ps->line++;
-        size_t len = strlen(r);
-        ps->at_line_start = len > 0 && r[len - 1] == '\n';
-    }
-    return r;
+    if (!ps->in.failed)
+        ts_errf(ps->in.e, "%s:%d: %s", ps->path, ps->in.line, what);
+    return ts_ini_fail(&ps->in);
 }
 
-static int fail(parse_state *ps, const char *fmt, const char *a, const char *b)
-{
-    if (!ps->failed) {
-        char what[256];
-        snprintf(what, sizeof what, fmt, a, b);
-        ts_errf(ps->e, "%s:%d: %s", ps->path, ps->line, what);
-        ps->failed = 1;
-    }
-    return 0;
-}
-
+/* Names and values from the file are quoted only through ts_quote(), and a
+ * value only once its section and key are ours: the file may be anything
+ * (cluster.hw takes a path). */
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
     parse_state *ps = user;
-    if (ps->failed)
+    char what[256], q[TS_QUOTE_BUF];
+    if (ps->in.failed)
         return 0;
+    if (!*section)
+        return fail(ps, "a key before any [section] (is this a hardware or model INI?)");
     int known_section = 0;
     for (size_t i = 0; i < ps->n_keys; i++) {
         const key_spec *k = &ps->keys[i];
@@ -146,32 +135,40 @@ static int handler(void *user, const char *section, const char *name, const char
         known_section = 1;
         if (strcmp(name, k->key))
             continue;
-        if (ps->seen[i])
-            return fail(ps, "key '%s' set twice%s", name, "");
-        ps->seen[i] = 1;
+        if (ps->seen[i]) {
+            snprintf(what, sizeof what, "key '%s' set twice (first on line %d)", name,
+                     ps->seen[i]);
+            return fail(ps, what);
+        }
+        ps->seen[i] = ps->in.line;
         char *field = (char *)ps->out + k->offset;
         switch (k->type) {
         case KT_DOUBLE: {
             double v;
-            if (ts_parse_double(value, -1e300, 1e300, &v))
-                return fail(ps, "key '%s': '%s' is not a number", name, value);
+            if (ts_parse_double(value, -1e300, 1e300, &v)) {
+                snprintf(what, sizeof what, "key '%s': '%s' is not a number", name,
+                         ts_quote(value, TS_QUOTE_MAX, q, sizeof q));
+                return fail(ps, what);
+            }
             if (v < k->min || v > k->max) {
-                char range[96];
-                snprintf(range, sizeof range, "%g is out of range [%g, %g]", v, k->min, k->max);
-                return fail(ps, "key '%s': %s", name, range);
+                snprintf(what, sizeof what, "key '%s': %g is out of range [%g, %g]", name, v,
+                         k->min, k->max);
+                return fail(ps, what);
             }
             memcpy(field, &v, sizeof v);
             return 1;
         }
         case KT_INT: {
             int64_t v;
-            if (ts_parse_i64(value, INT64_MIN, INT64_MAX, &v))
-                return fail(ps, "key '%s': '%s' is not an integer", name, value);
+            if (ts_parse_i64(value, INT64_MIN, INT64_MAX, &v)) {
+                snprintf(what, sizeof what, "key '%s': '%s' is not an integer", name,
+                         ts_quote(value, TS_QUOTE_MAX, q, sizeof q));
+                return fail(ps, what);
+            }
             if ((double)v < k->min || (double)v > k->max) {
-                char range[96];
-                snprintf(range, sizeof range, "%lld is out of range [%g, %g]", (long long)v,
-                         k->min, k->max);
-                return fail(ps, "key '%s': %s", name, range);
+                snprintf(what, sizeof what, "key '%s': %lld is out of range [%g, %g]", name,
+                         (long long)v, k->min, k->max);
+                return fail(ps, what);
             }
             int iv = (int)v;
             memcpy(field, &iv, sizeof iv);
@@ -179,21 +176,29 @@ static int handler(void *user, const char *section, const char *name, const char
         }
         case KT_BOOL: {
             int b;
-            if (ts_parse_bool(value, &b))
-                return fail(ps, "key '%s': '%s' is not a boolean (0/1/true/false)", name, value);
+            if (ts_parse_bool(value, &b)) {
+                snprintf(what, sizeof what, "key '%s': '%s' is not a boolean (0/1/true/false)",
+                         name, ts_quote(value, TS_QUOTE_MAX, q, sizeof q));
+                return fail(ps, what);
+            }
             memcpy(field, &b, sizeof b);
             return 1;
         }
         case KT_STRING:
-            if (strlen(value) >= k->size)
-                return fail(ps, "key '%s': value too long%s", name, "");
+            if (strlen(value) >= k->size) {
+                snprintf(what, sizeof what, "key '%s': value too long", name);
+                return fail(ps, what);
+            }
             memcpy(field, value, strlen(value) + 1);
             return 1;
         }
     }
     if (!known_section)
-        return fail(ps, "unknown section [%s] (key '%s')", section, name);
-    return fail(ps, "unknown key '%s' in section [%s]", name, section);
+        snprintf(what, sizeof what, "unknown section [%s]", ts_quote(section, 32, q, sizeof q));
+    else
+        snprintf(what, sizeof what, "unknown key '%s' in section [%s]",
+                 ts_quote(name, 32, q, sizeof q), section);
+    return fail(ps, what);
 }
 
 void hw_path_stem(const char *path, char *buf, size_t n)
@@ -218,14 +223,14 @@ static int parse_file(const char *dir, const char *name, const key_spec *keys, s
 {
     if (ts_find_data(dir, name, ".ini", path, PATH_SZ, e))
         return -1;
-    parse_state ps = {.path = path, .keys = keys, .n_keys = n_keys, .out = out, .e = e,
-                      .at_line_start = 1};
-    ps.f = fopen(path, "r");
-    if (!ps.f)
+    parse_state ps = {.path = path, .keys = keys, .n_keys = n_keys, .out = out,
+                      .in = {.path = path, .e = e}};
+    ps.in.f = fopen(path, "r");
+    if (!ps.in.f)
         return ts_errf(e, "%s: cannot open file", path);
-    int rc = ini_parse_stream(counting_reader, &ps, handler, &ps);
-    fclose(ps.f);
-    if (ps.failed)
+    int rc = ini_parse_stream(ts_ini_read, &ps.in, handler, &ps);
+    fclose(ps.in.f);
+    if (ps.in.failed)
         return -1;
     if (rc > 0)
         return ts_errf(e, "%s:%d: syntax error (expected 'key = value' or [section])", path, rc);

@@ -163,8 +163,11 @@ static int row_keys(const vcols *h, char **fields, const char *path, int lineno,
             int64_t lo = (k == C_VOCAB) ? 0 : 1;
             bad = ts_parse_i64(s, lo, (int64_t)1 << 40, &v[k]);
         }
-        if (bad)
-            return ts_errf(e, "%s:%d: column '%s': bad value '%s'", path, lineno, key_names[k], s);
+        if (bad) {
+            char q[TS_QUOTE_BUF];
+            return ts_errf(e, "%s:%d: column '%s': bad value '%s'", path, lineno, key_names[k],
+                           ts_quote(s, TS_QUOTE_MAX, q, sizeof q));
+        }
     }
     return 0;
 }
@@ -224,9 +227,12 @@ static int read_row(const vcols *h, const vidur_table *t, char *line, const char
         r->ms[o] = -1.0;
         if (h->op_col[o] < 0)
             continue;
-        if (ts_parse_double(fields[h->op_col[o]], 0.0, 1e9, &r->ms[o]))
+        if (ts_parse_double(fields[h->op_col[o]], 0.0, 1e9, &r->ms[o])) {
+            char q[TS_QUOTE_BUF];
             return ts_errf(e, "%s:%d: column '%s': '%s' is not a time in ms", path, lineno,
-                           h->hdr[h->op_col[o]], fields[h->op_col[o]]);
+                           h->hdr[h->op_col[o]],
+                           ts_quote(fields[h->op_col[o]], TS_QUOTE_MAX, q, sizeof q));
+        }
     }
     int64_t v[C_COUNT] = {0};
     if (row_keys(h, fields, path, lineno, v, e))

@@ -44,12 +44,9 @@ int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
                        rollout_cfg *cfg, ts_err *e)
 {
     memset(cfg, 0, sizeof *cfg);
+    if (scenario_check_fit(s, hw, m, e))
+        return -1;
     double kv = mem_kv_capacity(hw, m, s->tp, s->mem_util, s->reserve_gb * 1e9);
-    if (kv < 1)
-        return ts_errf(e, "%s: model %s does not fit on %d x %s at mem_util %.2f "
-                          "(weights %.1f GB per GPU)",
-                       s->path, m->name, s->tp, hw->name, s->mem_util,
-                       mem_weights(m, s->tp) / 1e9);
     cfg->hw = hw;
     cfg->llm = m;
     cfg->tp = s->tp;

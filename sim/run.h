@@ -11,7 +11,9 @@
 #include "sim/policy/policy.h"
 
 /* Loads a scenario by name, applies "sec.key=val" overrides and the seed,
- * validates it and loads its hardware and model.  Returns 0 or -1. */
+ * validates it, loads its hardware and model and checks the TP against the
+ * model's heads (scenario_check_model; whether the model fits is the
+ * rollout's check, scenario_check_fit).  Returns 0 or -1. */
 int run_setup(const char *name, const char *const *sets, int n_sets, int have_seed, uint64_t seed,
               scenario *s, hw_desc *hw, llm_desc *m, ts_err *e);
 

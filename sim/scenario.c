@@ -3,7 +3,13 @@
  * type, range and offset into struct scenario; the libinih handler and the
  * --set override both go through it, so a key is validated the same way
  * wherever it comes from.  Defaults follow VeRL/vLLM's (max_num_seqs 256,
- * max_num_batched_tokens 8192, gpu_memory_utilization 0.9).
+ * max_num_batched_tokens 8192, gpu_memory_utilization 0.9).  The file is
+ * read through the strict line reader every INI reader shares
+ * (common/ini_lines.h: long lines, NUL bytes and indented continuation lines
+ * are errors, line numbers are exact); a key given twice, even under a
+ * repeated section, is an error naming both lines; a key before any section
+ * is refused without quoting it, and a value is quoted only cut and
+ * sanitised (ts_quote), since a scenario path may name any file.
  */
 #include "sim/scenario.h"
 
@@ -13,8 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ini_lines.h"
 #include "common/util.h"
 #include "models/hw.h"
+#include "models/memory.h"
 #include "sim/dcp/dcp.h"
 
 typedef enum { K_INT, K_DBL, K_STR, K_BOOL, K_U64 } ktype;
@@ -29,7 +37,7 @@ typedef struct key_def {
 
 #define OFF(f) offsetof(scenario, f)
 static const key_def keys[] = {
-    {"cluster", "gpus", K_INT, OFF(gpus), 1, 1048576, "total GPUs"},
+    {"cluster", "gpus", K_INT, OFF(gpus), 1, SCN_MAX_GPUS, "total GPUs"},
     {"cluster", "hw", K_STR, OFF(hw), 0, 64, "hardware name (models/hw/NAME.ini)"},
     {"cluster", "gpus_per_node", K_INT, OFF(gpus_per_node), 0, 64, "GPUs per node (0: from hw)"},
     {"model", "name", K_STR, OFF(model), 0, 64, "LLM name (models/llm/NAME.ini)"},
@@ -51,7 +59,7 @@ static const key_def keys[] = {
     {"train", "sp", K_INT, OFF(train_sp), 1, 1024, "Ulysses SP size of VeRL's training phases"},
     {"train", "mini_batch_prompts", K_INT, OFF(mini_batch_prompts), 0, 1 << 20, "PPO mini-batch in prompts (0: one pass)"},
     {"train", "offload", K_BOOL, OFF(train_offload), 0, 1, "model states on the host, optimizer step on the CPU"},
-    {"train", "fsdp_size", K_INT, OFF(train_fsdp_size), 0, 1048576, "GPUs the actor's states are sharded over (HSDP; 0: all)"},
+    {"train", "fsdp_size", K_INT, OFF(train_fsdp_size), 0, SCN_MAX_GPUS, "GPUs the actor's states are sharded over (HSDP; 0: all)"},
     {"train", "mem_cap", K_DBL, OFF(train_mem_cap), 0.05, 1.0, "fraction of HBM the actor update may use"},
     {"train", "strategy", K_STR, OFF(train_strategy), 0, 32, "none | bucket | packed | dcp-intra | dcp-inter | dcp-inter+pac"},
     {"spec", "mode", K_STR, OFF(spec_mode), 0, 16, "off | always | adaptive"},
@@ -218,81 +226,78 @@ static int train_strategy_ok(const char *v)
     return 0;
 }
 
-/* Assigns one value.  Returns 0, or -1 with "key 'x': problem" in e. */
-static int set_key(scenario *s, const char *section, const char *key, const char *val, ts_err *e)
+/* The key table's row of section.key, or -1. */
+static int find_key(const char *section, const char *key)
 {
-    for (size_t i = 0; i < N_KEYS; i++) {
-        const key_def *k = &keys[i];
-        if (strcmp(k->section, section) || strcmp(k->key, key))
-            continue;
-        char *dst = (char *)s + k->off;
-        int64_t iv;
-        double dv;
-        int bv;
-        switch (k->type) {
-        case K_INT:
-            if (ts_parse_i64(val, (int64_t)k->min, (int64_t)k->max, &iv))
-                return ts_errf(e, "key '%s.%s': '%s' is not an integer in [%.0f, %.0f]",
-                               section, key, val, k->min, k->max);
-            *(int *)dst = (int)iv;
-            return 0;
-        case K_U64:
-            if (ts_parse_i64(val, 0, INT64_MAX, &iv))
-                return ts_errf(e, "key '%s.%s': '%s' is not a non-negative integer", section, key, val);
-            *(uint64_t *)dst = (uint64_t)iv;
-            return 0;
-        case K_DBL:
-            if (ts_parse_double(val, k->min, k->max, &dv))
-                return ts_errf(e, "key '%s.%s': '%s' is not a number in [%g, %g]",
-                               section, key, val, k->min, k->max);
-            *(double *)dst = dv;
-            return 0;
-        case K_BOOL:
-            if (ts_parse_bool(val, &bv))
-                return ts_errf(e, "key '%s.%s': '%s' is not true/false", section, key, val);
-            *(int *)dst = bv;
-            return 0;
-        case K_STR:
-            if (strlen(val) >= (size_t)k->max)
-                return ts_errf(e, "key '%s.%s': value longer than %d characters",
-                               section, key, (int)k->max - 1);
-            if (k->off == OFF(train_strategy) && !train_strategy_ok(val))
-                return ts_errf(e, "key '%s.%s': '%s' is not none, bucket, packed, dcp-intra, "
-                                  "dcp-inter or dcp-inter+pac", section, key, val);
-            snprintf(dst, (size_t)k->max, "%s", val);
-            return 0;
-        }
-    }
-    return ts_errf(e, "unknown key '%s.%s' (try: tailsim rlstep --help-keys)", section, key);
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (!strcmp(keys[i].section, section) && !strcmp(keys[i].key, key))
+            return (int)i;
+    return -1;
 }
 
-char *scenario_ini_read(char *str, int num, void *stream)
+int scenario_has_key(const char *section, const char *key)
 {
-    scenario_ini_lines *c = stream;
-    if (c->failed)
-        return NULL;
-    char *r = fgets(str, num, c->f);
-    if (!r)
-        return NULL;
-    c->line++;
-    const char *p = r + strspn(r, " \t");
-    c->cont = p != r;
-    if (*p == '[' && !strchr(p, ']')) {
-        ts_errf(c->e, "%s:%d: section name not closed with ']'", c->path, c->line);
-        c->failed = 1;
-        return NULL;
+    return find_key(section, key) >= 0;
+}
+
+/* Assigns one value.  Returns 0, or -1 with "key 'x': problem" in e.  The
+ * value is quoted cut and sanitised (ts_quote), the names of an unknown key
+ * too: the line may come from a file that is no scenario at all. */
+static int set_key(scenario *s, const char *section, const char *key, const char *val, ts_err *e)
+{
+    int i = find_key(section, key);
+    char q[TS_QUOTE_BUF], qs[TS_QUOTE_BUF];
+    if (i < 0)
+        return ts_errf(e, "unknown key '%s.%s' (try: tailsim rlstep --help-keys)",
+                       ts_quote(section, 32, qs, sizeof qs), ts_quote(key, 32, q, sizeof q));
+    const key_def *k = &keys[i];
+    char *dst = (char *)s + k->off;
+    int64_t iv;
+    double dv;
+    int bv;
+    switch (k->type) {
+    case K_INT:
+        if (ts_parse_i64(val, (int64_t)k->min, (int64_t)k->max, &iv))
+            return ts_errf(e, "key '%s.%s': '%s' is not an integer in [%.0f, %.0f]", section, key,
+                           ts_quote(val, TS_QUOTE_MAX, q, sizeof q), k->min, k->max);
+        *(int *)dst = (int)iv;
+        return 0;
+    case K_U64:
+        if (ts_parse_i64(val, 0, INT64_MAX, &iv))
+            return ts_errf(e, "key '%s.%s': '%s' is not a non-negative integer", section, key,
+                           ts_quote(val, TS_QUOTE_MAX, q, sizeof q));
+        *(uint64_t *)dst = (uint64_t)iv;
+        return 0;
+    case K_DBL:
+        if (ts_parse_double(val, k->min, k->max, &dv))
+            return ts_errf(e, "key '%s.%s': '%s' is not a number in [%g, %g]", section, key,
+                           ts_quote(val, TS_QUOTE_MAX, q, sizeof q), k->min, k->max);
+        *(double *)dst = dv;
+        return 0;
+    case K_BOOL:
+        if (ts_parse_bool(val, &bv))
+            return ts_errf(e, "key '%s.%s': '%s' is not true/false", section, key,
+                           ts_quote(val, TS_QUOTE_MAX, q, sizeof q));
+        *(int *)dst = bv;
+        return 0;
+    case K_STR:
+        if (strlen(val) >= (size_t)k->max)
+            return ts_errf(e, "key '%s.%s': value longer than %d characters", section, key,
+                           (int)k->max - 1);
+        if (k->off == OFF(train_strategy) && !train_strategy_ok(val))
+            return ts_errf(e, "key '%s.%s': '%s' is not none, bucket, packed, dcp-intra, "
+                              "dcp-inter or dcp-inter+pac", section, key,
+                           ts_quote(val, TS_QUOTE_MAX, q, sizeof q));
+        snprintf(dst, (size_t)k->max, "%s", val);
+        return 0;
     }
-    if (c->no_long && !strchr(r, '\n') && !feof(c->f)) {
-        ts_errf(c->e, "%s:%d: line longer than %d characters", c->path, c->line, num - 2);
-        c->failed = 1;
-        return NULL;
-    }
-    return r;
+    return ts_errf(e, "key '%s.%s': bad key table row", section, key);
 }
 
 typedef struct load_ctx {
     scenario *s;
-    scenario_ini_lines in;
+    ts_ini_lines in;
+    int line[N_KEYS]; /* line each key was set on (0: not yet) */
 } load_ctx;
 
 static int scn_handler(void *user, const char *section, const char *name, const char *value)
@@ -300,11 +305,23 @@ static int scn_handler(void *user, const char *section, const char *name, const 
     load_ctx *c = user;
     if (c->in.failed)
         return 0;
-    if (set_key(c->s, section, name, value, c->in.e)) {
-        ts_err_prefix(c->in.e, "%s:%d: ", c->in.path, c->in.line);
-        c->in.failed = 1;
-        return 0;
+    ts_err *e = c->in.e;
+    if (!*section) {
+        ts_errf(e, "%s:%d: a key before any [section] (is this a scenario file?)", c->in.path,
+                c->in.line);
+        return ts_ini_fail(&c->in);
     }
+    int i = find_key(section, name);
+    if (i >= 0 && c->line[i]) {
+        ts_errf(e, "%s:%d: key '%s.%s' given twice (first on line %d)", c->in.path, c->in.line,
+                section, name, c->line[i]);
+        return ts_ini_fail(&c->in);
+    }
+    if (set_key(c->s, section, name, value, e)) {
+        ts_err_prefix(e, "%s:%d: ", c->in.path, c->in.line);
+        return ts_ini_fail(&c->in);
+    }
+    c->line[i] = c->in.line;
     return 1;
 }
 
@@ -323,8 +340,8 @@ int scenario_load(const char *name, scenario *s, ts_err *e)
     FILE *f = fopen(path, "r");
     if (!f)
         return ts_errf(e, "%s: cannot open", path);
-    load_ctx c = {s, {.f = f, .path = path, .e = e}};
-    int rc = ini_parse_stream(scenario_ini_read, &c.in, scn_handler, &c);
+    load_ctx c = {s, {.f = f, .path = path, .e = e}, {0}};
+    int rc = ini_parse_stream(ts_ini_read, &c.in, scn_handler, &c);
     fclose(f);
     if (c.in.failed)
         return -1;
@@ -378,7 +395,9 @@ int scenario_spec_mode(const scenario *s, int *mode, ts_err *e)
             *mode = i;
             return 0;
         }
-    return ts_errf(e, "%s: key 'spec.mode': '%s' is not off, always or adaptive", s->path, s->spec_mode);
+    char q[TS_QUOTE_BUF];
+    return ts_errf(e, "%s: key 'spec.mode': '%s' is not off, always or adaptive", s->path,
+                   ts_quote(s->spec_mode, TS_QUOTE_MAX, q, sizeof q));
 }
 
 host_mode scenario_host_mode(const scenario *s, int speculative)
@@ -394,11 +413,44 @@ int scenario_validate(const scenario *s, ts_err *e)
     int mode;
     if (scenario_spec_mode(s, &mode, e))
         return -1;
+    if (s->gpus < 1 || s->gpus > SCN_MAX_GPUS)
+        return ts_errf(e, "%s: cluster.gpus = %d is not in [1, %d]", s->path, s->gpus,
+                       SCN_MAX_GPUS);
+    if (s->tp < 1)
+        return ts_errf(e, "%s: rollout.tp = %d is below 1", s->path, s->tp);
     if (s->gpus % s->tp)
         return ts_errf(e, "%s: rollout.tp = %d does not divide cluster.gpus = %d",
                        s->path, s->tp, s->gpus);
     if (!s->trace_file[0] && s->cap > TRACE_MAX_TOKENS)
         return ts_errf(e, "%s: trace.cap too large", s->path);
+    return 0;
+}
+
+int scenario_check_model(const scenario *s, const llm_desc *m, ts_err *e)
+{
+    int tp = s->tp;
+    if (tp < 1 || m->heads % tp)
+        return ts_errf(e, "%s: rollout.tp = %d does not divide the %d attention heads of %s "
+                          "(its key 'heads'): a TP group splits the heads evenly",
+                       s->path, tp, m->heads, m->name);
+    if (m->kv_heads % tp && tp % m->kv_heads)
+        return ts_errf(e, "%s: rollout.tp = %d neither divides nor is a multiple of the %d KV "
+                          "heads of %s (its key 'kv_heads'): a TP group splits or replicates "
+                          "them evenly",
+                       s->path, tp, m->kv_heads, m->name);
+    return 0;
+}
+
+int scenario_check_fit(const scenario *s, const hw_desc *hw, const llm_desc *m, ts_err *e)
+{
+    if (scenario_check_model(s, m, e))
+        return -1;
+    double kv = mem_kv_capacity(hw, m, s->tp, s->mem_util, s->reserve_gb * 1e9);
+    if (kv < 1)
+        return ts_errf(e, "%s: model %s does not fit on %d x %s at mem_util %.2f "
+                          "(weights %.1f GB per GPU)",
+                       s->path, m->name, s->tp, hw->name, s->mem_util,
+                       mem_weights(m, s->tp) / 1e9);
     return 0;
 }
 

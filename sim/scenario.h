@@ -2,7 +2,10 @@
  * Scenarios: INI files (libinih) with sections [cluster], [model], [rollout],
  * [train], [trace].  Every key has a type and range; unknown sections/keys
  * and out-of-range values are errors naming file, line and key.  Overrides
- * given as "section.key=value" (--set) go through the same table.
+ * given as "section.key=value" (--set) go through the same table.  The file
+ * is read strictly (common/ini_lines.h): a line longer than 198 characters,
+ * a NUL byte, an indented (continuation) line or a key given twice is an
+ * error, never a silent reading.
  */
 #ifndef TS_SCENARIO_H
 #define TS_SCENARIO_H
@@ -11,11 +14,16 @@
 #include <stdio.h>
 
 #include "common/err.h"
+#include "models/hw.h"
 #include "sim/specdec.h"
 #include "models/cost_host.h"
 #include "traces/gen.h"
 
 #define SCN_STR 256
+/* The largest cluster.gpus (and train.fsdp_size): a run allocates per GPU
+ * and per replica (a replica's state, its RNG), so sizes are bounded before
+ * anything is allocated; 65536 is beyond any cluster the models describe. */
+#define SCN_MAX_GPUS 65536
 
 /* [dcp]: data-centric parallel training (`tailsim dcp`, sim/dcp/dcp.h). */
 typedef struct scn_dcp {
@@ -120,27 +128,12 @@ static inline int32_t scenario_cap_response(const scenario *s, int32_t len)
     return s->max_response > 0 && len > s->max_response ? s->max_response : len;
 }
 
-/* The line source of ini_parse_stream() for scenario-shaped files (the
- * scenario, a sweep grid): Debian's libinih does not pass line numbers to
- * handlers, so the reader counts them; it also names an unclosed section,
- * which inih reports only after reading on. */
-typedef struct scenario_ini_lines {
-    FILE *f;
-    const char *path;  /* for messages */
-    ts_err *e;
-    int no_long;       /* 1: a line longer than inih's buffer is an error */
-    int line;          /* lines read so far: a handler runs right after its line */
-    int cont;          /* the current line starts with blanks (inih's continuation) */
-    int failed;        /* 1: e holds an error (reader or handler); reading stops */
-} scenario_ini_lines;
-
-/* ini_parse_stream() reader over a scenario_ini_lines (stream).  Returns the
- * line, or NULL at the end or after an error (failed set, message in e). */
-char *scenario_ini_read(char *str, int num, void *stream);
-
 /* Loads a scenario by name (scenarios/<name>.ini) or path, applying defaults
  * first.  Returns 0 or -1 with file, line and key of the problem. */
 int scenario_load(const char *name, scenario *s, ts_err *e);
+
+/* 1 when section.key is a scenario key, else 0.  Cannot fail. */
+int scenario_has_key(const char *section, const char *key);
 
 /* Applies one "section.key=value" override.  Returns 0 or -1. */
 int scenario_set(scenario *s, const char *assignment, ts_err *e);
@@ -170,8 +163,21 @@ int scenario_spec_mode(const scenario *s, int *mode, ts_err *e);
  * below).  `speculative` selects which, whatever spec.mode says.  Cannot fail. */
 host_mode scenario_host_mode(const scenario *s, int speculative);
 
-/* Cross-field checks (TP divides GPUs, ...).  Returns 0 or -1. */
+/* Cross-field checks (GPUs within [1, SCN_MAX_GPUS], TP divides GPUs, ...).
+ * Returns 0 or -1. */
 int scenario_validate(const scenario *s, ts_err *e);
+
+/* The scenario against its model: rollout.tp must divide the model's
+ * attention heads, and divide or be a multiple of its KV heads (as vLLM and
+ * SGLang require).  Returns 0, or -1 naming rollout.tp and the heads. */
+int scenario_check_model(const scenario *s, const llm_desc *m, ts_err *e);
+
+/* The rollout's shared model-fit check: scenario_check_model(), then the
+ * weights must leave KV cache for at least one token per replica on hw at
+ * rollout.mem_util.  Every command that rolls out (rollout, rlstep, sweep
+ * and plan's configuration check, specdec) calls it before any work.
+ * Returns 0, or -1 with "PATH: model M does not fit on ..." in e. */
+int scenario_check_fit(const scenario *s, const hw_desc *hw, const llm_desc *m, ts_err *e);
 
 /* Resolves the trace file path (shared: prefix, relative to the scenario's
  * directory) into buf.  Returns 0, or -1 when the scenario generates its trace. */

@@ -1,20 +1,26 @@
 /*
- * Sweep grids (see grid.h for the file format).  The reader is libinih with
- * a line-counting stream reader (Debian's libinih passes no line numbers to
- * handlers), like the scenario reader.  Each list item is checked by
- * assigning it to a scratch scenario through the scenario key table, so a
- * grid accepts exactly the values a scenario file or --set would.  The
- * cartesian product is only counted here; a configuration is decoded from
- * its index on demand (grid_config), so a million configurations cost no
- * memory.
+ * Sweep grids (see grid.h for the file format).  The reader is libinih fed
+ * by the strict line reader every INI reader shares (common/ini_lines.h:
+ * line numbers, long lines, NUL bytes, unclosed sections), here with
+ * continuation lines allowed, since a long list may go on over indented
+ * lines.  Each list item is checked by assigning it to a scratch scenario
+ * through the scenario key table, so a grid accepts exactly the values a
+ * scenario file or --set would; a key (of [sweep] or a swept one) given
+ * twice is an error naming both lines.  Values are checked once each and
+ * duplicates found through a hash set, so reading a list is linear in its
+ * length however many lines it spans.  The cartesian product is only
+ * counted here; a configuration is decoded from its index on demand
+ * (grid_config), so a million configurations cost no memory.
  */
 #include "sweep/grid.h"
 
 #include <ini.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ini_lines.h"
 #include "common/util.h"
 #include "sim/policy/policy.h"
 
@@ -32,8 +38,10 @@ void grid_free(grid *g)
 {
     if (!g)
         return;
-    for (size_t i = 0; i < g->n_dims; i++)
+    for (size_t i = 0; i < g->n_dims; i++) {
         free(g->dim[i].vals);
+        memset(&g->dim[i], 0, sizeof g->dim[i]);
+    }
     g->n_dims = 0;
     g->n_configs = 1;
 }
@@ -56,32 +64,151 @@ static char *trim(char *s)
     return s;
 }
 
-int grid_add_dim(grid *g, const char *section, const char *key, const char *list, int line,
-                 const char *origin, ts_err *e)
+/* A dimension's values as an open-addressing hash set (index + 1 into
+ * d->vals; 0: empty slot), so that a duplicate is found in O(1) and a list
+ * of n values, however many lines it spans, is read in O(n). */
+typedef struct vset {
+    size_t *slot;
+    size_t cap; /* a power of two, at least twice the values */
+} vset;
+
+static void vset_free(vset *vs)
+{
+    free(vs->slot);
+    vs->slot = NULL;
+    vs->cap = 0;
+}
+
+static size_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (size_t)h;
+}
+
+/* Adds value i of d (values 0..i-1 already in the set).  Returns 0, 1 when
+ * an equal value is there already (its index in *dup), -1 out of memory. */
+static int vset_add(vset *vs, const grid_dim *d, size_t i, size_t *dup)
+{
+    if (2 * (i + 1) > vs->cap) {
+        size_t nc = vs->cap ? 2 * vs->cap : 16;
+        size_t *ns = calloc(nc, sizeof *ns);
+        if (!ns)
+            return -1;
+        free(vs->slot);
+        vs->slot = ns;
+        vs->cap = nc;
+        for (size_t j = 0; j < i; j++) {
+            size_t h = hash_str(d->vals[j]) & (nc - 1);
+            while (ns[h])
+                h = (h + 1) & (nc - 1);
+            ns[h] = j + 1;
+        }
+    }
+    size_t h = hash_str(d->vals[i]) & (vs->cap - 1);
+    for (; vs->slot[h]; h = (h + 1) & (vs->cap - 1))
+        if (!strcmp(d->vals[vs->slot[h] - 1], d->vals[i])) {
+            *dup = vs->slot[h] - 1;
+            return 1;
+        }
+    vs->slot[h] = i + 1;
+    return 0;
+}
+
+/* Appends one value to d after checking it (the scenario key table, the
+ * policy registry, duplicates); other is the product of the other
+ * dimensions' sizes.  Returns 0 or -1 (unprefixed message). */
+static int dim_push(grid_dim *d, const char *item, size_t other, vset *vs, ts_err *e)
+{
+    char q[TS_QUOTE_BUF];
+    scenario scratch;
+    if (strlen(item) >= SCN_STR)
+        return ts_errf(e, "key '%s.%s': value longer than %d characters", d->section, d->key,
+                       SCN_STR - 1);
+    if (other * (d->n + 1) > GRID_MAX_CONFIGS)
+        return ts_errf(e, "key '%s.%s': the grid would exceed %d configurations", d->section,
+                       d->key, GRID_MAX_CONFIGS);
+    memset(&scratch, 0, sizeof scratch);
+    if (scenario_set_key(&scratch, d->section, d->key, item, e))
+        return -1;
+    if (!strcmp(d->section, "policy") && !strcmp(d->key, "name") && item[0] &&
+        !policy_find(item))
+        return ts_errf(e, "key 'policy.name': unknown policy '%s'",
+                       ts_quote(item, TS_QUOTE_MAX, q, sizeof q));
+    if (d->n == d->cap) {
+        size_t nc = d->cap ? 2 * d->cap : 8;
+        char(*nv)[SCN_STR] = realloc(d->vals, nc * sizeof *nv);
+        if (!nv)
+            return ts_errf(e, "key '%s.%s': out of memory", d->section, d->key);
+        d->vals = nv;
+        d->cap = nc;
+    }
+    snprintf(d->vals[d->n], SCN_STR, "%s", item);
+    size_t dup;
+    int r = vset_add(vs, d, d->n, &dup);
+    if (r < 0)
+        return ts_errf(e, "key '%s.%s': out of memory", d->section, d->key);
+    if (r > 0)
+        return ts_errf(e, "key '%s.%s': value '%s' listed twice", d->section, d->key,
+                       ts_quote(item, TS_QUOTE_MAX, q, sizeof q));
+    d->n++;
+    return 0;
+}
+
+/* Appends the comma-separated items of t (modified) to d.  Returns 0 or -1. */
+static int dim_append(grid_dim *d, char *t, size_t other, vset *vs, ts_err *e)
+{
+    for (char *p = t;;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = 0;
+        char *item = trim(p);
+        if (!*item)
+            return ts_errf(e, "key '%s.%s': empty item %zu in the list", d->section, d->key,
+                           d->n + 1);
+        if (dim_push(d, item, other, vs, e))
+            return -1;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
+}
+
+/* grid_add_dim() keeping the value set in vs (freed first) for continuation
+ * lines, and telling in *quoted whether the value was one quoted string. */
+static int add_dim(grid *g, const char *section, const char *key, const char *list, int line,
+                   const char *origin, vset *vs, int *quoted, ts_err *e)
 {
     grid_dim *d = &g->dim[g->n_dims];
     char *buf = NULL;
-    scenario scratch;
-    memset(&scratch, 0, sizeof scratch);
+    char qs[TS_QUOTE_BUF], qk[TS_QUOTE_BUF];
+    vset_free(vs);
+    *quoted = 0;
+    if (!scenario_has_key(section, key)) {
+        ts_errf(e, "unknown key '%s.%s' (try: tailsim rlstep --help-keys)",
+                ts_quote(section, 32, qs, sizeof qs), ts_quote(key, 32, qk, sizeof qk));
+        return where(e, g, line, origin);
+    }
     for (size_t i = 0; i < g->n_dims; i++)
         if (!strcmp(g->dim[i].section, section) && !strcmp(g->dim[i].key, key)) {
-            ts_errf(e, "key '%s.%s' given twice", section, key);
-            goto fail;
+            if (line > 0 && g->dim[i].line > 0)
+                ts_errf(e, "key '%s.%s' given twice (first on line %d)", section, key,
+                        g->dim[i].line);
+            else
+                ts_errf(e, "key '%s.%s' given twice", section, key);
+            return where(e, g, line, origin);
         }
     if (g->n_dims == GRID_MAX_DIMS) {
         ts_errf(e, "key '%s.%s': more than %d swept keys", section, key, GRID_MAX_DIMS);
-        goto fail;
-    }
-    if (strlen(section) >= sizeof d->section || strlen(key) >= sizeof d->key) {
-        ts_errf(e, "unknown key '%s.%s'", section, key);
-        goto fail;
+        return where(e, g, line, origin);
     }
     memset(d, 0, sizeof *d);
     snprintf(d->section, sizeof d->section, "%s", section);
     snprintf(d->key, sizeof d->key, "%s", key);
     d->line = line;
     size_t len = strlen(list);
-    if (!(buf = malloc(len + 1)) || !(d->vals = calloc(len / 2 + 1, sizeof *d->vals))) {
+    if (!(buf = malloc(len + 1))) {
         ts_errf(e, "key '%s.%s': out of memory", section, key);
         goto fail;
     }
@@ -90,55 +217,14 @@ int grid_add_dim(grid *g, const char *section, const char *key, const char *list
     size_t tl = strlen(t);
     if (tl >= 2 && t[0] == '"' && t[tl - 1] == '"') {
         /* one value, verbatim: may hold commas or be empty */
-        if (tl - 2 >= SCN_STR) {
-            ts_errf(e, "key '%s.%s': value longer than %d characters", section, key, SCN_STR - 1);
+        t[tl - 1] = 0;
+        *quoted = 1;
+        if (dim_push(d, t + 1, g->n_configs, vs, e))
             goto fail;
-        }
-        snprintf(d->vals[0], SCN_STR, "%.*s", (int)(tl - 2), t + 1);
-        d->n = 1;
-    } else {
-        if (!*t) {
-            ts_errf(e, "key '%s.%s': empty list (give at least one value)", section, key);
-            goto fail;
-        }
-        for (char *p = t;;) {
-            char *comma = strchr(p, ',');
-            if (comma)
-                *comma = 0;
-            char *item = trim(p);
-            if (!*item) {
-                ts_errf(e, "key '%s.%s': empty item %zu in the list '%s'", section, key,
-                        d->n + 1, list);
-                goto fail;
-            }
-            if (strlen(item) >= SCN_STR) {
-                ts_errf(e, "key '%s.%s': value longer than %d characters", section, key,
-                        SCN_STR - 1);
-                goto fail;
-            }
-            snprintf(d->vals[d->n++], SCN_STR, "%s", item);
-            if (!comma)
-                break;
-            p = comma + 1;
-        }
-    }
-    for (size_t i = 0; i < d->n; i++) {
-        if (scenario_set_key(&scratch, section, key, d->vals[i], e))
-            goto fail;
-        if (!strcmp(section, "policy") && !strcmp(key, "name") && d->vals[i][0] &&
-            !policy_find(d->vals[i])) {
-            ts_errf(e, "key 'policy.name': unknown policy '%s'", d->vals[i]);
-            goto fail;
-        }
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(d->vals[i], d->vals[j])) {
-                ts_errf(e, "key '%s.%s': value '%s' listed twice", section, key, d->vals[i]);
-                goto fail;
-            }
-    }
-    if (g->n_configs > GRID_MAX_CONFIGS / d->n) {
-        ts_errf(e, "key '%s.%s': the grid would exceed %d configurations", section, key,
-                GRID_MAX_CONFIGS);
+    } else if (!*t) {
+        ts_errf(e, "key '%s.%s': empty list (give at least one value)", section, key);
+        goto fail;
+    } else if (dim_append(d, t, g->n_configs, vs, e)) {
         goto fail;
     }
     g->n_configs *= d->n;
@@ -149,98 +235,121 @@ fail:
     free(buf);
     free(d->vals);
     memset(d, 0, sizeof *d);
+    vset_free(vs);
     return where(e, g, line, origin);
+}
+
+int grid_add_dim(grid *g, const char *section, const char *key, const char *list, int line,
+                 const char *origin, ts_err *e)
+{
+    vset vs = {NULL, 0};
+    int quoted;
+    int rc = add_dim(g, section, key, list, line, origin, &vs, &quoted, e);
+    vset_free(&vs);
+    return rc;
 }
 
 typedef struct load_ctx {
     grid *g;
     ts_err *e;
-    scenario_ini_lines in; /* its line, cont and failed are the parse's */
+    ts_ini_lines in;  /* its line, cont and failed are the parse's */
+    vset vs;          /* the last dimension's values, for its continuation lines */
+    int last_quoted;  /* the last dimension is one quoted value */
+    int sweep_line[3]; /* line of sweep.scenario, command, steps (0: not given) */
 } load_ctx;
 
-/* The [sweep] section's own keys. */
+/* The [sweep] section's own keys.  Returns 0 or -1 (unprefixed). */
 static int sweep_key(load_ctx *c, const char *key, const char *value)
 {
+    static const char *const names[] = {"scenario", "command", "steps"};
     grid *g = c->g;
     ts_err *e = c->e;
-    if (!strcmp(key, "scenario")) {
+    char q[TS_QUOTE_BUF];
+    int k = 0;
+    while (k < 3 && strcmp(key, names[k]))
+        k++;
+    if (k == 3)
+        return ts_errf(e, "unknown key 'sweep.%s' (scenario, command, steps, policy)",
+                       ts_quote(key, 32, q, sizeof q));
+    if (c->sweep_line[k])
+        return ts_errf(e, "key 'sweep.%s' given twice (first on line %d)", key,
+                       c->sweep_line[k]);
+    c->sweep_line[k] = c->in.line;
+    if (k == 0) {
         if (!*value || strlen(value) >= sizeof g->scenario)
             return ts_errf(e, "key 'sweep.scenario': expected a scenario name or path");
         snprintf(g->scenario, sizeof g->scenario, "%s", value);
         return 0;
     }
-    if (!strcmp(key, "command")) {
+    if (k == 1) {
         if (strcmp(value, "rlstep") && strcmp(value, "rollout"))
-            return ts_errf(e, "key 'sweep.command': '%s' is not rlstep or rollout", value);
+            return ts_errf(e, "key 'sweep.command': '%s' is not rlstep or rollout",
+                           ts_quote(value, TS_QUOTE_MAX, q, sizeof q));
         snprintf(g->command, sizeof g->command, "%s", value);
         return 0;
     }
-    if (!strcmp(key, "steps")) {
-        int64_t v;
-        if (ts_parse_i64(value, 1, 100000, &v))
-            return ts_errf(e, "key 'sweep.steps': '%s' is not an integer in [1, 100000]", value);
-        g->steps = (int)v;
-        return 0;
-    }
-    return ts_errf(e, "unknown key 'sweep.%s' (scenario, command, steps, policy)", key);
+    int64_t v;
+    if (ts_parse_i64(value, 1, 100000, &v))
+        return ts_errf(e, "key 'sweep.steps': '%s' is not an integer in [1, 100000]",
+                       ts_quote(value, TS_QUOTE_MAX, q, sizeof q));
+    g->steps = (int)v;
+    return 0;
 }
 
 /* An indented line after a list continues it (inih passes it as the same
  * key again): "seed = 1,2,3" then "  4,5,6" (no trailing comma: an empty
- * item is an error wherever it is).  Re-adds the last dimension
- * with the joined list, so every value is checked again and the count stays
- * right.  Returns 0 or -1. */
-static int continue_list(load_ctx *c, const char *section, const char *key, const char *value)
+ * item is an error wherever it is).  Only the new values are checked, each
+ * in O(1) (the dimension's value set), so a list of n values on any number
+ * of lines reads in O(n).  Returns 0 or -1. */
+static int continue_list(load_ctx *c, const char *value)
 {
     grid *g = c->g;
     grid_dim *d = &g->dim[g->n_dims - 1];
-    size_t cap = d->n * SCN_STR + strlen(value) + 2, o = 0;
-    char *joined = malloc(cap);
-    if (!joined)
+    if (c->last_quoted)
+        return ts_errf(c->e, "%s:%d: key '%s.%s': a quoted value cannot be continued", g->path,
+                       c->in.line, d->section, d->key);
+    size_t len = strlen(value);
+    char *buf = malloc(len + 1);
+    if (!buf)
         return ts_errf(c->e, "%s:%d: out of memory", g->path, c->in.line);
-    for (size_t i = 0; i < d->n; i++) {
-        if (strchr(d->vals[i], ',') || !d->vals[i][0]) {
-            free(joined);
-            return ts_errf(c->e, "%s:%d: key '%s.%s': a quoted value cannot be continued",
-                           g->path, c->in.line, section, key);
-        }
-        o += (size_t)snprintf(joined + o, cap - o, "%s,", d->vals[i]);
-    }
-    snprintf(joined + o, cap - o, "%s", value);
+    memcpy(buf, value, len + 1);
     g->n_configs /= d->n;
-    free(d->vals);
-    memset(d, 0, sizeof *d);
-    g->n_dims--;
-    int rc = grid_add_dim(g, section, key, joined, c->in.line, NULL, c->e);
-    free(joined);
-    return rc;
+    int rc = dim_append(d, trim(buf), g->n_configs, &c->vs, c->e);
+    g->n_configs *= d->n;
+    free(buf);
+    return rc ? where(c->e, g, c->in.line, NULL) : 0;
 }
 
 static int grid_handler(void *user, const char *section, const char *key, const char *value)
 {
     load_ctx *c = user;
+    grid *g = c->g;
+    char qk[TS_QUOTE_BUF];
     if (c->in.failed)
         return 0;
     int rc;
     const char *sec = !strcmp(section, "sweep") && !strcmp(key, "policy") ? "policy" : section;
     const char *k = sec != section ? "name" : key;
-    if (c->in.cont && c->g->n_dims && !strcmp(c->g->dim[c->g->n_dims - 1].section, sec) &&
-        !strcmp(c->g->dim[c->g->n_dims - 1].key, k)) {
-        rc = continue_list(c, sec, k, value);
-    } else if (!strcmp(section, "sweep") && !strcmp(key, "policy")) {
-        rc = grid_add_dim(c->g, "policy", "name", value, c->in.line, NULL, c->e);
-    } else if (!strcmp(section, "sweep")) {
+    if (!*section) {
+        rc = ts_errf(c->e, "%s:%d: a key before any [section] (is this a grid file?)", g->path,
+                     c->in.line);
+    } else if (c->in.cont) {
+        /* libinih passes the key of the line above: a list's, or a [sweep] key's */
+        if (g->n_dims && !strcmp(g->dim[g->n_dims - 1].section, sec) &&
+            !strcmp(g->dim[g->n_dims - 1].key, k))
+            rc = continue_list(c, value);
+        else
+            rc = ts_errf(c->e, "%s:%d: indented line: only a list continues on indented lines, "
+                               "and 'sweep.%s' is not one", g->path, c->in.line,
+                         ts_quote(key, 32, qk, sizeof qk));
+    } else if (!strcmp(section, "sweep") && strcmp(key, "policy")) {
         rc = sweep_key(c, key, value);
         if (rc)
-            ts_err_prefix(c->e, "%s:%d: ", c->g->path, c->in.line);
+            ts_err_prefix(c->e, "%s:%d: ", g->path, c->in.line);
     } else {
-        rc = grid_add_dim(c->g, section, key, value, c->in.line, NULL, c->e);
+        rc = add_dim(g, sec, k, value, c->in.line, NULL, &c->vs, &c->last_quoted, c->e);
     }
-    if (rc) {
-        c->in.failed = 1;
-        return 0;
-    }
-    return 1;
+    return rc ? ts_ini_fail(&c->in) : 1;
 }
 
 int grid_load(const char *path, grid *g, ts_err *e)
@@ -250,9 +359,10 @@ int grid_load(const char *path, grid *g, ts_err *e)
     if (!f)
         return ts_errf(e, "%s: cannot open grid file", path);
     g->from_file = 1;
-    load_ctx c = {g, e, {.f = f, .path = g->path, .e = e, .no_long = 1}};
-    int rc = ini_parse_stream(scenario_ini_read, &c.in, grid_handler, &c);
+    load_ctx c = {g, e, {.f = f, .path = g->path, .e = e, .allow_cont = 1}, {NULL, 0}, 0, {0}};
+    int rc = ini_parse_stream(ts_ini_read, &c.in, grid_handler, &c);
     fclose(f);
+    vset_free(&c.vs);
     if (!c.in.failed && rc > 0)
         ts_errf(e, "%s:%d: syntax error (expected [section] or key = value)", path, rc);
     else if (!c.in.failed && rc < 0)

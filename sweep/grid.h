@@ -39,6 +39,7 @@ typedef struct grid_dim {
     char key[48];
     char (*vals)[SCN_STR]; /* n values, as given (quotes removed) */
     size_t n;
+    size_t cap;            /* values allocated */
     int line;              /* line of the grid file (0: not from a file) */
 } grid_dim;
 

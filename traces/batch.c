@@ -186,8 +186,10 @@ int btrace_load(const char *path, btrace **out, ts_err *e)
             const char *name = ncol == 1 ? "tokens" : cols2[k];
             int64_t hi = ncol == 1 ? BT_MAX_TOKENS : max2[k];
             if (ts_parse_i64(fld[k], 1, hi, &v[k])) {
+                char q[TS_QUOTE_BUF];
                 ts_errf(e, "%s:%ld: field '%s': '%s' is not an integer in [1, %lld]", path,
-                        lineno, name, fld[k], (long long)hi);
+                        lineno, name, ts_quote(fld[k], TS_QUOTE_MAX, q, sizeof q),
+                        (long long)hi);
                 goto done;
             }
         }

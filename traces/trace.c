@@ -465,8 +465,14 @@ static void key_duplicate(const char *text, char *key, size_t keysz)
  * the error lies in its value (json_error_field) or the key is given twice. */
 static int jsonl_syntax_error(const line_reader *r, const json_error_t *jerr, ts_err *e)
 {
-    char key[64] = "", where[48] = "";
+    char key[64] = "", where[48] = "", why[JSON_ERROR_TEXT_LENGTH], q[TS_QUOTE_BUF];
     enum json_error_code code = json_error_code(jerr);
+    /* jansson quotes the token it stopped at ("... near 'TOKEN'"): the file
+     * may be any JSON, so the message keeps the column, not the token */
+    snprintf(why, sizeof why, "%s", jerr->text);
+    char *near = strstr(why, " near ");
+    if (near)
+        *near = 0;
     if (code == json_error_out_of_memory)
         return ts_errf(e, "%s:%ld: out of memory parsing the record", r->path, r->lineno);
     if (jerr->column > 0)
@@ -475,16 +481,16 @@ static int jsonl_syntax_error(const line_reader *r, const json_error_t *jerr, ts
         key_duplicate(jerr->text, key, sizeof key);
         if (key[0])
             return ts_errf(e, "%s:%ld: field '%s': given twice (invalid JSON%s: %s)", r->path,
-                           r->lineno, key, where, jerr->text);
+                           r->lineno, ts_quote(key, 32, q, sizeof q), where, why);
     } else {
         size_t pos = jerr->position > 0 ? (size_t)jerr->position : 0;
         json_error_field(r->buf, r->len, pos, code == json_error_premature_end_of_input, key,
                          sizeof key);
         if (key[0])
             return ts_errf(e, "%s:%ld: field '%s': invalid JSON%s: %s", r->path, r->lineno,
-                           key, where, jerr->text);
+                           ts_quote(key, 32, q, sizeof q), where, why);
     }
-    return ts_errf(e, "%s:%ld: invalid JSON%s: %s%s", r->path, r->lineno, where, jerr->text,
+    return ts_errf(e, "%s:%ld: invalid JSON%s: %s%s", r->path, r->lineno, where, why,
                    code == json_error_end_of_input_expected ? " (one JSON object per line)" : "");
 }
 
@@ -644,11 +650,13 @@ static int csv_row(loader *L, ts_err *e)
         return ts_errf(e, "%s:%ld: field #%ld: unexpected (the header has %ld columns)",
                        r->path, r->lineno, ncols + 1, ncols);
     int64_t v[5] = {0, 0, 0, 0, -1};
+    char q[TS_QUOTE_BUF];
     for (long c = 0; c < ncols; c++)
         if (ts_parse_i64(f[c], csv_lo[c], csv_hi[c], &v[c]))
             return ts_errf(e, "%s:%ld: field '%s': expected an integer in %lld..%lld, got "
-                              "'%.40s'", r->path, r->lineno, csv_cols[c],
-                           (long long)csv_lo[c], (long long)csv_hi[c], f[c]);
+                              "'%s'", r->path, r->lineno, csv_cols[c],
+                           (long long)csv_lo[c], (long long)csv_hi[c],
+                           ts_quote(f[c], TS_QUOTE_MAX, q, sizeof q));
     if (g->n > 0 && v[0] == g->v[0] && v[1] == g->v[1]) {
         for (int c = 2; c <= 4; c += 2)
             if (v[c] != g->v[c])
@@ -748,12 +756,15 @@ static int vidur_row(loader *L, ts_err *e)
                        path, line, L->nf < L->ncols ? "num_decode_tokens" : "(extra)",
                        L->ncols, L->nf);
     int64_t pre, dec;
+    char q[TS_QUOTE_BUF];
     if (vidur_value(L->f[L->cp], 0, TRACE_MAX_TOKENS, &pre))
         return ts_errf(e, "%s:%ld: field 'num_prefill_tokens': expected an integer in 0..%d, "
-                          "got '%.40s'", path, line, TRACE_MAX_TOKENS, L->f[L->cp]);
+                          "got '%s'", path, line, TRACE_MAX_TOKENS,
+                       ts_quote(L->f[L->cp], TS_QUOTE_MAX, q, sizeof q));
     if (vidur_value(L->f[L->cd], 1, TRACE_MAX_TOKENS, &dec))
         return ts_errf(e, "%s:%ld: field 'num_decode_tokens': expected an integer in 1..%d, "
-                          "got '%.40s'", path, line, TRACE_MAX_TOKENS, L->f[L->cd]);
+                          "got '%s'", path, line, TRACE_MAX_TOKENS,
+                       ts_quote(L->f[L->cd], TS_QUOTE_MAX, q, sizeof q));
     if (L->t->n_prompts >= INT32_MAX)
         return ts_errf(e, "%s:%ld: too many requests", path, line);
     int32_t len = (int32_t)dec;

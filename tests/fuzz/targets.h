@@ -2,7 +2,10 @@
  * Fuzz targets: one function per reader, taking raw bytes.  Each writes the
  * bytes to a private temporary file (the readers take paths, as users give
  * them) and runs the reader; a reader may accept or reject the input, but it
- * must not crash, hang, leak or return a half-built object.  One more,
+ * must not crash, hang, leak or return a half-built object.  The INI
+ * targets (scenario, grid) also hold the readers to issue 21's contract:
+ * what they accept has strict lines, and their messages name the file and
+ * never echo its content or a control byte (fuzz_check_msg).  One more,
  * fuzz_dcpplan, decodes the bytes into a batch and a DCP configuration and
  * checks every planner's invariants.  Included by the
  * libFuzzer driver (tests/fuzz/driver.c, `make fuzz`) and by the regression
@@ -69,7 +72,57 @@ static inline int fuzz_trace(const uint8_t *data, size_t size)
     return 0;
 }
 
-/* Scenario INI reader. */
+/* 1 when the nn bytes at nd occur in h (hn bytes).  A plain loop, not
+ * memmem(): libFuzzer hooks that and would steer inputs towards the
+ * messages themselves. */
+static inline int fuzz_contains(const uint8_t *h, size_t hn, const char *nd, size_t nn)
+{
+    for (size_t i = 0; i + nn <= hn; i++) {
+        size_t k = 0;
+        while (k < nn && h[i + k] == (uint8_t)nd[k])
+            k++;
+        if (k == nn)
+            return 1;
+    }
+    return 0;
+}
+
+/* The INI readers' message contract (issue 21): one line of printable
+ * ASCII naming the file, quoting no run of 64 or more bytes of the input
+ * (a name or value of our keys is quoted at most 40 characters, cut; a raw
+ * line never).  Every 48-byte window at a multiple of 16 is looked for, so
+ * any longer echo is caught. */
+static inline void fuzz_check_msg(const ts_err *e, const char *path, const uint8_t *data,
+                                  size_t size)
+{
+    size_t n = strlen(e->msg);
+    if (!n || !strstr(e->msg, path))
+        abort(); /* a failure says why and names the file */
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)e->msg[i] < 0x20 || (unsigned char)e->msg[i] >= 0x7f)
+            abort(); /* no control bytes (terminal escapes) from the input */
+    for (size_t i = 0; i + 48 <= n; i += 16)
+        if (fuzz_contains(data, size, e->msg + i, 48))
+            abort(); /* no echo of the file's content */
+}
+
+/* What an INI reader accepts has no NUL byte and no line over 198
+ * characters (ts_ini_read refuses both, libinih alone would not). */
+static inline void fuzz_check_lines(const uint8_t *data, size_t size)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < size; i++) {
+        if (!data[i])
+            abort();
+        len = data[i] == '\n' ? 0 : len + 1;
+        if (len > 198)
+            abort();
+    }
+}
+
+/* Scenario INI reader: an accepted file respects the ranges (at most
+ * SCN_MAX_GPUS GPUs) and the strict lines; a refused one gets a message
+ * under the contract above. */
 static inline int fuzz_scenario(const uint8_t *data, size_t size)
 {
     char path[128];
@@ -78,11 +131,14 @@ static inline int fuzz_scenario(const uint8_t *data, size_t size)
     scenario s;
     ts_err e = {{0}};
     if (scenario_load(path, &s, &e) == 0) {
-        if (s.gpus < 1 || s.tp < 1 || !s.model[0])
+        if (s.gpus < 1 || s.gpus > SCN_MAX_GPUS || s.tp < 1 || !s.model[0] ||
+            s.train_fsdp_size > SCN_MAX_GPUS)
             abort(); /* loaded scenarios respect their ranges */
-        scenario_validate(&s, &e);
-    } else if (!e.msg[0]) {
-        abort();
+        fuzz_check_lines(data, size);
+        if (scenario_validate(&s, &e))
+            fuzz_check_msg(&e, path, data, size);
+    } else {
+        fuzz_check_msg(&e, path, data, size);
     }
     remove(path);
     return 0;
@@ -148,7 +204,8 @@ static inline int fuzz_calib(const uint8_t *data, size_t size)
 /* Sweep grid INI reader (tailsim sweep).  A loaded grid must hold a base
  * scenario, at least one value per swept key, and a configuration count
  * equal to the product of the list sizes, within the limit; decoding the
- * last configuration must stay in range. */
+ * last configuration must stay in range; its lines are strict.  A refused
+ * grid gets a message under the contract of fuzz_check_msg(). */
 static inline int fuzz_grid(const uint8_t *data, size_t size)
 {
     char path[128];
@@ -172,9 +229,12 @@ static inline int fuzz_grid(const uint8_t *data, size_t size)
         for (size_t i = 0; i < g.n_dims; i++)
             if (idx[i] != g.dim[i].n - 1)
                 abort(); /* the last configuration takes every list's last value */
+        fuzz_check_lines(data, size);
         grid_free(&g);
-    } else if (!e.msg[0] || g.n_dims) {
-        abort(); /* failure must say why and leave nothing allocated */
+    } else {
+        if (g.n_dims)
+            abort(); /* failure must leave nothing allocated */
+        fuzz_check_msg(&e, path, data, size);
     }
     remove(path);
     return 0;
