@@ -58,15 +58,27 @@ static inline int fuzz_trace(const uint8_t *data, size_t size)
         return 0;
     trace *t = NULL;
     ts_err e = {{0}};
+    int64_t tokens = -1;
     if (trace_load(path, &t, &e) == 0) {
         if (!t)
             abort(); /* success must give a trace */
         trace_stats st;
         if (trace_stats_compute(t, &st, &e) == 0 && (st.responses <= 0 || st.max < 1))
             abort(); /* a loaded trace has positive lengths */
+        tokens = trace_n_tokens(t);
         trace_free(t);
     } else if (t || !e.msg[0]) {
         abort(); /* failure must leave nothing and say why */
+    }
+    /* the same bytes on standard input ("-") load the same, read once */
+    if (freopen(path, "r", stdin)) {
+        trace *u = NULL;
+        ts_err e2 = {{0}};
+        int rc = trace_load("-", &u, &e2);
+        if ((rc == 0) != (tokens >= 0) || (rc == 0 && trace_n_tokens(u) != tokens) ||
+            (rc != 0 && (u || !e2.msg[0])))
+            abort(); /* a file and a stream of the same bytes disagree */
+        trace_free(u);
     }
     remove(path);
     return 0;
