@@ -1,8 +1,9 @@
 /*
  * `tailsim report [--db FILE] [--run ID|ID,ID,...] -o DIR`: loads one stored
  * run (the latest by default) from the results store and writes its Gantt
- * chart, length CDF and Markdown report into DIR (created if missing), then
- * prints the paths written, one per line.  With several ids it loads every
+ * chart, length CDF, Markdown and HTML report and its exports (Perfetto
+ * timeline.json, responses.csv, phases.csv: reports/report.h) into DIR
+ * (created if missing), then prints the paths written, one per line.  With several ids it loads every
  * run first (nothing is written unless all load), writes each one's report
  * into DIR/run-<id>/ and a page comparing them, DIR/index.md and
  * DIR/index.html (reports/runs_report.h).  Exit status: 0 success, 1
@@ -30,9 +31,11 @@ static void report_usage(FILE *f)
 {
     fprintf(f,
             "usage: tailsim report [--db FILE] [--run ID|ID,ID,...] -o DIR\n\n"
-            "Writes the Gantt chart, response-length CDF and Markdown report of a\n"
-            "stored run into DIR (created if missing):\n"
-            "  DIR/gantt.dat DIR/gantt.png DIR/cdf.dat DIR/cdf.png DIR/report.md\n"
+            "Writes the Gantt chart, response-length CDF, Markdown and HTML report and\n"
+            "the exports of a stored run into DIR (created if missing):\n"
+            "  DIR/gantt.dat DIR/gantt.png DIR/cdf.dat DIR/cdf.png DIR/report.md DIR/index.html\n"
+            "  DIR/timeline.json  per-GPU timeline for ui.perfetto.dev / chrome://tracing\n"
+            "  DIR/responses.csv  one row per response;  DIR/phases.csv  one row per step and phase\n"
             "With several run ids, each run's report goes into DIR/run-<id>/ and\n"
             "DIR/index.md and DIR/index.html show them side by side (a table of the\n"
             "runs, their speedups over the first, the Gantt charts and CDFs).\n\n"
@@ -192,8 +195,10 @@ static int report_one(const char *db, const char *run, const char *out)
         fprintf(stderr, "tailsim: %s\n", e.msg);
         goto cleanup;
     }
-    static const char *const files[] = {"gantt.dat", "gantt.png", "cdf.dat", "cdf.png",
-                                        "report.md", "dcp.md", "dcp_imbalance.dat",
+    static const char *const files[] = {"gantt.dat",     "gantt.png",     "cdf.dat",
+                                        "cdf.png",       "report.md",     "index.html",
+                                        "timeline.json", "responses.csv", "phases.csv",
+                                        "dcp.md",        "dcp_imbalance.dat",
                                         "dcp_imbalance.png"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char p[4200];

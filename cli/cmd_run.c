@@ -1,7 +1,8 @@
 /*
  * `tailsim rollout` and `tailsim rlstep`: load a scenario, its hardware and
- * model, its trace (a file or the generator), simulate, print a table or JSON
- * and optionally save the run to the SQLite store.
+ * model, its trace (a file or the generator), simulate, print a table or JSON,
+ * optionally save the run to the SQLite store and, with -o DIR, write its
+ * report there (reports/report.h, as `tailsim report` does for a stored run).
  *
  * JSON keys are stable (documented in docs/metrics.md).  wall_s and events_per_s
  * are the only values that change between identical runs; --no-wall drops
@@ -26,13 +27,14 @@
 #include "cli/cmd.h"
 #include "cli/cmd_run.h"
 #include "cli/opts.h"
+#include "reports/report.h"
 #include "sim/rlstep.h"
 #include "results/store.h"
 
 
 typedef struct run_opts {
     opts_common co;        /* --trace (relative to the current directory), --seed, --set,
-                            * --steps, --db, --json, --no-wall */
+                            * --steps, --db, -o, --json, --no-wall */
     const char *scenario;
     const char *policy;    /* --policy NAME (NULL: the scenario's policy.name) */
 } run_opts;
@@ -103,6 +105,10 @@ static void run_usage(FILE *f, const char *cmd)
             "                      with seed trace.seed + k), carrying the drafter across steps;\n"
             "                      metrics are means over the steps, per_step holds each step's\n"
             "  --db FILE           save the run (metrics, per-GPU timeline, responses) to SQLite\n"
+            "  -o DIR              also write the run's report into DIR (created if missing), as\n"
+            "                      `tailsim report` does: gantt.png, cdf.png, report.md, index.html,\n"
+            "                      timeline.json (ui.perfetto.dev), responses.csv, phases.csv;\n"
+            "                      needs gnuplot, checked before simulating\n"
             "  --json              print one JSON object instead of a table\n"
             "  --no-wall           leave out wall_s and events_per_s (byte-identical output)\n"
             "  -h, --help          this text\n",
@@ -133,7 +139,7 @@ static int run_parse(int argc, char **argv, run_opts *o)
     opts_init(&o->co, argv[0], OPTS_MAX_SETS);
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ho:", lo, NULL)) != -1) {
         int t = opts_take(&o->co, c, optarg);
         if (t == OPTS_HELP) {
             run_usage(stdout, argv[0]);
@@ -324,6 +330,11 @@ static int run_common(int argc, char **argv, int full)
         return prc;
     gsl_set_error_handler_off();
     ts_err e = {{0}};
+    /* -o: gnuplot and the directory are checked before any simulation */
+    if (o.co.out && report_can_draw(o.co.out, &e)) {
+        fprintf(stderr, "tailsim %s: -o %s: %s\n", argv[0], o.co.out, e.msg);
+        return 1;
+    }
     run_out r;
     int rc = 1;
     if (run_simulate(&o, full, &r, &e))
@@ -336,6 +347,12 @@ static int run_common(int argc, char **argv, int full)
     }
     if (o.co.db)
         fprintf(stderr, "tailsim: saved run %lld to %s\n", (long long)r.rec->id, o.co.db);
+    if (o.co.out) {
+        if (report_write(r.rec, o.co.out, &e))
+            goto fail;
+        fprintf(stderr, "tailsim %s: report: %s/index.html (and report.md, timeline.json, "
+                        "responses.csv, phases.csv)\n", argv[0], o.co.out);
+    }
     rc = 0;
     goto done;
 fail:

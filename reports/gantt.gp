@@ -6,7 +6,7 @@
 #
 #   gnuplot -d -c reports/gantt.gp gantt.dat gantt.png ["title"]
 #
-# gantt.dat, block 0 (index 0): gpu phase state t0_s t1_s
+# gantt.dat, block 0 (index 0): gpu phase state t0_s t1_s phase_name state_name
 #                                 (state 0 = busy, 1 = idle, 2 = train)
 #            block 1 (index 1): phase name t_start_s t_end_s
 #                                 (a run of several RL steps: the first

@@ -697,3 +697,8 @@ int paper_report_write(const paper_doc *d, const char *dir, ts_err *e)
         return -1;
     return 0;
 }
+
+int paper_report_write_html(const paper_doc *d, const char *path, ts_err *e)
+{
+    return write_html(d, path, 0, e);
+}

@@ -131,4 +131,9 @@ void paper_doc_free(paper_doc *d);
  * that failed. */
 int paper_report_write(const paper_doc *d, const char *dir, ts_err *e);
 
+/* Writes d's page alone to path (atomically): index.html's text without the
+ * published-numbers bars, for a page whose figures were drawn elsewhere (one
+ * run's, by report_write()).  Returns 0, or -1 naming path. */
+int paper_report_write_html(const paper_doc *d, const char *path, ts_err *e);
+
 #endif

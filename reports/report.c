@@ -7,6 +7,13 @@
  *   report.md              identity, metrics (in the record's order), a
  *                          per-phase bubble table, length percentiles, and
  *                          links to the two PNGs.
+ *   index.html             the same as one page (a paper_doc written by
+ *                          the paper report's HTML writer; relative links);
+ *   timeline.json,         the exports (reports/perfetto.c,
+ *   responses.csv,         reports/csv_export.c), written first: they need
+ *   phases.csv             no gnuplot.
+ * gantt.dat names each interval's phase and state after the integers that
+ * gantt.gp colours by.
  * Scripts are found under ts_data_root()/reports/ only, never in the current
  * directory (report_script()), and run as `gnuplot -d -c SCRIPT DAT PNG
  * TITLE` through ts_spawn (posix_spawnp) with an argv (no shell); gnuplot's
@@ -46,6 +53,9 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "reports/csv_export.h"
+#include "reports/paper_report.h"
+#include "reports/perfetto.h"
 
 #define PATH_CAP 4096
 /* printf arguments for a fixed-size char field that may fill its array. */
@@ -129,10 +139,12 @@ static int write_gantt_dat(const run_record *r, const char *path, ts_err *e)
     fputs("# tailsim GPU timeline, ", f);
     put_run(f, r);
     fputc('\n', f);
-    fprintf(f, "# block 0: gpu phase state t0_s t1_s   (state 0 busy, 1 idle, 2 train)\n");
+    fprintf(f, "# block 0: gpu phase state t0_s t1_s phase_name state_name   (phase and state "
+               "as integers for gantt.gp, then as names; state 0 busy, 1 idle, 2 train)\n");
     for (size_t i = 0; i < r->n_tl; i++) {
         const tl_interval *t = &r->tl[i];
-        fprintf(f, "%d %d %d %.9g %.9g\n", t->gpu, t->phase, t->state, t->t0, t->t1);
+        fprintf(f, "%d %d %d %.9g %.9g %s %s\n", t->gpu, t->phase, t->state, t->t0, t->t1,
+                tl_phase_name[t->phase], tl_state_name[t->state]);
     }
     /* the phases of the first step (all of a one-step run) */
     double end = r->n_steps > 1 ? r->step_t0[1] : INFINITY;
@@ -370,26 +382,69 @@ static void md_value(FILE *f, double v)
         fprintf(f, "%.6g", v);
 }
 
+/* Phase p over the whole run: its first start and last end (s) and its
+ * busy / idle / train GPU-seconds.  Returns 1, or 0 when p has no interval. */
+static int phase_totals(const run_record *r, int p, double *lo, double *hi, double gs[3])
+{
+    *lo = INFINITY, *hi = -INFINITY;
+    gs[0] = gs[1] = gs[2] = 0;
+    for (size_t i = 0; i < r->n_tl; i++) {
+        const tl_interval *t = &r->tl[i];
+        if (t->phase != p)
+            continue;
+        *lo = fmin(*lo, t->t0);
+        *hi = fmax(*hi, t->t1);
+        if (t->state >= 0 && t->state <= TL_TRAIN)
+            gs[t->state] += t->t1 - t->t0;
+    }
+    return *lo <= *hi;
+}
+
+/* The phase table's header and row p's cells (cells[7][PHASE_CELL]).
+ * Returns 0 when phase p has no interval. */
+#define PHASE_CELL 32
+static const char *const phase_heads[7] = {"phase",      "start (s)",   "end (s)",  "busy GPU-s",
+                                           "idle GPU-s", "train GPU-s", "idle share"};
+/* Header c of r's phase table: over several steps a phase's span runs from
+ * its first step's start to its last step's end, and says so. */
+static const char *phase_head(const run_record *r, int c)
+{
+    if (r->n_steps > 1 && c == 1)
+        return "first start (s)";
+    if (r->n_steps > 1 && c == 2)
+        return "last end (s)";
+    return phase_heads[c];
+}
+static int phase_row(const run_record *r, int p, char cells[7][PHASE_CELL])
+{
+    double lo, hi, gs[3];
+    if (!phase_totals(r, p, &lo, &hi, gs))
+        return 0;
+    double tot = gs[0] + gs[1] + gs[2];
+    snprintf(cells[0], PHASE_CELL, "%s", tl_phase_name[p]);
+    snprintf(cells[1], PHASE_CELL, "%.3f", lo);
+    snprintf(cells[2], PHASE_CELL, "%.3f", hi);
+    for (int k = 0; k < 3; k++)
+        snprintf(cells[3 + k], PHASE_CELL, "%.1f", gs[k]);
+    snprintf(cells[6], PHASE_CELL, "%.1f%%", tot > 0 ? 100.0 * gs[1] / tot : 0.0);
+    return 1;
+}
+
 static void md_phases(FILE *f, const run_record *r)
 {
-    fprintf(f, "| phase | start (s) | end (s) | busy GPU-s | idle GPU-s | train GPU-s "
-               "| idle share |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    if (r->n_steps > 1)
+        fprintf(f, "Over all %zu RL steps (each step's phases: [phases.csv](phases.csv)).\n\n",
+                r->n_steps);
+    for (int c = 0; c < 7; c++)
+        fprintf(f, "| %s ", phase_head(r, c));
+    fputs("|\n|---|---:|---:|---:|---:|---:|---:|\n", f);
     for (int p = 0; p < PH_COUNT; p++) {
-        double lo = INFINITY, hi = -INFINITY, gs[3] = {0, 0, 0};
-        for (size_t i = 0; i < r->n_tl; i++) {
-            const tl_interval *t = &r->tl[i];
-            if (t->phase != p)
-                continue;
-            lo = fmin(lo, t->t0);
-            hi = fmax(hi, t->t1);
-            if (t->state >= 0 && t->state <= TL_TRAIN)
-                gs[t->state] += t->t1 - t->t0;
-        }
-        if (!(lo <= hi))
+        char cells[7][PHASE_CELL];
+        if (!phase_row(r, p, cells))
             continue;
-        double tot = gs[0] + gs[1] + gs[2];
-        fprintf(f, "| %s | %.3f | %.3f | %.1f | %.1f | %.1f | %.1f%% |\n", tl_phase_name[p],
-                lo, hi, gs[0], gs[1], gs[2], tot > 0 ? 100.0 * gs[1] / tot : 0.0);
+        for (int c = 0; c < 7; c++)
+            fprintf(f, "| %s ", cells[c]);
+        fputs("|\n", f);
     }
 }
 
@@ -401,10 +456,17 @@ static int write_md(const run_record *r, const char *path, const int32_t *len,
         return -1;
     FILE *f = a.f;
     char what[80];
-    fprintf(f, "# tailsim run %lld: ", (long long)r->id);
+    if (r->id > 0)
+        fprintf(f, "# tailsim run %lld: ", (long long)r->id);
+    else /* an unsaved run (rollout/rlstep -o without --db, the paper's) */
+        fputs("# tailsim ", f);
     report_put_md(f, run_what(r, what, sizeof what), sizeof what, 0);
-    fputs("\n\n", f);
-    fprintf(f, "| field | value |\n|---|---|\n| run | %lld |\n| command | ", (long long)r->id);
+    fputs("\n\n| field | value |\n|---|---|\n", f);
+    if (r->id > 0)
+        fprintf(f, "| run | %lld |\n", (long long)r->id);
+    else
+        fputs("| run | not saved |\n", f);
+    fputs("| command | ", f);
     md_cell(f, r->command, sizeof r->command);
     if (r->policy[0]) {
         fputs(" |\n| policy | ", f);
@@ -460,6 +522,135 @@ static int write_md(const run_record *r, const char *path, const int32_t *len,
     return ts_atomic_commit(&a, e);
 }
 
+/* Fills table row `row` of t (2 columns) with a label and a value. */
+static void kv(paper_table *t, int row, const char *k, const char *v)
+{
+    snprintf(t->cell[row][0], PAPER_CELL, "%s", k);
+    snprintf(t->cell[row][1], PAPER_CELL, "%s", v);
+}
+
+/* The files report_write() writes besides the page, for its "Files" table. */
+static const char *const files[][2] = {
+    {"report.md", "this report in Markdown"},
+    {"timeline.json", "per-GPU timeline: open in ui.perfetto.dev or chrome://tracing"},
+    {"phases.csv", "per RL step and phase: span, busy/idle/train GPU-s"},
+    {"responses.csv", "per response: replica, prompt and response tokens, finish"},
+    {"gantt.dat", "the timeline as gnuplot data (gantt.png)"},
+    {"cdf.dat", "the length CDF as gnuplot data (cdf.png)"},
+};
+#define NFILES (sizeof files / sizeof files[0])
+
+/* Writes the one-run page, DIR/index.html, as a paper_doc through the paper
+ * report's HTML writer: identity line, metrics, phase table, length
+ * summary, the files beside it, and the two figures.  Returns 0 or -1. */
+static int write_html(const run_record *r, const char *path, const int32_t *len, size_t n,
+                      ts_err *e)
+{
+    int rc = -1;
+    char what[80];
+    paper_doc *d = calloc(1, sizeof *d);
+    if (!d)
+        return ts_errf(e, "out of memory");
+    run_what(r, what, sizeof what);
+    if (r->id > 0)
+        snprintf(d->title, sizeof d->title, "tailsim run %lld: %s", (long long)r->id, what);
+    else
+        snprintf(d->title, sizeof d->title, "tailsim %s", what);
+    snprintf(d->meta, sizeof d->meta,
+             "scenario %.*s \xc2\xb7 seed %llu \xc2\xb7 %d GPUs, %d replicas, TP %d \xc2\xb7 "
+             "calibration %.*s \xc2\xb7 tailsim %.*s%s%.*s",
+             120, r->scenario, (unsigned long long)r->seed, r->gpus, r->replicas, r->tp, 80,
+             r->calibration[0] ? r->calibration : "(none)", FIELD(r->version),
+             r->created[0] ? " \xc2\xb7 saved " : " \xc2\xb7 not saved", FIELD(r->created));
+    paper_table *t = paper_doc_table(d, "Metrics", (int)r->n_metrics + 1, 2, e);
+    if (!t)
+        goto done;
+    kv(t, 0, "key", "value");
+    for (size_t i = 0; i < r->n_metrics; i++) {
+        double v = r->metrics[i].value;
+        char val[PAPER_CELL];
+        if (isfinite(v) && v == floor(v) && fabs(v) < 1e15)
+            snprintf(val, sizeof val, "%.0f", v);
+        else
+            snprintf(val, sizeof val, "%.6g", v);
+        snprintf(t->cell[i + 1][0], PAPER_CELL, "%.*s", FIELD(r->metrics[i].key));
+        snprintf(t->cell[i + 1][1], PAPER_CELL, "%s", val);
+    }
+    if (!r->n_metrics)
+        snprintf(t->note, sizeof t->note, "No metrics recorded.");
+    if (r->n_tl) {
+        int rows = 1;
+        for (int p = 0; p < PH_COUNT; p++) {
+            char cells[7][PHASE_CELL];
+            rows += phase_row(r, p, cells);
+        }
+        if (!(t = paper_doc_table(d, "GPU time by phase", rows, 7, e)))
+            goto done;
+        snprintf(t->note, sizeof t->note,
+                 "Each phase's first start and last end (s from the start of the run) and the "
+                 "GPU-seconds its intervals spent busy, idle (the bubble) and training the "
+                 "drafter, over the whole run; phases.csv has them per RL step.");
+        for (int c = 0; c < 7; c++)
+            snprintf(t->cell[0][c], PAPER_CELL, "%s", phase_head(r, c));
+        for (int p = 0, row = 1; p < PH_COUNT; p++) {
+            char cells[7][PHASE_CELL];
+            if (!phase_row(r, p, cells))
+                continue;
+            for (int c = 0; c < 7; c++)
+                snprintf(t->cell[row][c], PAPER_CELL, "%.*s", PHASE_CELL - 1, cells[c]);
+            row++;
+        }
+    }
+    if (n) {
+        if (!(t = paper_doc_table(d, "Response lengths (tokens)", 2, 6, e)))
+            goto done;
+        static const char *const heads[] = {"responses", "mean", "p50", "p90", "p99", "max"};
+        double sum = 0;
+        for (size_t i = 0; i < n; i++)
+            sum += len[i];
+        for (int c = 0; c < 6; c++)
+            snprintf(t->cell[0][c], PAPER_CELL, "%s", heads[c]);
+        snprintf(t->cell[1][0], PAPER_CELL, "%zu", n);
+        snprintf(t->cell[1][1], PAPER_CELL, "%.1f", sum / (double)n);
+        snprintf(t->cell[1][2], PAPER_CELL, "%d", pct(len, n, 0.5));
+        snprintf(t->cell[1][3], PAPER_CELL, "%d", pct(len, n, 0.9));
+        snprintf(t->cell[1][4], PAPER_CELL, "%d", pct(len, n, 0.99));
+        snprintf(t->cell[1][5], PAPER_CELL, "%d", len[n - 1]);
+    }
+    if (!(t = paper_doc_table(d, "Files in this folder", (int)NFILES + 1, 2, e)))
+        goto done;
+    kv(t, 0, "file", "holds");
+    for (size_t i = 0; i < NFILES; i++)
+        kv(t, (int)i + 1, files[i][0], files[i][1]);
+    if (r->n_tl) {
+        char cap[200];
+        snprintf(cap, sizeof cap, "Per-GPU timeline (busy, idle, drafter training) of %d GPUs%s",
+                 r->gpus, r->n_steps > 1 ? "; dashed lines: where each later RL step starts" : "");
+        if (paper_doc_fig(d, "Charts", "gantt.png", cap, e))
+            goto done;
+    }
+    if (n && paper_doc_fig(d, "Charts", "cdf.png", "Response-length CDF", e))
+        goto done;
+    rc = paper_report_write_html(d, path, e);
+done:
+    paper_doc_free(d);
+    free(d);
+    return rc;
+}
+
+/* Checks that every interval's phase and state name an enum value (the
+ * files name them).  Returns 0, or -1 naming the interval. */
+static int check_timeline(const run_record *r, ts_err *e)
+{
+    for (size_t i = 0; i < r->n_tl; i++) {
+        const tl_interval *t = &r->tl[i];
+        if (t->phase < 0 || t->phase >= PH_COUNT || t->state < 0 || t->state > TL_TRAIN)
+            return ts_errf(e, "timeline interval %zu (gpu %d): phase %d or state %d out of range",
+                           i, t->gpu, t->phase, t->state);
+    }
+    return 0;
+}
+
 int report_write(const run_record *r, const char *dir, ts_err *e)
 {
     int rc = -1;
@@ -469,7 +660,7 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
     char what[80];
     if (r->id > 0) /* a stored run; an unsaved one (the paper report's) has no id */
         snprintf(run_tag, sizeof run_tag, "run %lld: ", (long long)r->id);
-    if (report_mkdir_p(dir, e))
+    if (check_timeline(r, e) || report_mkdir_p(dir, e))
         goto cleanup;
     if (n && !(len = malloc(n * sizeof *len))) {
         ts_errf(e, "out of memory sorting %zu response lengths", n);
@@ -479,6 +670,12 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
         len[i] = r->resp[i].length;
     if (n)
         qsort(len, n, sizeof *len, cmp_i32);
+
+    /* The exports, which need no gnuplot. */
+    if (join(dat, dir, "timeline.json", e) || perfetto_write(r, dat, e) ||
+        join(dat, dir, "responses.csv", e) || csv_write_responses(r, dat, e) ||
+        join(dat, dir, "phases.csv", e) || csv_write_phases(r, dat, e))
+        goto cleanup;
 
     /* Gantt chart. */
     if (join(dat, dir, "gantt.dat", e) || join(png, dir, "gantt.png", e) ||
@@ -508,7 +705,8 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
         remove(png);
     }
 
-    if (join(md, dir, "report.md", e) || write_md(r, md, len, n, e))
+    if (join(md, dir, "report.md", e) || write_md(r, md, len, n, e) ||
+        join(md, dir, "index.html", e) || write_html(r, md, len, n, e))
         goto cleanup;
     rc = 0;
 cleanup:

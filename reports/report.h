@@ -1,8 +1,9 @@
 /*
- * Report writer: from a stored run, writes gnuplot .dat files, runs the
- * static scripts in reports/ with `gnuplot -d -c SCRIPT DAT PNG`, and writes
- * report.md with the run's metrics.  Output goes to a directory that is
- * created if missing.
+ * Report writer: from a run (stored or just simulated), writes its exports
+ * (Perfetto timeline.json, responses.csv, phases.csv), gnuplot .dat files,
+ * runs the static scripts in reports/ with `gnuplot -d -c SCRIPT DAT PNG`,
+ * and writes report.md and index.html with the run's metrics.  Output goes
+ * to a directory that is created if missing.
  */
 #ifndef TS_REPORT_H
 #define TS_REPORT_H
@@ -12,8 +13,14 @@
 #include "common/err.h"
 #include "results/result.h"
 
-/* Writes DIR/gantt.dat, DIR/gantt.png, DIR/cdf.dat, DIR/cdf.png, DIR/report.md.
- * Returns 0 or -1 (gnuplot missing or failing is an error naming the script). */
+/* Writes DIR/timeline.json (perfetto_write()), DIR/responses.csv and
+ * DIR/phases.csv (csv_write_responses(), csv_write_phases()), DIR/gantt.dat,
+ * DIR/gantt.png, DIR/cdf.dat, DIR/cdf.png, DIR/report.md and DIR/index.html
+ * (the same as a page of tables and the two figures, through the paper
+ * report's HTML writer), in that order, each atomically.  A run with no id
+ * (r->id <= 0: not saved) is titled without one.  Returns 0 or -1 (an
+ * interval whose phase or state is out of range, before anything is
+ * written; gnuplot missing or failing is an error naming the script). */
 int report_write(const run_record *r, const char *dir, ts_err *e);
 
 /* Creates dir and its missing parents (like mkdir -p).  Returns 0, or -1

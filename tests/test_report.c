@@ -202,7 +202,8 @@ Test(report, writes_all_files)
     cr_assert(strstr(md, "| rollout |") && strstr(md, "| update |"), "phase table");
     /* no temporaries or logs left behind */
     cr_assert_eq(file_size(out, "gantt.png.tmp"), -1);
-    cr_assert_eq(count_entries(out), 5, "exactly five files in %s", out);
+    /* and the exports and the page (tests/test_safety_export.c checks them) */
+    cr_assert_eq(count_entries(out), 9, "exactly nine files in %s", out);
 
     /* Writing again over the same directory works (atomic replace). */
     cr_assert_eq(report_write(r, out, &e), 0, "%s", e.msg);
