@@ -164,6 +164,13 @@ static const bad_case cases[] = {
     {"compare_o_train", NULL, NULL, T "compare qwen7b-64gpu --policies verl,tlt --train bucket -o $D/out", 2, "--train", "-o", "out"},
     {"compare_o_no_gnuplot", NULL, NULL, "PATH=/nonexistent-tailsim-bin " T "compare qwen7b-64gpu --policies verl,tlt -o $D/out", 1, "gnuplot not found", "-o", "out"},
     {"compare_o_not_a_dir", "f", "a file\n", T "compare qwen7b-64gpu --policies verl,tlt -o $D/f/out", 1, "not a directory", "-o", NULL},
+    /* rollout/rlstep -o (issue 17, exports): refused before anything runs (no database), or
+     * an export that may not be replaced refused by name */
+    {"rlstep_o_file", "f", "a file\n", T "rlstep qwen7b-64gpu --db $D/r.db -o $D/f", 1, "-o", "not a directory", "r.db"},
+    {"rollout_o_under_file", "f", "a file\n", T "rollout qwen7b-64gpu --db $D/r.db -o $D/f/out", 1, "-o", "not a directory", "r.db"},
+    {"rlstep_o_no_gnuplot", NULL, NULL, "PATH=/nonexistent-tailsim-bin " T "rlstep qwen7b-64gpu -o $D/out", 1, "gnuplot not found", "-o", "out"},
+    {"rlstep_o_no_value", NULL, NULL, T "rlstep qwen7b-64gpu -o", 2, "requires an argument", "", NULL},
+    {"rlstep_o_timeline_symlink", "t", "target\n", "sh -c 'mkdir $D/out && ln -s ../t $D/out/timeline.json && " T "rlstep qwen7b-64gpu --set trace.prompts=8 -o $D/out'", 1, "timeline.json", "symbolic link", "out/report.md"},
     /* standard output that cannot be written: a non-zero exit, never a silent cut */
     {"stdout_full_json", NULL, NULL, "(" T "rollout qwen7b-64gpu --json > /dev/full)", 1, "cannot write standard output", "", NULL},
     {"stdout_full_text", NULL, NULL, "(" T "rollout qwen7b-64gpu > /dev/full)", 1, "cannot write standard output", "", NULL},

@@ -298,6 +298,49 @@ Test(export, perfetto_steps_are_marked)
     run_record_free(r);
 }
 
+/* Intervals laid end to end at boundaries that fall between microseconds
+ * (some of no length) stay end to end in the trace: no slice overlaps the
+ * next (the viewers would nest it) and none leaves a gap. */
+Test(export, perfetto_adjacent_stay_adjacent)
+{
+    run_record *r = run_record_new();
+    cr_assert_not_null(r);
+    run_set_identity(r, "rollout", "adjacent", "", 1, 2, 2, 1);
+    uint64_t x = 12345;
+    for (int g = 0; g < 2; g++) {
+        double t = 0;
+        for (int i = 0; i < 2000; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            double len = (double)(x >> 40) / (double)(1ULL << 24) * 3e-6; /* 0-3 us */
+            if (i % 100 == 7)
+                len = 0; /* a replica with no work: busy from t to t */
+            cr_assert_eq(run_add_interval(r, g, PH_ROLLOUT, i % 2 ? TL_IDLE : TL_BUSY, t,
+                                          t + len), 0);
+            t += len;
+        }
+    }
+    char p[600];
+    path_in(p, sizeof p, dir, "timeline.json");
+    ts_err e = {""};
+    cr_assert_eq(perfetto_write(r, p, &e), 0, "%s", e.msg);
+    check_trace(dir, r);
+    json_t *root = json_load_file(p, 0, NULL);
+    json_t *ev;
+    size_t i;
+    long long end[2] = {0, 0};
+    json_array_foreach(json_object_get(root, "traceEvents"), i, ev) {
+        if (strcmp(json_string_value(json_object_get(ev, "ph")), "X"))
+            continue;
+        int g = (int)json_integer_value(json_object_get(ev, "tid")) - 1;
+        long long ts = json_integer_value(json_object_get(ev, "ts"));
+        cr_assert_eq(ts, end[g], "GPU %d: a slice at %lld after one ending at %lld", g, ts,
+                     end[g]);
+        end[g] = ts + json_integer_value(json_object_get(ev, "dur"));
+    }
+    json_decref(root);
+    run_record_free(r);
+}
+
 /* Names from the database may hold any byte: the file stays valid JSON and
  * the names stay on their line. */
 Test(export, perfetto_hostile_names)
