@@ -68,6 +68,10 @@ int csv_write_phases(const run_record *r, const char *path, ts_err *e)
             return ts_errf(e, "%s: timeline interval %zu (gpu %d): phase %d or state %d out of "
                               "range", path, i, t->gpu, t->phase, t->state);
     }
+    for (size_t k = 1; k < r->n_steps; k++)
+        if (!(r->step_t0[k] >= r->step_t0[k - 1]))
+            return ts_errf(e, "%s: step %zu starts at %g s, before step %zu (%g s)", path, k + 1,
+                           r->step_t0[k], k, r->step_t0[k - 1]);
     cell *c = calloc(ns * PH_COUNT, sizeof *c);
     if (!c)
         return ts_errf(e, "%s: out of memory for %zu steps", path, ns);

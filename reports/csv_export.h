@@ -28,8 +28,9 @@ int csv_write_responses(const run_record *r, const char *path, ts_err *e);
  * training the drafter.  An interval belongs to the latest step that starts
  * at or before it (r->step_t0), so the rows' GPU-seconds add up to the
  * whole timeline's.  phase is the name (tl_phase_name), never the integer.
- * Returns 0, or -1 naming path (cannot be written) or an interval whose
- * phase or state is out of range. */
+ * Returns 0, or -1 naming path (cannot be written), an interval whose
+ * phase or state is out of range, or a step that starts before the one
+ * before it. */
 int csv_write_phases(const run_record *r, const char *path, ts_err *e);
 
 #endif

@@ -102,7 +102,7 @@ static long long usec(double t)
 /* Checks interval i; returns 0, or -1 with e naming what is wrong. */
 static int check_interval(const tl_interval *t, size_t i, const char *path, ts_err *e)
 {
-    if (t->gpu < 0 || t->phase < 0 || t->phase >= PH_COUNT || t->state < 0 ||
+    if (t->gpu < 0 || t->gpu >= INT32_MAX || t->phase < 0 || t->phase >= PH_COUNT || t->state < 0 ||
         t->state > TL_TRAIN)
         return ts_errf(e, "%s: timeline interval %zu: gpu %d, phase %d or state %d out of range",
                        path, i, t->gpu, t->phase, t->state);

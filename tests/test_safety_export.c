@@ -362,7 +362,8 @@ Test(export, perfetto_hostile_names)
 }
 
 /* A record the exports cannot name (a phase out of range) is refused before
- * any file is written; a reversed interval likewise for the trace alone. */
+ * any file is written; a reversed interval likewise for the trace alone,
+ * and steps out of order for phases.csv. */
 Test(export, bad_interval_writes_nothing)
 {
     run_record *r = make_run(4, 1);
@@ -380,6 +381,14 @@ Test(export, bad_interval_writes_nothing)
     cr_assert_eq(perfetto_write(r, p, &e), -1);
     cr_assert(strstr(e.msg, "interval 5") && strstr(e.msg, "timeline.json"), "%s", e.msg);
     cr_assert(!exists(dir, "timeline.json"));
+    run_record_free(r);
+    /* steps out of order: phases.csv cannot attribute the intervals */
+    r = make_run(4, 3);
+    r->step_t0[2] = r->step_t0[1] - 1;
+    path_in(p, sizeof p, dir, "phases.csv");
+    cr_assert_eq(csv_write_phases(r, p, &e), -1);
+    cr_assert(strstr(e.msg, "step 3") && strstr(e.msg, "phases.csv"), "%s", e.msg);
+    cr_assert(!exists(dir, "phases.csv"));
     run_record_free(r);
 }
 
