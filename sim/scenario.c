@@ -267,10 +267,11 @@ size_t scenario_key_count(void)
     return N_KEYS;
 }
 
-/* v formatted with the fewest significant digits that read back as v. */
+/* v formatted as %g does, with more significant digits when six do not
+ * read back as v (never fewer: 20 stays "20", not "2e+01"). */
 static void format_real(double v, char *buf, size_t n)
 {
-    for (int prec = 1; prec <= 17; prec++) {
+    for (int prec = 6; prec <= 17; prec++) {
         snprintf(buf, n, "%.*g", prec, v);
         if (strtod(buf, NULL) == v)
             return;
@@ -288,6 +289,7 @@ int scenario_key_info(size_t i, scn_key_info *out)
     scenario d;
     scenario_defaults(&d);
     const char *p = (const char *)&d + k->off;
+    char lo[32], hi[32];
     memset(out, 0, sizeof *out);
     out->section = k->section;
     out->key = k->key;
@@ -304,7 +306,9 @@ int scenario_key_info(size_t i, scn_key_info *out)
         break;
     case K_DBL:
         format_real(*(const double *)p, out->def, sizeof out->def);
-        snprintf(out->range, sizeof out->range, "[%g, %g]", k->min, k->max);
+        format_real(k->min, lo, sizeof lo);
+        format_real(k->max, hi, sizeof hi);
+        snprintf(out->range, sizeof out->range, "[%s, %s]", lo, hi);
         break;
     case K_BOOL:
         snprintf(out->def, sizeof out->def, "%s", *(const int *)p ? "true" : "false");

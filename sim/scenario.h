@@ -161,7 +161,7 @@ typedef struct scn_key_info {
     char def[SCN_STR + 2]; /* the default of a fresh scenario, formatted so that
                             * "section.key=DEF" sets exactly that value ("" for a
                             * required key or an empty string) */
-    char range[64];        /* the range in words: "[1, 64]", "true/false",
+    char range[80];        /* the range in words: "[1, 64]", "true/false",
                             * "up to 63 characters", "[0, 2^63-1]" */
     const char *help;      /* one line: what the key means */
 } scn_key_info;
