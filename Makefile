@@ -166,11 +166,23 @@ fuzz: deps $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 	        2>&1 | tail -n 3 || exit 1; \
 	done
 
+# PREFIX/bin/tailsim and its data in PREFIX/share/tailsim (the INIs, the
+# gnuplot scripts, a calibration when one was measured): the binary finds
+# that directory from its own path (common/util.c, ts_data_root()), so it
+# runs from anywhere, also when DESTDIR stages it elsewhere.
 PREFIX ?= /usr/local
+SHARE   = $(DESTDIR)$(PREFIX)/share/tailsim
 install: $(B)/tailsim
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/tailsim
+	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/models/hw $(SHARE)/models/llm \
+	    $(SHARE)/scenarios/grids $(SHARE)/reports
 	install -m 755 $(B)/tailsim $(DESTDIR)$(PREFIX)/bin/tailsim
-	cp -r models scenarios reports $(DESTDIR)$(PREFIX)/share/tailsim/
+	install -m 644 models/hw/*.ini $(SHARE)/models/hw/
+	install -m 644 models/llm/*.ini $(SHARE)/models/llm/
+	install -m 644 scenarios/*.ini $(SHARE)/scenarios/
+	install -m 644 scenarios/grids/*.ini $(SHARE)/scenarios/grids/
+	install -m 644 reports/*.gp $(SHARE)/reports/
+	if [ -d models/calib ]; then install -d $(SHARE)/models/calib && \
+	    install -m 644 models/calib/*.csv $(SHARE)/models/calib/; fi
 
 clean:
 	rm -rf $(B)

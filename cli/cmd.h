@@ -21,6 +21,8 @@ int cmd_sweep(int argc, char **argv);   /* sweep GRID.ini            (cli/cmd_sw
 int cmd_plan(int argc, char **argv);    /* plan SCENARIO --gpus ...  (cli/cmd_plan.c)   */
 int cmd_paper(int argc, char **argv);   /* paper [-o DIR]            (cli/cmd_paper.c)  */
 int cmd_memory(int argc, char **argv);  /* memory SCENARIO           (cli/cmd_memory.c) */
+int cmd_keys(int argc, char **argv);    /* keys [SECTION]            (cli/cmd_info.c)   */
+int cmd_models(int argc, char **argv);  /* models                    (cli/cmd_info.c)   */
 
 /* Prints o to stdout as indented JSON with reals to `precision` digits (the
  * one format of every command's --json).  Does not take o's reference.

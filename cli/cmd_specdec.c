@@ -196,7 +196,7 @@ static int specdec_run(const specdec_opts *o, specdec_out *r, ts_err *e)
     for (int i = 0; i < o->co.n_sets; i++)
         if (scenario_set(s, o->co.sets[i], e))
             return -1;
-    if (scenario_validate(s, e) || hw_load(s->hw, &r->hw, e) || llm_load(s->model, &r->m, e) ||
+    if (scenario_validate(s, e) || scenario_load_models(s, &r->hw, &r->m, e) ||
         scenario_check_fit(s, &r->hw, &r->m, e) || spec_params_check(&s->sp, e))
         return -1;
     r->kv_cap = mem_kv_capacity(&r->hw, &r->m, s->tp, s->mem_util, s->reserve_gb * 1e9);

@@ -46,6 +46,8 @@ static const command commands[] = {
     {"plan", cmd_plan, "plan SCENARIO --gpus L --tp L --policies L: Pareto front of step time vs GPU-hours"},
     {"paper", cmd_paper, "paper [-o DIR] [--quick]: every paper experiment against the published numbers"},
     {"report", cmd_report, "report --run ID -o DIR: Gantt chart, length CDF and tables of a stored run"},
+    {"keys", cmd_keys, "keys [SECTION]: every scenario key with its type, default, range and meaning"},
+    {"models", cmd_models, "models: the models (models/llm) and hardware (models/hw) a scenario can name"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -131,7 +131,7 @@ int paper_exp_specdec(const paper_exp *x, paper_ctx *c, ts_err *e)
     for (int i = 0; i < ns; i++)
         if (scenario_set(&s, sets[i], e))
             return -1;
-    if (scenario_validate(&s, e) || hw_load(s.hw, &hw, e) || llm_load(s.model, &m, e) ||
+    if (scenario_validate(&s, e) || scenario_load_models(&s, &hw, &m, e) ||
         spec_params_check(&s.sp, e))
         return -1;
     paper_note_calibration(c, hw.calibration);

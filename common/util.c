@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "common/util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -116,14 +117,19 @@ const char *ts_data_root(void)
         exe[n] = 0;
         char *slash = strrchr(exe, '/');
         if (slash) {
-            *slash = 0; /* directory of the binary (build/ or bench/...) */
+            *slash = 0; /* directory of the binary (build/, bench/..., PREFIX/bin) */
             char probe[4200];
             for (int up = 0; up < 3; up++) {
                 snprintf(probe, sizeof probe, "%s/models/hw", exe);
-                if (file_exists(probe)) {
+                if (file_exists(probe)) { /* the build tree */
                     snprintf(root, sizeof root, "%s", exe);
                     return root;
                 }
+                snprintf(probe, sizeof probe, "%s/share/tailsim/models/hw", exe);
+                if (file_exists(probe) && /* an installed tree (make install), never cut */
+                    snprintf(root, sizeof root, "%s/share/tailsim", exe) < (int)sizeof root)
+                    return root;
+                root[0] = 0;
                 slash = strrchr(exe, '/');
                 if (!slash)
                     break;
@@ -157,8 +163,88 @@ int ts_find_data(const char *dir, const char *name, const char *ext,
         snprintf(buf, bufsz, "%s", alt);
         return 0;
     }
-    return ts_errf(e, "unknown %s '%s' (no file %s/%s/%s%s)", dir, name, ts_data_root(), dir,
-                   name, ext);
+    /* what the user may pick instead, named as the scenario keys name it */
+    const char *what = !strcmp(dir, "models/llm") ? "model"
+                       : !strcmp(dir, "models/hw") ? "hardware"
+                       : !strcmp(dir, "scenarios") ? "scenario"
+                                                   : dir;
+    ts_errf(e, "unknown %s '%s' (no file %s/%s/%s%s)", what, name, ts_data_root(), dir, name,
+            ext);
+    char **names;
+    size_t k;
+    ts_err le = {{0}};
+    if (ts_data_list(dir, ext, &names, &k, &le) == 0 && k > 0) {
+        size_t len = strlen(e->msg);
+        len += (size_t)snprintf(e->msg + len, sizeof e->msg - len, "; available:");
+        for (size_t i = 0; i < k && len < sizeof e->msg; i++)
+            len += (size_t)snprintf(e->msg + len, sizeof e->msg - len, "%s %s", i ? "," : "",
+                                    names[i]);
+        ts_data_list_free(names, k);
+        if (strcmp(what, dir) && strcmp(what, "scenario") && len < sizeof e->msg)
+            snprintf(e->msg + len, sizeof e->msg - len, " (details: tailsim models)");
+    }
+    return -1;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void ts_data_list_free(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+int ts_data_list(const char *dir, const char *ext, char ***names, size_t *n, ts_err *e)
+{
+    char path[4200];
+    *names = NULL;
+    *n = 0;
+    if (snprintf(path, sizeof path, "%s/%s", ts_data_root(), dir) >= (int)sizeof path)
+        return ts_errf(e, "%s: data directory path too long", ts_data_root());
+    DIR *d = opendir(path);
+    if (!d)
+        return ts_errf(e, "%s: cannot read the directory: %s", path, strerror(errno));
+    char **v = NULL;
+    size_t k = 0, cap = 0, el = strlen(ext);
+    struct dirent *ent;
+    while ((ent = readdir(d))) {
+        const char *nm = ent->d_name;
+        size_t nl = strlen(nm);
+        if (nm[0] == '.' || nl <= el || strcmp(nm + nl - el, ext))
+            continue;
+        char file[4600];
+        struct stat sb;
+        snprintf(file, sizeof file, "%s/%s", path, nm);
+        if (stat(file, &sb) || !S_ISREG(sb.st_mode))
+            continue;
+        if (k == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            char **nv = realloc(v, nc * sizeof *nv);
+            if (!nv)
+                goto oom;
+            v = nv, cap = nc;
+        }
+        if (!(v[k] = malloc(nl - el + 1)))
+            goto oom;
+        memcpy(v[k], nm, nl - el);
+        v[k++][nl - el] = 0;
+    }
+    closedir(d);
+    if (k)
+        qsort(v, k, sizeof *v, cmp_names);
+    else
+        free(v), v = NULL;
+    *names = v;
+    *n = k;
+    return 0;
+oom:
+    closedir(d);
+    ts_data_list_free(v, k);
+    return ts_errf(e, "%s: out of memory listing the directory", path);
 }
 
 uint64_t ts_splitmix64(uint64_t x)

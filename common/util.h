@@ -33,17 +33,32 @@ int ts_parse_bool(const char *s, int *out); /* true/false/1/0/yes/no */
 const char *ts_quote(const char *s, size_t max, char *buf, size_t n);
 
 /* Resolves a data file.  `name` containing '/' or ending in `ext` is used as a
- * path as is; otherwise "<dir>/<name><ext>" is looked up under $TAILSIM_DATA,
- * then under the directory above the running executable (build/..), then the
- * current directory.  Writes the path found into buf and returns 0; returns -1
- * with a message listing what was tried when nothing exists, or naming the
- * whole path when it does not fit in bufsz bytes (a path is never cut). */
+ * path as is; otherwise "<dir>/<name><ext>" is looked up under the data root
+ * (ts_data_root()), then the current directory.  Writes the path found into
+ * buf and returns 0; returns -1 when nothing exists, with "unknown model
+ * 'NAME' (no file ROOT/models/llm/NAME.ini); available: a, b, c" (hardware
+ * for models/hw, scenario for scenarios; the names ts_data_list() finds), or
+ * naming the whole path when it does not fit in bufsz bytes (a path is never
+ * cut). */
 int ts_find_data(const char *dir, const char *name, const char *ext,
                  char *buf, size_t bufsz, ts_err *e);
 
-/* Root of the project's data (the directory holding models/ and scenarios/),
- * found as above.  Returns a static string; "." when nothing better is known. */
+/* Root of the project's data (the directory holding models/, scenarios/ and
+ * the gnuplot scripts reports/NAME.gp): $TAILSIM_DATA when set; else, from the running
+ * executable's directory up to two levels above it, the first directory
+ * that holds models/hw (the build tree: build/tailsim -> .) or
+ * share/tailsim/models/hw (an installed tree: PREFIX/bin/tailsim ->
+ * PREFIX/share/tailsim, what `make install` writes); else ".".  Found once
+ * per process.  Returns a static string. */
 const char *ts_data_root(void);
+
+/* The names of the data files "<root>/<dir>/NAME<ext>" (regular files, or
+ * links to them, that a name without '/' can select), sorted, without
+ * hidden files: *names gets an array of *n strings (NULL, 0 when there are
+ * none).  Free with ts_data_list_free().  Returns 0, or -1 naming the
+ * directory when it cannot be read or memory runs out (nothing to free). */
+int ts_data_list(const char *dir, const char *ext, char ***names, size_t *n, ts_err *e);
+void ts_data_list_free(char **names, size_t n);
 
 /* The one RNG constructor: mt19937 seeded from (seed, stream) through
  * splitmix64, so each entity gets its own stream and adding an entity does not

@@ -127,7 +127,7 @@ int run_setup(const char *name, const char *const *sets, int n_sets, int have_se
             return -1;
     if (have_seed)
         s->seed = seed;
-    if (scenario_validate(s, e) || hw_load(s->hw, hw, e) || llm_load(s->model, m, e) ||
+    if (scenario_validate(s, e) || scenario_load_models(s, hw, m, e) ||
         scenario_check_model(s, m, e))
         return -1;
     if (s->gpus_per_node > 0)

@@ -22,6 +22,7 @@
 #include "common/ini_lines.h"
 #include "common/util.h"
 #include "models/hw.h"
+#include "models/hw_calib.h"
 #include "models/memory.h"
 #include "sim/dcp/dcp.h"
 
@@ -137,7 +138,7 @@ static const key_def keys[] = {
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
-static void scenario_defaults(scenario *s)
+void scenario_defaults(scenario *s)
 {
     memset(s, 0, sizeof *s);
     snprintf(s->hw, sizeof s->hw, "h100");
@@ -240,16 +241,170 @@ int scenario_has_key(const char *section, const char *key)
     return find_key(section, key) >= 0;
 }
 
+int scenario_has_section(const char *section)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (!strcmp(keys[i].section, section))
+            return 1;
+    return 0;
+}
+
+/* The keys a scenario must set: they have no default. */
+static int key_required(const key_def *k)
+{
+    return k->off == OFF(gpus) || k->off == OFF(model);
+}
+
+/* 1 when a required key still holds its unset value (0 or ""). */
+static int key_unset(const scenario *s, const key_def *k)
+{
+    const char *p = (const char *)s + k->off;
+    return k->type == K_STR ? !p[0] : !*(const int *)p;
+}
+
+size_t scenario_key_count(void)
+{
+    return N_KEYS;
+}
+
+/* v formatted as %g does, with more significant digits when six do not
+ * read back as v (never fewer: 20 stays "20", not "2e+01"). */
+static void format_real(double v, char *buf, size_t n)
+{
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+int scenario_key_info(size_t i, scn_key_info *out)
+{
+    static const char *const type_names[] = {"int", "real", "string", "bool", "u64"};
+    static const scn_key_type types[] = {SCN_KEY_INT, SCN_KEY_REAL, SCN_KEY_STR, SCN_KEY_BOOL,
+                                         SCN_KEY_U64};
+    if (i >= N_KEYS)
+        return -1;
+    const key_def *k = &keys[i];
+    scenario d;
+    scenario_defaults(&d);
+    const char *p = (const char *)&d + k->off;
+    char lo[32], hi[32];
+    memset(out, 0, sizeof *out);
+    out->section = k->section;
+    out->key = k->key;
+    out->type = types[k->type];
+    out->type_name = type_names[k->type];
+    out->min = k->min;
+    out->max = k->max;
+    out->required = key_required(k);
+    out->help = k->help;
+    switch (k->type) {
+    case K_INT:
+        snprintf(out->def, sizeof out->def, "%d", *(const int *)p);
+        snprintf(out->range, sizeof out->range, "[%.0f, %.0f]", k->min, k->max);
+        break;
+    case K_DBL:
+        format_real(*(const double *)p, out->def, sizeof out->def);
+        format_real(k->min, lo, sizeof lo);
+        format_real(k->max, hi, sizeof hi);
+        snprintf(out->range, sizeof out->range, "[%s, %s]", lo, hi);
+        break;
+    case K_BOOL:
+        snprintf(out->def, sizeof out->def, "%s", *(const int *)p ? "true" : "false");
+        snprintf(out->range, sizeof out->range, "true/false");
+        break;
+    case K_U64:
+        snprintf(out->def, sizeof out->def, "%llu", (unsigned long long)*(const uint64_t *)p);
+        out->min = 0;
+        out->max = (double)INT64_MAX;
+        snprintf(out->range, sizeof out->range, "[0, 2^63-1]");
+        break;
+    case K_STR:
+        snprintf(out->def, sizeof out->def, "%s", p);
+        snprintf(out->range, sizeof out->range, "up to %d characters", (int)k->max - 1);
+        break;
+    }
+    if (out->required)
+        out->def[0] = 0;
+    return 0;
+}
+
+/* Levenshtein distance of a and b, or 3 once it exceeds 2 (names are
+ * short; only near misses matter). */
+static int near_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 40 || lb > 40 || (la > lb ? la - lb : lb - la) > 2)
+        return 3;
+    int row[41];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb] > 2 ? 3 : row[lb];
+}
+
+/* The key nearest to section.key (the same name in another section, or at
+ * most two edits away in all, one for a name of four characters or less),
+ * or -1. */
+static int near_key(const char *section, const char *key)
+{
+    int best = -1, best_d = strlen(key) > 4 ? 3 : 2; /* short names: one edit */
+    for (size_t i = 0; i < N_KEYS; i++) {
+        int d = near_distance(keys[i].key, key);
+        if (d < 3)
+            d += near_distance(keys[i].section, section);
+        if (!strcmp(keys[i].key, key))
+            d = 1; /* the right name in the wrong section */
+        if (d < best_d)
+            best = (int)i, best_d = d;
+    }
+    return best;
+}
+
+int scenario_unknown_key(const char *section, const char *key, ts_err *e)
+{
+    char qs[TS_QUOTE_BUF], qk[TS_QUOTE_BUF], hint[160] = "";
+    ts_quote(section, 32, qs, sizeof qs);
+    ts_quote(key, 32, qk, sizeof qk);
+    int near = near_key(section, key);
+    if (near >= 0)
+        snprintf(hint, sizeof hint, "did you mean %s.%s? ", keys[near].section, keys[near].key);
+    if (scenario_has_section(section))
+        return ts_errf(e, "unknown key '%s.%s' (%sthe keys of [%s]: tailsim keys %s)", qs, qk,
+                       hint, section, section);
+    char list[256];
+    size_t len = 0;
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (!i || strcmp(keys[i].section, keys[i - 1].section))
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "",
+                                    keys[i].section);
+    return ts_errf(e, "unknown key '%s.%s': no section [%s] (%ssections: %s; every key: "
+                      "tailsim keys)", qs, qk, qs, hint, list);
+}
+
 /* Assigns one value.  Returns 0, or -1 with "key 'x': problem" in e.  The
  * value is quoted cut and sanitised (ts_quote), the names of an unknown key
  * too: the line may come from a file that is no scenario at all. */
 static int set_key(scenario *s, const char *section, const char *key, const char *val, ts_err *e)
 {
     int i = find_key(section, key);
-    char q[TS_QUOTE_BUF], qs[TS_QUOTE_BUF];
+    char q[TS_QUOTE_BUF];
     if (i < 0)
-        return ts_errf(e, "unknown key '%s.%s' (try: tailsim rlstep --help-keys)",
-                       ts_quote(section, 32, qs, sizeof qs), ts_quote(key, 32, q, sizeof q));
+        return scenario_unknown_key(section, key, e);
     const key_def *k = &keys[i];
     char *dst = (char *)s + k->off;
     int64_t iv;
@@ -349,10 +504,10 @@ int scenario_load(const char *name, scenario *s, ts_err *e)
         return ts_errf(e, "%s:%d: syntax error (expected [section] or key = value)", path, rc);
     if (rc < 0)
         return ts_errf(e, "%s: cannot read", path);
-    if (!s->gpus)
-        return ts_errf(e, "%s: missing required key 'cluster.gpus'", path);
-    if (!s->model[0])
-        return ts_errf(e, "%s: missing required key 'model.name'", path);
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (key_required(&keys[i]) && key_unset(s, &keys[i]))
+            return ts_errf(e, "%s: missing required key '%s.%s'", path, keys[i].section,
+                           keys[i].key);
     return 0;
 }
 
@@ -451,6 +606,15 @@ int scenario_check_fit(const scenario *s, const hw_desc *hw, const llm_desc *m, 
                           "(weights %.1f GB per GPU)",
                        s->path, m->name, s->tp, hw->name, s->mem_util,
                        mem_weights(m, s->tp) / 1e9);
+    return 0;
+}
+
+int scenario_load_models(const scenario *s, hw_desc *hw, llm_desc *m, ts_err *e)
+{
+    if (hw_load(s->hw, hw, e))
+        return ts_err_prefix(e, "%s: key 'cluster.hw': ", s->path);
+    if (llm_load(s->model, m, e))
+        return ts_err_prefix(e, "%s: key 'model.name': ", s->path);
     return 0;
 }
 

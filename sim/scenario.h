@@ -135,6 +135,49 @@ int scenario_load(const char *name, scenario *s, ts_err *e);
 /* 1 when section.key is a scenario key, else 0.  Cannot fail. */
 int scenario_has_key(const char *section, const char *key);
 
+/* Sets *s to a scenario of nothing but defaults, as scenario_load() starts
+ * from (cluster.gpus 0 and model.name "", the two required keys, unset).
+ * Cannot fail. */
+void scenario_defaults(scenario *s);
+
+/* The type of a scenario key: how its value is read and its default shown. */
+typedef enum scn_key_type {
+    SCN_KEY_INT,  /* an integer in [min, max] */
+    SCN_KEY_REAL, /* a finite number in [min, max] */
+    SCN_KEY_STR,  /* a string of at most max - 1 characters */
+    SCN_KEY_BOOL, /* true/false (also 1/0, yes/no) */
+    SCN_KEY_U64,  /* a non-negative integer up to 2^63 - 1 (seeds) */
+} scn_key_type;
+
+/* One row of the key table the scenario reader and --set validate against,
+ * as `tailsim keys` shows it.  The strings are static (the table's own) or
+ * held in the struct; nothing to free. */
+typedef struct scn_key_info {
+    const char *section, *key;
+    scn_key_type type;
+    const char *type_name; /* "int", "real", "string", "bool", "u64" */
+    double min, max;       /* numbers: the accepted range; strings: max - 1 characters */
+    int required;          /* 1: the scenario must set it (no default) */
+    char def[SCN_STR + 2]; /* the default of a fresh scenario, formatted so that
+                            * "section.key=DEF" sets exactly that value ("" for a
+                            * required key or an empty string) */
+    char range[80];        /* the range in words: "[1, 64]", "true/false",
+                            * "up to 63 characters", "[0, 2^63-1]" */
+    const char *help;      /* one line: what the key means */
+} scn_key_info;
+
+/* The number of scenario keys (rows of the key table).  Cannot fail. */
+size_t scenario_key_count(void);
+
+/* Row i (0 <= i < scenario_key_count(), in the table's order: by section,
+ * cluster model rollout train spec policy trace dcp) into *out, its default
+ * taken from scenario_defaults().  Returns 0, or -1 when i is out of range
+ * (out untouched). */
+int scenario_key_info(size_t i, scn_key_info *out);
+
+/* 1 when some scenario key lives in [section], else 0.  Cannot fail. */
+int scenario_has_section(const char *section);
+
 /* Applies one "section.key=value" override.  Returns 0 or -1. */
 int scenario_set(scenario *s, const char *assignment, ts_err *e);
 
@@ -145,6 +188,11 @@ int scenario_set(scenario *s, const char *assignment, ts_err *e);
  * rejects it).  Returns 0, or -1 with "--set 'A': expected section.key=value". */
 int scenario_parse_set(const char *assignment, char *sec, size_t sn, char *key, size_t kn,
                        int strict, const char **val, ts_err *e);
+
+/* The error of a section.key that is no scenario key, into e: "unknown key
+ * 'S.K' (the keys of [S]: tailsim keys S)", or, when no key lives in [S],
+ * the sections there are.  Names are quoted cut and sanitised.  Returns -1. */
+int scenario_unknown_key(const char *section, const char *key, ts_err *e);
 
 /* Assigns one key through the key table (as the INI reader and --set do).
  * Returns 0, or -1 with "key 'section.key': problem" (or "unknown key") in e;
@@ -178,6 +226,13 @@ int scenario_check_model(const scenario *s, const llm_desc *m, ts_err *e);
  * and plan's configuration check, specdec) calls it before any work.
  * Returns 0, or -1 with "PATH: model M does not fit on ..." in e. */
 int scenario_check_fit(const scenario *s, const hw_desc *hw, const llm_desc *m, ts_err *e);
+
+/* The scenario's hardware (cluster.hw, with its calibration: hw_load()) and
+ * model (model.name) into hw and m; cluster.gpus_per_node is not applied.
+ * Returns 0, or -1 with "PATH: key 'model.name': " before the loader's
+ * message ("unknown model 'X' (...); available: ...", or the INI's own
+ * error), so that the message names the key that chose the file. */
+int scenario_load_models(const scenario *s, hw_desc *hw, llm_desc *m, ts_err *e);
 
 /* Resolves the trace file path (shared: prefix, relative to the scenario's
  * directory) into buf.  Returns 0, or -1 when the scenario generates its trace. */

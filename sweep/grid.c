@@ -182,12 +182,10 @@ static int add_dim(grid *g, const char *section, const char *key, const char *li
 {
     grid_dim *d = &g->dim[g->n_dims];
     char *buf = NULL;
-    char qs[TS_QUOTE_BUF], qk[TS_QUOTE_BUF];
     vset_free(vs);
     *quoted = 0;
     if (!scenario_has_key(section, key)) {
-        ts_errf(e, "unknown key '%s.%s' (try: tailsim rlstep --help-keys)",
-                ts_quote(section, 32, qs, sizeof qs), ts_quote(key, 32, qk, sizeof qk));
+        scenario_unknown_key(section, key, e);
         return where(e, g, line, origin);
     }
     for (size_t i = 0; i < g->n_dims; i++)

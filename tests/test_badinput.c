@@ -181,6 +181,24 @@ static const bad_case cases[] = {
     /* usage */
     {"unknown_command", NULL, NULL, T "frobnicate", 2, "unknown command", "frobnicate", NULL},
     {"rollout_no_scenario", NULL, NULL, T "rollout", 2, "SCENARIO", "", NULL},
+    /* discoverable keys and models (issue 17, items 4 and 9): an unknown key points at
+     * `tailsim keys SECTION`, an unknown model, hardware or scenario lists what there is */
+    {"keys_set_unknown_key", "s.ini", SCN(""), T "rollout $D/s.ini --set rollout.tpp=2 --db $D/r.db", 1, "--set: unknown key 'rollout.tpp' (did you mean rollout.tp?", "tailsim keys rollout)", "r.db"},
+    {"keys_scn_unknown_key", "s.ini", SCN("[rollout]\nbogus = 1\n"), T "rlstep $D/s.ini --db $D/r.db", 1, "s.ini:7: unknown key 'rollout.bogus'", "the keys of [rollout]: tailsim keys rollout", "r.db"},
+    {"keys_scn_unknown_section", "s.ini", SCN("[rolout]\ntp = 2\n"), T "rlstep $D/s.ini --db $D/r.db", 1, "s.ini:7: unknown key 'rolout.tp': no section [rolout]", "sections: cluster, model, rollout", "r.db"},
+    {"keys_grid_unknown_key", "g.ini", GRID("[rollout]\ntpp = 2,4\n"), SW, 1, "g.ini:4", "tailsim keys rollout", "r.db"},
+    {"keys_unknown_section", NULL, NULL, T "keys rollouts", 1, "no section 'rollouts'", "sections: cluster, model, rollout, train, spec, policy, trace, dcp", NULL},
+    {"keys_two_sections", NULL, NULL, T "keys rollout train", 2, "at most one SECTION", "", NULL},
+    {"keys_bad_flag", NULL, NULL, T "keys --frobnicate", 2, "frobnicate", "usage: tailsim keys", NULL},
+    {"models_operand", NULL, NULL, T "models qwen2.5-7b", 2, "no operand", "", NULL},
+    {"models_bad_flag", NULL, NULL, T "models --all", 2, "all", "usage: tailsim models", NULL},
+    {"models_unknown_model_lists", "s.ini", "[cluster]\ngpus = 8\n[model]\nname = gpt-17\n", T "rollout $D/s.ini --db $D/r.db", 1, "s.ini: key 'model.name': unknown model 'gpt-17'", "available: deepseek-r1-distill-qwen-7b, llama-2-7b,", "r.db"},
+    {"models_unknown_hw_lists", "s.ini", "[cluster]\ngpus = 8\nhw = tpu9\n[model]\nname = qwen2.5-7b\n", T "rlstep $D/s.ini --db $D/r.db", 1, "s.ini: key 'cluster.hw': unknown hardware 'tpu9'", "available: h100, h200 (details: tailsim models)", "r.db"},
+    {"models_set_unknown_model_lists", NULL, NULL, T "memory qwen7b-64gpu --set model.name=qwen3", 1, "key 'model.name': unknown model 'qwen3'", "qwen2.5-7b", NULL},
+    {"models_specdec_unknown_hw_lists", NULL, NULL, T "specdec qwen7b-64gpu --set cluster.hw=b200", 1, "key 'cluster.hw': unknown hardware 'b200'", "available: h100, h200", NULL},
+    {"models_dcp_unknown_model_lists", NULL, NULL, T "dcp dcp-llama8b-32xh200 --set model.name=llama-4 --db $D/r.db", 1, "key 'model.name': unknown model 'llama-4'", "llama-3.1-8b", "r.db"},
+    {"models_calib_unknown_hw_lists", "v.csv", "num_prefill_tokens,num_decode_tokens\n100,5\n", T "calib vidur $D/v.csv --hw a100", 1, "unknown hardware 'a100'", "available: h100, h200", NULL},
+    {"unknown_scenario_lists", NULL, NULL, T "rlstep no-such-scenario --db $D/r.db", 1, "unknown scenario 'no-such-scenario'", "available: bench-32b-128gpu, dapo-32b-polytrace,", "r.db"},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

@@ -132,7 +132,7 @@ int dcp_setup_load(const scenario *s, const char *trace_file, dcp_setup *d, ts_e
 {
     memset(d, 0, sizeof *d);
     const scn_dcp *x = &s->dcp;
-    if (hw_load(s->hw, &d->hw, e) || llm_load(s->model, &d->m, e))
+    if (scenario_load_models(s, &d->hw, &d->m, e))
         return -1;
     if (s->gpus_per_node > 0)
         d->hw.gpus_per_node = s->gpus_per_node;
