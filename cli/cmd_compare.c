@@ -406,7 +406,8 @@ static int compare_run(const compare_opts *o, compare_out *r, ts_err *e)
     r->n_tr = co->steps;
     if (run_setup(o->scenario, co->sets, co->n_sets, co->have_seed, co->seed, &r->s, &r->hw,
                   &r->m, e) ||
-        policy_load_steps(&r->s, co->trace, co->steps, r->tr, e))
+        policy_load_steps(&r->s, co->trace, co->steps, r->tr, e) ||
+        run_check_placement(&r->s, co->trace, o->plist, o->np, r->tr, co->steps, e))
         return -1;
     for (int row = 0; row < r->nrow; row++)
         if (compare_row(o, r, row, e))

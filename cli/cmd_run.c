@@ -195,6 +195,26 @@ void run_note_carry(const char *cmd, const char *policies, int steps, const char
 }
 
 
+const char *run_trace_name(const scenario *s, const char *override, char *buf, size_t n)
+{
+    if (override)
+        snprintf(buf, n, "%s", override);
+    else if (scenario_trace_path(s, buf, n))
+        snprintf(buf, n, "the generated trace");
+    return buf;
+}
+
+int run_check_placement(const scenario *s, const char *override, const policy *const *list,
+                        int np, trace *const *steps, int n, ts_err *e)
+{
+    char name[1024];
+    run_trace_name(s, override, name, sizeof name);
+    for (int i = 0; i < np; i++)
+        if (policy_check_placement(s, list[i], name, steps, n, e))
+            return -1;
+    return 0;
+}
+
 static int is_integer_metric(const char *k)
 {
     static const char *ints[] = {"gpus", "tp", "replicas", "responses", "tokens", "decode_tokens",
@@ -224,7 +244,8 @@ static int run_simulate(const run_opts *o, int full, run_out *r, ts_err *e)
     if (!(r->steps = calloc((size_t)co->steps, sizeof *r->steps)) || !(r->rec = run_record_new()))
         return ts_errf(e, "out of memory");
     r->n_steps = co->steps;
-    if (policy_load_steps(&r->s, co->trace, co->steps, r->steps, e))
+    if (policy_load_steps(&r->s, co->trace, co->steps, r->steps, e) ||
+        run_check_placement(&r->s, co->trace, &r->pol, 1, r->steps, co->steps, e))
         return -1;
     double w0 = ts_wall_s();
     int src = policy_run(&r->s, r->pol, &r->hw, &r->m, r->steps, co->steps, full, &r->res, r->rec,

@@ -58,6 +58,9 @@ int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
     cfg->kv_tokens = floor(kv);
     cfg->tail_threshold = s->tail_threshold;
     cfg->max_response = s->max_response;
+    if (rollout_placement_parse(s->placement, &cfg->placement))
+        return ts_errf(e, "%s: key 'rollout.placement': not balanced, trace or round-robin",
+                       s->path);
     int mode;
     if (scenario_spec_mode(s, &mode, e))
         return -1;
@@ -90,6 +93,7 @@ static int rollout_phase(const scenario *s, const hw_desc *hw, const llm_desc *m
         cfg.start_gen = o->start_gen;
         cfg.stop_groups = o->stop_groups;
         cfg.must_finish = o->must_finish;
+        cfg.ranks = o->ranks;
     }
     if (rollout_run(&cfg, t, &res->ro, e))
         return -1;

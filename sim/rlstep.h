@@ -55,6 +55,8 @@ typedef struct rlstep_opts {
     const int32_t *start_gen;   /* per response of t: tokens from an earlier step */
     int stop_groups;            /* stop the rollout once this many groups are complete */
     const uint8_t *must_finish; /* per prompt of t: the stop waits for it */
+    int ranks;                  /* rollout.placement = trace: the rank count of the trace
+                                 * t was drawn from (0: t's own) */
 } rlstep_opts;
 
 /* rlstep_run and rlstep_rollout with a policy's options (o may be NULL).
