@@ -535,6 +535,7 @@ int cmd_compare(int argc, char **argv)
     if (o.co.out && compare_report(&o, &r, &tab, argc, argv, &e))
         goto fail;
     run_note_carry("tailsim compare", o.pols, o.co.steps, ", and read goodput");
+    run_note_truncation("tailsim compare", &r.s, r.tr, r.n_tr);
     rc = 0;
     goto done;
 fail:

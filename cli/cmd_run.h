@@ -19,6 +19,11 @@
 #define CARRY_FAIR_STEPS 5
 void run_note_carry(const char *cmd, const char *policies, int steps, const char *hint);
 
+/* Notes on stderr, as "<cmd>: note: ...", how many responses and tokens of
+ * the n steps rollout.max_response cuts (nothing when it cuts none).
+ * Cannot fail. */
+void run_note_truncation(const char *cmd, const scenario *s, trace *const *steps, int n);
+
 /* The name the messages give the trace of a run: the --trace override
  * (NULL: none), else the scenario's trace.file resolved, else "the generated
  * trace", written into buf (n bytes).  Returns buf.  Cannot fail. */

@@ -268,6 +268,15 @@ void policy_count_sync_step(multistep_result *res, const trace *t, const rlstep_
     res->trained_tokens += st->ro.decode_tokens; /* lossless: the capped trace lengths */
 }
 
+/* What rollout.max_response cut from each step's trace, into its result
+ * (every driver's steps alike).  Cannot fail. */
+static void count_truncation(const scenario *s, trace *const *steps, multistep_result *res)
+{
+    for (int k = 0; k < res->steps; k++)
+        trace_truncation(steps[k], s->max_response, &res->step[k].truncated_responses,
+                         &res->step[k].truncated_tokens);
+}
+
 /* The steps' starts on rec's timeline, when there are several. */
 static int record_steps(run_record *rec, multistep_result *res, ts_err *e)
 {
@@ -335,6 +344,7 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
             multistep_result_free(res);
             return -1;
         }
+        count_truncation(&s, steps, res);
         return record_steps(rec, res, e);
     }
     double q = s.sp.quality, t0 = 0;
@@ -355,5 +365,6 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
         q = policy_drafter_next(&s, &res->step[k], q);
         policy_count_sync_step(res, steps[k], &res->step[k]);
     }
+    count_truncation(&s, steps, res);
     return record_steps(rec, res, e);
 }
