@@ -3,7 +3,8 @@
  *
  *   sync      FSDP shards -> inference weights: each TP group all-gathers its
  *             shard (weights/tp bytes) from all GPUs.
- *   rollout   sim/rollout.c on gpus/tp replicas; a replica's GPUs are busy
+ *   rollout   sim/rollout.c on gpus/tp replicas, the prompts dealt to them by
+ *             rollout.placement (balanced by default); a replica's GPUs are busy
  *             until its last response ends, then idle until the slowest one,
  *             or, with TLT's spot trainer, training the drafter (TL_TRAIN)
  *             from train_start_s after their end until the slowest one.

@@ -100,8 +100,8 @@ int policy_run(const scenario *s, const policy *p, const hw_desc *hw, const llm_
                ts_err *e);
 void multistep_result_free(multistep_result *res);
 
-/* The GPUs of async's rollout pool: whole TP groups, rollout.pool of the
- * cluster, at least one GPU left for the trainer; below rollout.tp when no
+/* The GPUs of async's rollout pool: whole TP groups, policy.rollout_pool of
+ * the cluster, at least one GPU left for the trainer; below rollout.tp when no
  * whole group fits.  Cannot fail. */
 int policy_async_pool(const scenario *s);
 
