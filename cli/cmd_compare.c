@@ -406,7 +406,8 @@ static int compare_run(const compare_opts *o, compare_out *r, ts_err *e)
     r->n_tr = co->steps;
     if (run_setup(o->scenario, co->sets, co->n_sets, co->have_seed, co->seed, &r->s, &r->hw,
                   &r->m, e) ||
-        policy_load_steps(&r->s, co->trace, co->steps, r->tr, e))
+        policy_load_steps(&r->s, co->trace, co->steps, r->tr, e) ||
+        run_check_placement(&r->s, co->trace, o->plist, o->np, r->tr, co->steps, e))
         return -1;
     for (int row = 0; row < r->nrow; row++)
         if (compare_row(o, r, row, e))
@@ -534,6 +535,7 @@ int cmd_compare(int argc, char **argv)
     if (o.co.out && compare_report(&o, &r, &tab, argc, argv, &e))
         goto fail;
     run_note_carry("tailsim compare", o.pols, o.co.steps, ", and read goodput");
+    run_note_truncation("tailsim compare", &r.s, r.tr, r.n_tr);
     rc = 0;
     goto done;
 fail:

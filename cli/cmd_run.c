@@ -201,11 +201,53 @@ void run_note_carry(const char *cmd, const char *policies, int steps, const char
 }
 
 
+const char *run_trace_name(const scenario *s, const char *override, char *buf, size_t n)
+{
+    if (override)
+        snprintf(buf, n, "%s", override);
+    else if (scenario_trace_path(s, buf, n))
+        snprintf(buf, n, "the generated trace");
+    return buf;
+}
+
+int run_check_placement(const scenario *s, const char *override, const policy *const *list,
+                        int np, trace *const *steps, int n, ts_err *e)
+{
+    char name[1024];
+    run_trace_name(s, override, name, sizeof name);
+    for (int i = 0; i < np; i++)
+        if (policy_check_placement(s, list[i], name, steps, n, e))
+            return -1;
+    return 0;
+}
+
+void run_note_truncation(const char *cmd, const scenario *s, trace *const *steps, int n)
+{
+    int64_t resp = 0, tok = 0, all_resp = 0, all_tok = 0;
+    for (int k = 0; k < n; k++) {
+        int64_t r, t;
+        trace_truncation(steps[k], s->max_response, &r, &t);
+        resp += r;
+        tok += t;
+        all_resp += (int64_t)trace_n_responses(steps[k]);
+        all_tok += trace_n_tokens(steps[k]);
+    }
+    if (resp > 0)
+        fprintf(stderr,
+                "%s: note: rollout.max_response = %d cuts %lld of the trace's %lld responses "
+                "(%.1f%%), dropping %lld of its %lld tokens (%.1f%%): the rollout and training "
+                "end them at the cap (metrics truncated_responses, truncated_tokens)\n",
+                cmd, s->max_response, (long long)resp, (long long)all_resp,
+                100.0 * (double)resp / (double)all_resp, (long long)tok, (long long)all_tok,
+                100.0 * (double)tok / (double)all_tok);
+}
+
 static int is_integer_metric(const char *k)
 {
     static const char *ints[] = {"gpus", "tp", "replicas", "responses", "tokens", "decode_tokens",
                                  "prefill_tokens", "preemptions", "events", "kv_tokens_per_replica",
-                                 "spec_iterations", "drafter_gpu_steps", "trained_tokens"};
+                                 "spec_iterations", "drafter_gpu_steps", "trained_tokens",
+                                 "truncated_responses", "truncated_tokens"};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(k, ints[i]))
             return 1;
@@ -230,7 +272,8 @@ static int run_simulate(const run_opts *o, int full, run_out *r, ts_err *e)
     if (!(r->steps = calloc((size_t)co->steps, sizeof *r->steps)) || !(r->rec = run_record_new()))
         return ts_errf(e, "out of memory");
     r->n_steps = co->steps;
-    if (policy_load_steps(&r->s, co->trace, co->steps, r->steps, e))
+    if (policy_load_steps(&r->s, co->trace, co->steps, r->steps, e) ||
+        run_check_placement(&r->s, co->trace, &r->pol, 1, r->steps, co->steps, e))
         return -1;
     double w0 = ts_wall_s();
     int src = policy_run(&r->s, r->pol, &r->hw, &r->m, r->steps, co->steps, full, &r->res, r->rec,
@@ -345,6 +388,9 @@ static int run_common(int argc, char **argv, int full)
     } else {
         run_emit_text(&r);
     }
+    char who[64];
+    snprintf(who, sizeof who, "tailsim %s", argv[0]);
+    run_note_truncation(who, &r.s, r.steps, r.n_steps);
     if (o.co.db)
         fprintf(stderr, "tailsim: saved run %lld to %s\n", (long long)r.rec->id, o.co.db);
     if (o.co.out) {

@@ -46,10 +46,13 @@ static void usage_stats(FILE *f)
             "step,prompt_id,prompt_tokens,response_tokens[,dp_rank],\n"
             "or a Vidur CSV with num_prefill_tokens,num_decode_tokens), concatenates them "
             "and prints\n"
-            "steps, prompts, responses, tokens, mean, p50, p90, p99, max, max/p50 and the "
+            "steps, prompts, responses, tokens, mean, p50, p90, p99, max, max/p50, the "
             "mean prompt\n"
-            "length (percentiles interpolate linearly between order statistics, like "
-            "numpy).\nFILE may be - (standard input) or a pipe; each is read once.\n\n"
+            "length and at_max, the responses exactly max tokens long (percentiles "
+            "interpolate\nlinearly between order statistics, like numpy).  When at least "
+            "5 responses and 1%% of\nthem end at the maximum, the trace looks truncated at a "
+            "generation cap: a warning\non stderr says so (max/p50 then understates the "
+            "tail).\nFILE may be - (standard input) or a pipe; each is read once.\n\n"
             "  --json     print one JSON object instead of a table\n"
             "  --step N   only step N of the concatenated trace\n"
             "  --help     this text\n");
@@ -197,6 +200,9 @@ static int stats_emit_json(const trace_stats *s, const stats_opts *o)
     json_object_set_new(j, "max", json_integer(s->max));
     json_object_set_new(j, "max_over_p50", json_real(round_to(s->max_over_p50, 0.001)));
     json_object_set_new(j, "prompt_mean", json_real(round_to(s->prompt_mean, 0.01)));
+    json_object_set_new(j, "at_max", json_integer(s->at_max));
+    json_object_set_new(j, "at_max_fraction", json_real(round_to(s->at_max_fraction, 0.0001)));
+    json_object_set_new(j, "capped", json_boolean(s->capped));
     char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(j);
     if (!txt) {
@@ -224,6 +230,21 @@ static void stats_emit_text(const trace_stats *s, const stats_opts *o)
     printf("%-12s %12lld  tokens\n", "max", (long long)s->max);
     printf("%-12s %12.3f\n", "max/p50", s->max_over_p50);
     printf("%-12s %12.2f  tokens\n", "prompt_mean", s->prompt_mean);
+    printf("%-12s %12lld  responses (%.2f%%)%s\n", "at_max", (long long)s->at_max,
+           100.0 * s->at_max_fraction, s->capped ? ", at the cap" : "");
+}
+
+/* Warns on stderr when s looks truncated at its maximum (trace_stats.capped):
+ * its tail beyond the cap is not in the data, and max/p50 understates it.
+ * Cannot fail. */
+static void stats_warn_capped(const trace_stats *s)
+{
+    if (s->capped)
+        fprintf(stderr,
+                "tailsim: warning: %lld responses (%.1f%%) end at the maximum length %lld: the "
+                "trace looks truncated at %lld tokens; the tail beyond it is not in the data\n",
+                (long long)s->at_max, 100.0 * s->at_max_fraction, (long long)s->max,
+                (long long)s->max);
 }
 
 static int cmd_stats(int argc, char **argv)
@@ -238,8 +259,10 @@ static int cmd_stats(int argc, char **argv)
                 fprintf(stderr, "tailsim: %s\n", e.msg);
             rc = 1;
         } else if (o.json) {
+            stats_warn_capped(&s);
             rc = stats_emit_json(&s, &o);
         } else {
+            stats_warn_capped(&s);
             stats_emit_text(&s, &o);
             rc = 0;
         }
@@ -356,12 +379,23 @@ static int cmd_gen(int argc, char **argv)
     }
     int rc = trace_write_csv(t, out, &e);
     char shown[4096];
-    if (rc)
+    if (rc) {
         fprintf(stderr, "tailsim: %s\n", e.msg);
-    else
+    } else {
         printf("wrote %s: %d steps x %d prompts x %d responses, %lld tokens (seed %llu)\n",
                cmd_flat(out, shown, sizeof shown), p.steps, p.prompts, p.group, (long long)trace_n_tokens(t),
                (unsigned long long)p.seed);
+        /* the generator clips at --cap: say how much of the draw it cut */
+        int64_t at_cap = 0, n = (int64_t)trace_n_responses(t);
+        for (size_t i = 0; i < t->n_prompts; i++)
+            for (int32_t j = 0; j < t->prompts[i].n_resp; j++)
+                at_cap += t->prompts[i].resp[j] == p.cap;
+        if (at_cap > 0)
+            fprintf(stderr, "tailsim: note: %lld responses (%.1f%%) end at --cap %d tokens, "
+                            "where the generator clips its draws: the tail beyond it is not "
+                            "in the trace\n",
+                    (long long)at_cap, 100.0 * (double)at_cap / (double)n, p.cap);
+    }
     trace_free(t);
     return rc ? 1 : 0;
 }

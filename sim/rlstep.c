@@ -3,7 +3,8 @@
  *
  *   sync      FSDP shards -> inference weights: each TP group all-gathers its
  *             shard (weights/tp bytes) from all GPUs.
- *   rollout   sim/rollout.c on gpus/tp replicas; a replica's GPUs are busy
+ *   rollout   sim/rollout.c on gpus/tp replicas, the prompts dealt to them by
+ *             rollout.placement (balanced by default); a replica's GPUs are busy
  *             until its last response ends, then idle until the slowest one,
  *             or, with TLT's spot trainer, training the drafter (TL_TRAIN)
  *             from train_start_s after their end until the slowest one.
@@ -58,6 +59,9 @@ int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
     cfg->kv_tokens = floor(kv);
     cfg->tail_threshold = s->tail_threshold;
     cfg->max_response = s->max_response;
+    if (rollout_placement_parse(s->placement, &cfg->placement))
+        return ts_errf(e, "%s: key 'rollout.placement': not balanced, trace or round-robin",
+                       s->path);
     int mode;
     if (scenario_spec_mode(s, &mode, e))
         return -1;
@@ -90,6 +94,7 @@ static int rollout_phase(const scenario *s, const hw_desc *hw, const llm_desc *m
         cfg.start_gen = o->start_gen;
         cfg.stop_groups = o->stop_groups;
         cfg.must_finish = o->must_finish;
+        cfg.ranks = o->ranks;
     }
     if (rollout_run(&cfg, t, &res->ro, e))
         return -1;

@@ -25,6 +25,10 @@ typedef struct rlstep_result {
     int train_dcp;            /* 1: the training phases were planned by train.strategy */
     double update_plan_steps; /* train_dcp: the plan's steps (barriers) in the update, all epochs */
     double update_bound_s;    /* train_dcp: DCP's lower bound on the update, s */
+    int64_t truncated_responses; /* responses of the step's trace longer than
+                               * rollout.max_response, which ends them at the cap
+                               * (policy_run() fills it) */
+    int64_t truncated_tokens; /* their tokens beyond the cap, dropped */
     double kv_tokens;         /* KV capacity per replica, tokens */
     int gpus, replicas, tp;
 } rlstep_result;
@@ -55,6 +59,8 @@ typedef struct rlstep_opts {
     const int32_t *start_gen;   /* per response of t: tokens from an earlier step */
     int stop_groups;            /* stop the rollout once this many groups are complete */
     const uint8_t *must_finish; /* per prompt of t: the stop waits for it */
+    int ranks;                  /* rollout.placement = trace: the rank count of the trace
+                                 * t was drawn from (0: t's own) */
 } rlstep_opts;
 
 /* rlstep_run and rlstep_rollout with a policy's options (o may be NULL).

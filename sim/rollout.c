@@ -29,11 +29,20 @@
  * at the end (rollout_run): a replica that has finished trains the drafter
  * until the last replica finishes.
  *
+ * Prompts go to replicas by rollout.placement (rollout_place): balanced, the
+ * default, deals the step's prompts in equal contiguous chunks in trace
+ * order, as VeRL dispatches a batch to the rollout's data-parallel ranks
+ * (DataProto.chunk: prompt i of n on replica floor(i * replicas / n));
+ * round-robin deals prompt i to replica i % replicas; trace pins each prompt
+ * to the dp_rank the trace recorded, and only when the recording had
+ * exactly as many ranks as the rollout has replicas (a two-rank log on 16
+ * replicas would leave 14 idle).
+ *
  * For the policies that change what a rollout runs (sim/policy/policy_*.c) the
- * configuration may place prompts and order the queues, resume responses
- * from tokens generated earlier (start_gen: prefill prompt + those tokens),
- * and stop once stop_groups prompts have all their responses finished
- * (engine_stop from ro_finish): every replica then aborts where it stands,
+ * configuration may place prompts (overriding the placement) and order the
+ * queues, resume responses from tokens generated earlier (start_gen: prefill
+ * prompt + those tokens), and stop once stop_groups prompts have all their
+ * responses finished (engine_stop from ro_finish): every replica then aborts where it stands,
  * and rollout_result.gen says how far each response got.
  *
  * Invariants (checked in debug builds): kv_used == sum of KV tokens of the
@@ -398,14 +407,68 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
 
 /* ---- driver ------------------------------------------------------------- */
 
-void rollout_place(const trace *t, int replicas, int32_t *out)
+int rollout_placement_parse(const char *name, rollout_placement *p)
 {
-    int all_ranked = t->n_prompts > 0;
-    for (size_t i = 0; i < t->n_prompts; i++)
-        if (t->prompts[i].dp_rank < 0)
-            all_ranked = 0;
-    for (size_t i = 0; i < t->n_prompts; i++)
-        out[i] = all_ranked ? t->prompts[i].dp_rank % replicas : (int32_t)(i % (size_t)replicas);
+    static const char *const names[] = {"balanced", "trace", "round-robin"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, names[i])) {
+            *p = (rollout_placement)i;
+            return 0;
+        }
+    return -1;
+}
+
+int rollout_trace_ranks(const trace *t, size_t *unranked)
+{
+    int32_t top = -1;
+    size_t first_without = SIZE_MAX;
+    for (size_t i = 0; i < t->n_prompts; i++) {
+        int32_t r = t->prompts[i].dp_rank;
+        if (r < 0 && first_without == SIZE_MAX)
+            first_without = i;
+        if (r > top)
+            top = r;
+    }
+    if (top < 0)
+        return 0;
+    if (first_without != SIZE_MAX) {
+        if (unranked)
+            *unranked = first_without;
+        return -1;
+    }
+    return top + 1;
+}
+
+int rollout_place(const trace *t, int replicas, rollout_placement rule, int ranks, int32_t *out,
+                  ts_err *e)
+{
+    size_t n = t->n_prompts;
+    if (rule == PLACE_TRACE) {
+        size_t bad = 0;
+        int own = rollout_trace_ranks(t, &bad);
+        if (own == 0)
+            return ts_errf(e, "rollout.placement = trace: the trace records no dp_rank; use "
+                              "rollout.placement = balanced (the default)");
+        if (own < 0)
+            return ts_errf(e, "rollout.placement = trace: prompt %zu of the trace has no "
+                              "dp_rank; use rollout.placement = balanced (the default)", bad);
+        int want = ranks > 0 ? ranks : own;
+        if (want != replicas || own > replicas)
+            return ts_errf(e, "rollout.placement = trace: the trace records %d rollout rank%s "
+                              "(dp_rank 0..%d) but the rollout has %d replica%s: pinning would "
+                              "leave replicas idle or unplaced; use rollout.placement = balanced "
+                              "(the default) to deal the prompts to every replica",
+                           want, want == 1 ? "" : "s", want - 1, replicas,
+                           replicas == 1 ? "" : "s");
+        for (size_t i = 0; i < n; i++)
+            out[i] = t->prompts[i].dp_rank;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = rule == PLACE_ROUND_ROBIN
+                     ? (int32_t)(i % (size_t)replicas)
+                     : (int32_t)((uint64_t)i * (uint64_t)replicas / (uint64_t)n);
+    return 0;
 }
 
 void rollout_result_free(rollout_result *res)
@@ -490,10 +553,11 @@ static int run_alloc(sim *s, size_t n, size_t n_prompts, rollout_result *res)
     return 0;
 }
 
-/* Places every prompt of t on a replica (cfg->place, or rollout_place()) and
- * sets up its responses' requests in trace order, counting each replica's
- * responses into res->rep.  Returns 0, or -1 with e set: a place outside the
- * replicas, a response that can never fit in the KV cache, a start_gen
+/* Places every prompt of t on a replica (cfg->place, or rollout_place() by
+ * cfg->placement) and sets up its responses' requests in trace order,
+ * counting each replica's responses into res->rep.  Returns 0, or -1 with e
+ * set: a place outside the replicas, a placement rollout_place() refuses, a
+ * response that can never fit in the KV cache, a start_gen
  * outside [0, length), allocation failure. */
 static int run_load(sim *s, const trace *t, size_t n, rollout_result *res)
 {
@@ -512,8 +576,8 @@ static int run_load(sim *s, const trace *t, size_t n, rollout_result *res)
             }
             place[i] = cfg->place[i];
         }
-    } else {
-        rollout_place(t, cfg->replicas, place);
+    } else if (rollout_place(t, cfg->replicas, cfg->placement, cfg->ranks, place, e)) {
+        goto done;
     }
     size_t k = 0;
     for (size_t i = 0; i < t->n_prompts; i++) {

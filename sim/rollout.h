@@ -42,6 +42,22 @@ typedef struct rollout_iter {
 } rollout_iter;
 typedef void (*rollout_iter_fn)(void *ctx, const rollout_iter *it);
 
+/* How the rollout deals a step's prompts to its replicas (rollout.placement).
+ * A prompt's responses always stay together on one replica. */
+typedef enum rollout_placement {
+    PLACE_BALANCED = 0, /* equal contiguous chunks in trace order: prompt i of n on
+                         * replica floor(i * replicas / n), as VeRL dispatches a
+                         * batch to the rollout's data-parallel ranks
+                         * (DataProto.chunk); the default */
+    PLACE_TRACE,        /* the replica the trace recorded (dp_rank); only when the
+                         * trace records exactly as many ranks as there are replicas */
+    PLACE_ROUND_ROBIN   /* prompt i on replica i % replicas */
+} rollout_placement;
+
+/* The placement called name ("balanced", "trace", "round-robin") into *p.
+ * Returns 0, or -1 for any other name.  Cannot fail otherwise. */
+int rollout_placement_parse(const char *name, rollout_placement *p);
+
 typedef struct rollout_cfg {
     const hw_desc *hw;
     const llm_desc *llm;
@@ -63,10 +79,15 @@ typedef struct rollout_cfg {
     drafter_params dp;      /* spot trainer's batch and start-up time */
     rollout_iter_fn on_iter;/* optional: called for every planned iteration */
     void *on_iter_ctx;
+    rollout_placement placement; /* how prompts go to replicas when place is NULL */
+    int ranks;              /* placement trace: the rollout ranks recorded by the trace
+                             * t was drawn from (a policy's segment of it), which must
+                             * equal replicas; 0: t's own (its largest dp_rank + 1) */
     /* Optional, for the policies that change what the rollout runs
      * (sim/policy/policy_*.c); zero/NULL: every response of the trace, placed by
      * rollout_place(), queued in trace order, run to the end. */
-    const int32_t *place;   /* per prompt: its replica (NULL: rollout_place) */
+    const int32_t *place;   /* per prompt: its replica, overriding placement (NULL:
+                             * rollout_place) */
     const int32_t *order;   /* every response index once, in the order they join
                              * their replica's waiting queue (NULL: trace order) */
     const int32_t *start_gen;/* per response: tokens generated in an earlier step,
@@ -130,16 +151,25 @@ typedef struct rollout_result {
     double utilization;       /* decode tokens over replicas*makespan*full_rate */
 } rollout_result;
 
-/* Places prompts on replicas: by dp_rank (mod replicas) when every prompt
- * has one, else round-robin; a prompt's responses stay together.  Writes
- * n_prompts entries into out. */
-void rollout_place(const trace *t, int replicas, int32_t *out);
+/* The rollout ranks trace t records: its largest dp_rank + 1, 0 when no
+ * prompt has one; -1 when some prompts have one and others do not (*unranked
+ * set to the first without).  unranked may be NULL.  Cannot fail. */
+int rollout_trace_ranks(const trace *t, size_t *unranked);
+
+/* Places t's prompts on replicas by rule (see rollout_placement); a prompt's
+ * responses stay together.  ranks: for PLACE_TRACE, the rank count t's
+ * recording had (0: t's own, rollout_trace_ranks()).  Writes n_prompts
+ * entries into out.  Returns 0, or -1 with e set: PLACE_TRACE on a trace
+ * whose prompts do not all have a dp_rank, or whose rank count is not the
+ * replica count (the message names both and suggests `balanced`). */
+int rollout_place(const trace *t, int replicas, rollout_placement rule, int ranks, int32_t *out,
+                  ts_err *e);
 
 /* Simulates the rollout of every response of t (until stop_groups groups
  * are complete when set).  Returns 0 and fills *res (free with
  * rollout_result_free), or -1: a request that can never fit in the KV cache,
- * a start_gen outside [0, length), a place outside the replicas, allocation
- * failure. */
+ * a start_gen outside [0, length), a place outside the replicas, a placement
+ * that rollout_place() refuses, allocation failure. */
 int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_err *e);
 void rollout_result_free(rollout_result *res);
 

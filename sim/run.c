@@ -27,6 +27,8 @@ static int step_metrics(run_record *rec, const rlstep_result *res, const trace *
     add(rec, "replicas", res->replicas, &oom);
     add(rec, "responses", (double)ro->responses, &oom);
     add(rec, "tokens", (double)trace_n_tokens(t), &oom);
+    add(rec, "truncated_responses", (double)res->truncated_responses, &oom);
+    add(rec, "truncated_tokens", (double)res->truncated_tokens, &oom);
     if (full)
         add(rec, "step_s", res->step_s, &oom);
     add(rec, "rollout_s", ro->makespan_s, &oom);

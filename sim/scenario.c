@@ -25,6 +25,7 @@
 #include "models/hw_calib.h"
 #include "models/memory.h"
 #include "sim/dcp/dcp.h"
+#include "sim/rollout.h"
 
 typedef enum { K_INT, K_DBL, K_STR, K_BOOL, K_U64 } ktype;
 
@@ -51,6 +52,7 @@ static const key_def keys[] = {
     {"rollout", "tail_threshold", K_INT, OFF(tail_threshold), 1, 65536, "tail = running <= this"},
     {"rollout", "graph_max_bs", K_INT, OFF(graph_max_bs), 0, 65536, "largest CUDA-graph batch (0: SGLang default)"},
     {"rollout", "overlap", K_BOOL, OFF(overlap), 0, 1, "overlap scheduler"},
+    {"rollout", "placement", K_STR, OFF(placement), 0, 16, "prompts to replicas: balanced (VeRL's equal chunks) | trace (recorded dp_rank) | round-robin"},
     {"train", "reward_per_response_s", K_DBL, OFF(reward_per_response_s), 0, 3600, "reward time per response, s"},
     {"train", "reward_step_s", K_DBL, OFF(reward_step_s), 0, 86400, "reward time per step, s"},
     {"train", "micro_batch_tokens", K_INT, OFF(micro_batch_tokens), 256, 16777216, "tokens per micro-batch"},
@@ -150,6 +152,7 @@ void scenario_defaults(scenario *s)
     s->tail_threshold = 32;
     s->graph_max_bs = 0;
     s->overlap = 1;
+    snprintf(s->placement, sizeof s->placement, "balanced");
     s->spec_graph_max_bs = 32; /* fastrl's sglang_rollout.py: cuda_graph_max_bs 32 */
     s->spec_overlap = 0;       /* and disable_overlap_schedule True */
     s->reward_per_response_s = 0.0;
@@ -443,6 +446,10 @@ static int set_key(scenario *s, const char *section, const char *key, const char
             return ts_errf(e, "key '%s.%s': '%s' is not none, bucket, packed, dcp-intra, "
                               "dcp-inter or dcp-inter+pac", section, key,
                            ts_quote(val, TS_QUOTE_MAX, q, sizeof q));
+        rollout_placement pl;
+        if (k->off == OFF(placement) && rollout_placement_parse(val, &pl))
+            return ts_errf(e, "key '%s.%s': '%s' is not balanced, trace or round-robin", section,
+                           key, ts_quote(val, TS_QUOTE_MAX, q, sizeof q));
         snprintf(dst, (size_t)k->max, "%s", val);
         return 0;
     }

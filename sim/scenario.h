@@ -80,6 +80,8 @@ typedef struct scenario {
     int tail_threshold;      /* "tail" = at most this many running requests */
     int graph_max_bs;        /* largest CUDA-graph batch (0: SGLang's default for tp) */
     int overlap;             /* 1: overlap scheduler on */
+    char placement[16];      /* prompts to replicas: balanced | trace | round-robin
+                              * (sim/rollout.h rollout_placement) */
     /* [train] */
     double reward_per_response_s; /* reward time per response, s */
     double reward_step_s;    /* fixed reward time per step, s */

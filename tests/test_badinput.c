@@ -116,6 +116,12 @@ static const bad_case cases[] = {
     {"grid_sweep_key_twice", "g.ini", GRID("steps = 1\nsteps = 2\n"), SW, 1, "g.ini:4", "'sweep.steps' given twice (first on line 3)", "r.db"},
     {"grid_scalar_continued", "g.ini", GRID("  qwen32b-64gpu\n"), SW, 1, "g.ini:3", "indented line", "r.db"},
     {"grid_key_before_section", "g.ini", "scenario = qwen7b-64gpu\n" GRID(""), SW, 1, "g.ini:1", "before any [section]", "r.db"},
+    /* placement of a trace's prompts on the replicas (issue 17, item 1) */
+    {"scn_placement_unknown", "s.ini", SCN("[rollout]\nplacement = dp_rank\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:7", "'rollout.placement': 'dp_rank' is not balanced, trace or round-robin", "r.db"},
+    {"set_placement_unknown", "s.ini", SCN(""), T "rlstep $D/s.ini --set rollout.placement=Trace --db $D/r.db", 1, "--set", "rollout.placement", "r.db"},
+    {"placement_trace_rank_mismatch", "t.csv", "step,prompt_id,prompt_tokens,response_tokens,dp_rank\n0,0,10,50,0\n0,1,10,60,1\n", T "rlstep qwen7b-64gpu --trace $D/t.csv --set rollout.placement=trace --db $D/r.db", 1, "t.csv: rollout.placement = trace: the trace records 2 rollout ranks", "16 replicas", "r.db"},
+    {"placement_trace_no_ranks", "t.csv", "step,prompt_id,prompt_tokens,response_tokens\n0,0,10,50\n0,1,10,60\n", T "rollout qwen7b-64gpu --trace $D/t.csv --set rollout.placement=trace --db $D/r.db", 1, "t.csv", "records no dp_rank", "r.db"},
+    {"placement_trace_partly_ranked", "t.jsonl", "{\"step\":0,\"dp_rank\":0,\"input\":10,\"output\":[5]}\n{\"step\":0,\"input\":10,\"output\":[7]}\n", T "compare qwen7b-64gpu --trace $D/t.jsonl --set rollout.placement=trace --set cluster.gpus=4", 1, "t.jsonl", "prompt 1 of the trace has no dp_rank", NULL},
     /* databases */
     {"db_not_a_database", "r.db", "this is not a database, just text\n", T "rlstep dapo-32b-polytrace --set trace.file= --set trace.prompts=4 --db $D/r.db", 1, "r.db", "not a database", NULL},
     {"db_missing_dir", NULL, NULL, T "rlstep dapo-32b-polytrace --set trace.file= --set trace.prompts=4 --db $D/no/dir/r.db", 1, "r.db", "", NULL},

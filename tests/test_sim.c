@@ -87,8 +87,12 @@ Test(sim, one_long_response_raises_bubble_as_arithmetic_says)
 {
     trace *t = uniform_trace(256, 1000, 100);
     int32_t long_len = 20000;
-    cr_assert_eq(trace_add(t, 0, 256, -1, 100, &long_len, 1, NULL), 0); /* -> replica 0 */
+    cr_assert_eq(trace_add(t, 0, 256, -1, 100, &long_len, 1, NULL), 0);
     rollout_cfg c = base_cfg(4);
+    /* round-robin: the long one joins 64 short ones on replica 0, the other
+     * replicas have 64 each (balanced would give replica 0 65 short ones and
+     * replica 3 63 + the long one: the same bubble, other arithmetic) */
+    c.placement = PLACE_ROUND_ROBIN;
     rollout_result r;
     ts_err e = {{0}};
     cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
@@ -148,21 +152,81 @@ Test(sim, request_larger_than_kv_is_an_error)
     trace_free(t);
 }
 
-Test(sim, placement_follows_dp_rank)
+/* The three placement rules on 7 prompts over 3 replicas, against their
+ * definitions: balanced = floor(i * R / n) (VeRL's equal contiguous chunks),
+ * round-robin = i % R, trace = the recorded dp_rank, refused unless the trace
+ * records exactly R ranks. */
+Test(sim, placement_rules)
 {
     trace *t = trace_new();
     int32_t len = 10;
-    for (int i = 0; i < 6; i++)
-        trace_add(t, 0, i, i < 3 ? 1 : 0, 5, &len, 1, NULL);
-    int32_t out[6];
-    rollout_place(t, 2, out);
-    for (int i = 0; i < 6; i++)
-        cr_assert_eq(out[i], i < 3 ? 1 : 0);
-    t->prompts[0].dp_rank = -1; /* one unknown: round-robin for all */
-    rollout_place(t, 2, out);
-    for (int i = 0; i < 6; i++)
-        cr_assert_eq(out[i], i % 2);
+    const int32_t rank[7] = {2, 2, 0, 1, 1, 0, 2};
+    for (int i = 0; i < 7; i++)
+        cr_assert_eq(trace_add(t, 0, i, rank[i], 5, &len, 1, NULL), 0);
+    int32_t out[7];
+    ts_err e = {{0}};
+    const int32_t balanced[7] = {0, 0, 0, 1, 1, 2, 2};
+    cr_assert_eq(rollout_place(t, 3, PLACE_BALANCED, 0, out, &e), 0, "%s", e.msg);
+    for (int i = 0; i < 7; i++)
+        cr_expect_eq(out[i], balanced[i], "balanced: prompt %d on %d", i, out[i]);
+    cr_assert_eq(rollout_place(t, 3, PLACE_ROUND_ROBIN, 0, out, &e), 0, "%s", e.msg);
+    for (int i = 0; i < 7; i++)
+        cr_expect_eq(out[i], i % 3);
+    cr_assert_eq(rollout_trace_ranks(t, NULL), 3);
+    cr_assert_eq(rollout_place(t, 3, PLACE_TRACE, 0, out, &e), 0, "%s", e.msg);
+    for (int i = 0; i < 7; i++)
+        cr_expect_eq(out[i], rank[i]);
+    /* 3 recorded ranks on 6 replicas, or on 2: refused, naming both counts */
+    cr_assert_eq(rollout_place(t, 6, PLACE_TRACE, 0, out, &e), -1);
+    cr_expect(strstr(e.msg, "3 rollout ranks") && strstr(e.msg, "6 replicas") &&
+                  strstr(e.msg, "balanced"), "%s", e.msg);
+    cr_assert_eq(rollout_place(t, 2, PLACE_TRACE, 0, out, &e), -1);
+    /* a segment holding only ranks 0 and 1 of a 3-rank trace places as the whole */
+    cr_assert_eq(rollout_place(t, 3, PLACE_TRACE, 3, out, &e), 0, "%s", e.msg);
+    /* as many replicas as prompts: one each */
+    cr_assert_eq(rollout_place(t, 7, PLACE_BALANCED, 0, out, &e), 0);
+    for (int i = 0; i < 7; i++)
+        cr_expect_eq(out[i], i);
+    /* one prompt without a rank: trace refuses, the others do not care */
+    t->prompts[4].dp_rank = -1;
+    size_t bad = 0;
+    cr_assert_eq(rollout_trace_ranks(t, &bad), -1);
+    cr_assert_eq(bad, 4);
+    cr_assert_eq(rollout_place(t, 3, PLACE_TRACE, 0, out, &e), -1);
+    cr_expect(strstr(e.msg, "prompt 4"), "%s", e.msg);
+    cr_assert_eq(rollout_place(t, 3, PLACE_BALANCED, 0, out, &e), 0);
+    rollout_placement pl;
+    cr_assert_eq(rollout_placement_parse("round-robin", &pl), 0);
+    cr_assert_eq(pl, PLACE_ROUND_ROBIN);
+    cr_assert_eq(rollout_placement_parse("dp_rank", &pl), -1);
     trace_free(t);
+}
+
+/* Balanced is equal contiguous chunks for every n and R: sizes differ by at
+ * most one, replicas in order, each prompt once (a brute-force check). */
+Test(sim, placement_balanced_chunks)
+{
+    int32_t len = 3;
+    for (int n = 1; n <= 40; n++) {
+        trace *t = trace_new();
+        for (int i = 0; i < n; i++)
+            cr_assert_eq(trace_add(t, 0, i, -1, 1, &len, 1, NULL), 0);
+        int32_t out[40];
+        for (int R = 1; R <= 12; R++) {
+            ts_err e = {{0}};
+            cr_assert_eq(rollout_place(t, R, PLACE_BALANCED, 0, out, &e), 0);
+            int cnt[12] = {0};
+            for (int i = 0; i < n; i++) {
+                cr_assert(out[i] >= 0 && out[i] < R);
+                cr_assert(i == 0 || out[i] >= out[i - 1], "n %d R %d: not contiguous", n, R);
+                cnt[out[i]]++;
+            }
+            for (int r = 0; r < R; r++)
+                cr_assert(cnt[r] == n / R || cnt[r] == n / R + 1, "n %d R %d: replica %d has %d",
+                          n, R, r, cnt[r]);
+        }
+        trace_free(t);
+    }
 }
 
 static void write_file(const char *path, const char *text)

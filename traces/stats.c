@@ -1,9 +1,11 @@
 /*
  * Views of a loaded trace: summary statistics of its response lengths (as
- * printed by `tailsim trace stats` and used to label scenarios and reports)
- * and the selection of one RL step (a copy; a negative step selects the
- * lowest step number present).  One statistics call
- * copies every response length into a scratch array, sorts it (gsl_sort,
+ * printed by `tailsim trace stats` and used to label scenarios and reports;
+ * with how many responses sit exactly at the maximum, since a trace cut at
+ * a generation cap shows a short tail that is not the real one), what a
+ * response cap cuts from it, and the selection of one RL step (a copy; a
+ * negative step selects the lowest step number present).  One statistics
+ * call copies every response length into a scratch array, sorts it (gsl_sort,
  * O(n log n)) and reads the percentiles with
  * gsl_stats_quantile_from_sorted_data, which interpolates linearly between
  * order statistics at position (n-1)*q: the same as numpy's default
@@ -63,11 +65,28 @@ int trace_stats_compute(const trace *t, trace_stats *s, ts_err *e)
     r.p99 = gsl_stats_quantile_from_sorted_data(x, 1, n, 0.99);
     r.max = (int64_t)x[n - 1];
     r.max_over_p50 = (double)r.max / r.p50; /* p50 >= 1: every length is >= 1 */
+    for (size_t i = n; i > 0 && x[i - 1] == x[n - 1]; i--)
+        r.at_max++;
+    r.at_max_fraction = (double)r.at_max / (double)n;
+    r.capped = r.at_max >= TRACE_CAPPED_MIN && r.at_max_fraction >= TRACE_CAPPED_FRACTION;
     r.prompt_mean = prompt_sum / (double)np;
     free(x);
     free(steps);
     *s = r;
     return 0;
+}
+
+void trace_truncation(const trace *t, int32_t cap, int64_t *responses, int64_t *tokens)
+{
+    *responses = *tokens = 0;
+    if (cap <= 0)
+        return;
+    for (size_t i = 0; i < t->n_prompts; i++)
+        for (int32_t j = 0; j < t->prompts[i].n_resp; j++)
+            if (t->prompts[i].resp[j] > cap) {
+                (*responses)++;
+                *tokens += t->prompts[i].resp[j] - cap;
+            }
 }
 
 trace *trace_select_step(const trace *t, int32_t step, ts_err *e)

@@ -84,9 +84,23 @@ typedef struct trace_stats {
     int64_t max;          /* tokens */
     double max_over_p50;
     double prompt_mean;   /* mean prompt length, tokens */
+    int64_t at_max;       /* responses exactly max tokens long */
+    double at_max_fraction; /* at_max / responses */
+    int capped;           /* 1: the trace looks truncated at max (TRACE_CAPPED_*) */
 } trace_stats;
+
+/* A trace looks truncated at its maximum length (a generation cap) when at
+ * least TRACE_CAPPED_MIN responses, and at least TRACE_CAPPED_FRACTION of
+ * them, are exactly that long: natural lengths rarely tie at the top. */
+#define TRACE_CAPPED_MIN 5
+#define TRACE_CAPPED_FRACTION 0.01
 
 /* Fills *s.  Returns 0, or -1 on allocation failure or an empty trace. */
 int trace_stats_compute(const trace *t, trace_stats *s, ts_err *e);
+
+/* What a response cap of cap tokens (0: none) cuts from t: the responses
+ * longer than cap into *responses, the tokens beyond it into *tokens.
+ * Cannot fail. */
+void trace_truncation(const trace *t, int32_t cap, int64_t *responses, int64_t *tokens);
 
 #endif

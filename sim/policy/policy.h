@@ -100,6 +100,21 @@ int policy_run(const scenario *s, const policy *p, const hw_desc *hw, const llm_
                ts_err *e);
 void multistep_result_free(multistep_result *res);
 
+/* The GPUs of async's rollout pool: whole TP groups, policy.rollout_pool of
+ * the cluster, at least one GPU left for the trainer; below rollout.tp when no
+ * whole group fits.  Cannot fail. */
+int policy_async_pool(const scenario *s);
+
+/* Checks that the steps can be placed on the replicas the rollout of policy
+ * p (NULL: the scenario's keys) runs on (async: its rollout pool), under
+ * rollout.placement (rollout_place(): with `trace`, every prompt has a
+ * dp_rank and the trace records as many ranks as there are replicas).
+ * policy_run() calls it first; a command that knows the trace's file name
+ * calls it before, with name, so that the error names the trace.  name may
+ * be NULL.  Returns 0, or -1 with e set. */
+int policy_check_placement(const scenario *s, const policy *p, const char *name,
+                           trace *const *steps, int n, ts_err *e);
+
 /* For drivers: step k runs with drafter quality q (sets s->sp.quality, and
  * res->quality[k] when s speculates, else 0).  Cannot fail. */
 void policy_drafter_use(scenario *s, multistep_result *res, int k, double q);

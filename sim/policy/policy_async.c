@@ -115,12 +115,18 @@ fail:
     return -1;
 }
 
-static int async_run(const scenario *s, const hw_desc *hw, const llm_desc *m, trace *const *steps,
-                     int n, int full, multistep_result *res, run_record *rec, ts_err *e)
+int policy_async_pool(const scenario *s)
 {
     int gr = (int)floor(s->gpus * s->rollout_pool / s->tp) * s->tp;
     if (gr >= s->gpus)
         gr = (s->gpus - 1) / s->tp * s->tp;
+    return gr;
+}
+
+static int async_run(const scenario *s, const hw_desc *hw, const llm_desc *m, trace *const *steps,
+                     int n, int full, multistep_result *res, run_record *rec, ts_err *e)
+{
+    int gr = policy_async_pool(s);
     if (gr < s->tp)
         return ts_errf(e, "%s: policy async: %d GPUs at rollout_pool %.2f leave no whole TP "
                           "group of %d for rollout and at least one GPU for training",

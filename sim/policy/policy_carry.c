@@ -39,6 +39,11 @@ void carry_init(carry_state *cs, trace *const *steps, int n, int max_response, i
     cs->steps = steps;
     cs->n_steps = n;
     cs->max_response = max_response;
+    for (int k = 0; k < n; k++) {
+        int r = rollout_trace_ranks(steps[k], NULL);
+        if (r > cs->ranks)
+            cs->ranks = r;
+    }
     cs->lag = lag;
     cs->res = res;
 }
@@ -174,7 +179,8 @@ int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const l
     }
     if (stop > 0)
         stop = stop - buffered > 1 ? stop - buffered : 1;
-    rlstep_opts o = {.start_gen = start, .stop_groups = stop, .must_finish = must};
+    rlstep_opts o = {.start_gen = start, .stop_groups = stop, .must_finish = must,
+                     .ranks = cs->ranks};
     if (rlstep_rollout_opts(s, hw, m, seg, &o, res, rec, e))
         goto done;
     /* utilization against the full-batch rate of the step's own prompts:

@@ -30,6 +30,9 @@ typedef struct carry_state {
                             * then steps[0]'s again (same length distribution) */
     int n_steps;
     int max_response;      /* cap applied to trace lengths (0: none) */
+    int ranks;             /* rollout ranks the stream's trace records (largest over its
+                            * steps, rollout_trace_ranks(); 0: none): a segment of it
+                            * is placed as the whole (rollout.placement = trace) */
     int lag;               /* a token generated at step j comes from policy version
                             * max(0, j - lag); a sample trained at step k is
                             * k - that version stale */

@@ -268,6 +268,15 @@ void policy_count_sync_step(multistep_result *res, const trace *t, const rlstep_
     res->trained_tokens += st->ro.decode_tokens; /* lossless: the capped trace lengths */
 }
 
+/* What rollout.max_response cut from each step's trace, into its result
+ * (every driver's steps alike).  Cannot fail. */
+static void count_truncation(const scenario *s, trace *const *steps, multistep_result *res)
+{
+    for (int k = 0; k < res->steps; k++)
+        trace_truncation(steps[k], s->max_response, &res->step[k].truncated_responses,
+                         &res->step[k].truncated_tokens);
+}
+
 /* The steps' starts on rec's timeline, when there are several. */
 static int record_steps(run_record *rec, multistep_result *res, ts_err *e)
 {
@@ -279,6 +288,43 @@ static int record_steps(run_record *rec, multistep_result *res, ts_err *e)
     return 0;
 }
 
+int policy_check_placement(const scenario *s, const policy *p, const char *name,
+                           trace *const *steps, int n, ts_err *e)
+{
+    rollout_placement rule;
+    if (rollout_placement_parse(s->placement, &rule))
+        return ts_errf(e, "%s: key 'rollout.placement': not balanced, trace or round-robin",
+                       s->path);
+    if (rule != PLACE_TRACE || (p && p->run == policy_sorted.run))
+        return 0; /* balanced and round-robin place anything; sorted places itself */
+    int gpus = p && p->run == policy_async.run ? policy_async_pool(s) : s->gpus;
+    int replicas = gpus / s->tp, ranks = 0;
+    if (replicas < 1)
+        return 0; /* the policy's own error */
+    for (int k = 0; k < n; k++) {
+        int r = rollout_trace_ranks(steps[k], NULL);
+        if (r > ranks)
+            ranks = r;
+    }
+    for (int k = 0; k < n; k++) {
+        int32_t *out = malloc((steps[k]->n_prompts + 1) * sizeof *out);
+        if (!out)
+            return ts_errf(e, "out of memory");
+        int rc = rollout_place(steps[k], replicas, rule, ranks, out, e);
+        free(out);
+        if (rc) {
+            if (gpus != s->gpus)
+                ts_err_prefix(e, "policy async (a rollout pool of %d GPUs): ", gpus);
+            if (n > 1)
+                ts_err_prefix(e, "step %d: ", k);
+            if (name)
+                ts_err_prefix(e, "%s: ", name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm_desc *m,
                trace *const *steps, int n, int full, multistep_result *res, run_record *rec,
                ts_err *e)
@@ -286,6 +332,8 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
     memset(res, 0, sizeof *res);
     if (n < 1)
         return ts_errf(e, "need at least one RL step");
+    if (policy_check_placement(s0, p, NULL, steps, n, e))
+        return -1;
     scenario s = *s0;
     if (p)
         p->apply(&s);
@@ -296,6 +344,7 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
             multistep_result_free(res);
             return -1;
         }
+        count_truncation(&s, steps, res);
         return record_steps(rec, res, e);
     }
     double q = s.sp.quality, t0 = 0;
@@ -316,5 +365,6 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
         q = policy_drafter_next(&s, &res->step[k], q);
         policy_count_sync_step(res, steps[k], &res->step[k]);
     }
+    count_truncation(&s, steps, res);
     return record_steps(rec, res, e);
 }
