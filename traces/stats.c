@@ -1,7 +1,8 @@
 /*
  * Views of a loaded trace: summary statistics of its response lengths (as
  * printed by `tailsim trace stats` and used to label scenarios and reports)
- * and the selection of one RL step (a copy; a negative step selects the
+ * and the selection of one RL step (a copy, with the step's recorded reward
+ * times; a negative step selects the
  * lowest step number present).  One statistics call
  * copies every response length into a scratch array, sorts it (gsl_sort,
  * O(n log n)) and reads the percentiles with
@@ -103,5 +104,16 @@ trace *trace_select_step(const trace *t, int32_t step, ts_err *e)
         trace_free(s);
         return NULL;
     }
+    size_t nr = 0; /* the step's recorded reward times */
+    for (size_t i = 0; i < t->n_reward; i++)
+        nr += t->reward[i].step == step;
+    if (nr && !(s->reward = malloc(nr * sizeof *s->reward))) {
+        ts_errf(e, "out of memory");
+        trace_free(s);
+        return NULL;
+    }
+    for (size_t i = 0; i < t->n_reward; i++)
+        if (t->reward[i].step == step)
+            s->reward[s->n_reward++] = t->reward[i];
     return s;
 }
