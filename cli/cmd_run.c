@@ -199,7 +199,8 @@ static int is_integer_metric(const char *k)
 {
     static const char *ints[] = {"gpus", "tp", "replicas", "responses", "tokens", "decode_tokens",
                                  "prefill_tokens", "preemptions", "events", "kv_tokens_per_replica",
-                                 "spec_iterations", "drafter_gpu_steps", "trained_tokens"};
+                                 "spec_iterations", "drafter_gpu_steps", "trained_tokens",
+                                 "reward_ranks"};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(k, ints[i]))
             return 1;
@@ -288,6 +289,9 @@ static int run_emit_json(const run_out *r, ts_err *e)
             json_object_set_new(ph, tl_phase_name[p], json_real(v));
     }
     json_object_set_new(o, "phases_s", ph);
+    double v;
+    if (run_get_metric(rec, "reward_ranks", &v) == 0) /* else the keys stay as they were */
+        json_object_set_new(o, "reward_source", json_string("trace"));
     json_object_set(o, "per_step", r->per_step);
     int rc = cmd_print_json(o, 10, e);
     json_decref(o);

@@ -1,7 +1,9 @@
 /*
  * One synchronous RL step, VeRL-style colocated: weight sync -> rollout ->
  * reward -> old log-prob -> reference -> actor update, every phase on all
- * GPUs, each phase waiting for the slowest GPU of the one before.
+ * GPUs, each phase waiting for the slowest GPU of the one before.  The
+ * reward phase is the batch trace's recorded reward time when it has one
+ * (trace.reward: the slowest rank's), else the scenario's reward model.
  */
 #ifndef TS_RLSTEP_H
 #define TS_RLSTEP_H
@@ -11,6 +13,7 @@
 #include "results/result.h"
 #include "sim/rollout.h"
 #include "sim/scenario.h"
+#include "traces/reward.h"
 #include "traces/trace.h"
 
 typedef struct rlstep_result {
@@ -25,6 +28,9 @@ typedef struct rlstep_result {
     int train_dcp;            /* 1: the training phases were planned by train.strategy */
     double update_plan_steps; /* train_dcp: the plan's steps (barriers) in the update, all epochs */
     double update_bound_s;    /* train_dcp: DCP's lower bound on the update, s */
+    reward_summary reward;    /* the batch's recorded reward times over ranks (traces/reward.h);
+                               * ranks > 0: the reward phase is their max, else ranks 0 and the
+                               * scenario's train.reward_* keys priced it */
     double kv_tokens;         /* KV capacity per replica, tokens */
     int gpus, replicas, tp;
 } rlstep_result;

@@ -3,7 +3,10 @@
  * prompts in file order; each prompt owns a copy of its response lengths.
  * Three readers feed it (RL rollout JSONL through jansson, the plain CSV that
  * trace_write_csv produces, and Vidur request CSVs), trace_load picks one from
- * the content, and trace_write_csv writes the plain CSV back.
+ * the content (it refuses a reward-timings record, traces/reward.h, saying
+ * so; trace_load_any reads one as reward timings), and trace_write_csv
+ * writes the plain CSV back.  A trace also holds its steps' recorded reward
+ * times (trace.reward), which trace_append merges.
  * Everything here runs once per file, so clarity beats speed: a load is one
  * pass of the bounded line reader (common/lines.h) plus one trace_add per
  * prompt, and the whole-file checks (prompt ids, duplicates) sort an index
