@@ -95,7 +95,10 @@ static void run_usage(FILE *f, const char *cmd)
             "SCENARIO is a name under scenarios/ (e.g. qwen7b-64gpu) or a path to an .ini file.\n\n"
             "options:\n"
             "  --trace FILE        replay FILE (JSONL, CSV or Vidur CSV; - for standard input)\n"
-            "                      instead of the scenario's trace\n"
+            "                      instead of the scenario's trace; a directory is one trace\n"
+            "                      (its step files in name order), and its PolyTrace\n"
+            "                      reward_timings_step_N.jsonl (or trace.reward_file) give the\n"
+            "                      reward phase: per step, the slowest rank's recorded time\n"
             "  --seed S            seed of the generated trace (overrides trace.seed)\n"
             "  --set SEC.KEY=VAL   override a scenario key (repeatable), e.g. --set rollout.tp=4\n"
             "  --policy NAME       long-tail policy: verl, tlt-base, tlt, sorted, partial,\n"
@@ -247,7 +250,8 @@ static int is_integer_metric(const char *k)
     static const char *ints[] = {"gpus", "tp", "replicas", "responses", "tokens", "decode_tokens",
                                  "prefill_tokens", "preemptions", "events", "kv_tokens_per_replica",
                                  "spec_iterations", "drafter_gpu_steps", "trained_tokens",
-                                 "truncated_responses", "truncated_tokens"};
+                                 "truncated_responses", "truncated_tokens",
+                                 "reward_ranks"};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(k, ints[i]))
             return 1;
@@ -337,6 +341,9 @@ static int run_emit_json(const run_out *r, ts_err *e)
             json_object_set_new(ph, tl_phase_name[p], json_real(v));
     }
     json_object_set_new(o, "phases_s", ph);
+    double v;
+    if (run_get_metric(rec, "reward_ranks", &v) == 0) /* else the keys stay as they were */
+        json_object_set_new(o, "reward_source", json_string("trace"));
     json_object_set(o, "per_step", r->per_step);
     int rc = cmd_print_json(o, 10, e);
     json_decref(o);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -28,6 +29,7 @@
 #include "cli/cmd.h"
 #include "cli/opts.h"
 #include "traces/gen.h"
+#include "traces/reward.h"
 #include "traces/trace.h"
 
 static void usage_trace(FILE *f)
@@ -52,7 +54,13 @@ static void usage_stats(FILE *f)
             "interpolate\nlinearly between order statistics, like numpy).  When at least "
             "5 responses and 1%% of\nthem end at the maximum, the trace looks truncated at a "
             "generation cap: a warning\non stderr says so (max/p50 then understates the "
-            "tail).\nFILE may be - (standard input) or a pipe; each is read once.\n\n"
+            "tail).\n"
+            "FILE may be - (standard input) or a pipe; each is read once.  A directory is one\n"
+            "trace: its *.jsonl / *.csv files in name order (PolyTrace's step_N.jsonl or\n"
+            "packed_lengths_step_N.jsonl).  Reward-timings files (reward_timings_step_N.jsonl,\n"
+            "or JSONL records with reward_time_s), in a directory or given, add the steps'\n"
+            "recorded reward times: reward_steps and the spread of a step's (its slowest\n"
+            "rank's) are printed.\n\n"
             "  --json     print one JSON object instead of a table\n"
             "  --step N   only step N of the concatenated trace\n"
             "  --help     this text\n");
@@ -150,9 +158,21 @@ static int stats_cmd_parse(int argc, char **argv, stats_opts *o)
     return -1;
 }
 
+/* Loads one FILE of trace stats: a directory as one trace
+ * (trace_load_path), a reward-timings file as its records, any other file
+ * as a trace (trace_load_part).  Returns 0 or -1. */
+static int stats_load(const char *path, trace **out, ts_err *e)
+{
+    struct stat st;
+    if (strcmp(path, "-") && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return trace_load_path(path, out, e);
+    return trace_load_part(path, out, e);
+}
+
 /* Loads and concatenates o's files, keeps --step's step and computes the
- * statistics into *s.  Returns 0, or -1 with e set. */
-static int stats_compute(const stats_opts *o, trace_stats *s, ts_err *e)
+ * statistics into *s and the recorded reward times' spread over steps into
+ * *rw.  Returns 0, or -1 with e set. */
+static int stats_compute(const stats_opts *o, trace_stats *s, reward_summary *rw, ts_err *e)
 {
     trace *all = NULL, *one = NULL, *sel = NULL;
     int rc = -1;
@@ -161,14 +181,15 @@ static int stats_compute(const stats_opts *o, trace_stats *s, ts_err *e)
         goto done;
     }
     for (int i = 0; i < o->nfiles; i++) {
-        if (trace_load(o->files[i], &one, e) || trace_append(all, one, e))
+        if (stats_load(o->files[i], &one, e) || trace_append(all, one, e))
             goto done;
         trace_free(one);
         one = NULL;
     }
     if (o->step >= 0 && !(sel = trace_select_step(all, (int32_t)o->step, e)))
         goto done;
-    rc = trace_stats_compute(sel ? sel : all, s, e);
+    rc = trace_stats_compute(sel ? sel : all, s, e) ||
+         reward_steps(sel ? sel : all, rw, e) < 0 ? -1 : 0;
 done:
     trace_free(one);
     trace_free(all);
@@ -176,8 +197,9 @@ done:
     return rc;
 }
 
-/* Prints s as one JSON object.  Returns 0, or 1 after saying so. */
-static int stats_emit_json(const trace_stats *s, const stats_opts *o)
+/* Prints s (and rw, when steps have recorded reward times) as one JSON
+ * object.  Returns 0, or 1 after saying so. */
+static int stats_emit_json(const trace_stats *s, const reward_summary *rw, const stats_opts *o)
 {
     json_t *j = json_object(), *fa = json_array();
     if (!j || !fa) {
@@ -203,6 +225,12 @@ static int stats_emit_json(const trace_stats *s, const stats_opts *o)
     json_object_set_new(j, "at_max", json_integer(s->at_max));
     json_object_set_new(j, "at_max_fraction", json_real(round_to(s->at_max_fraction, 0.0001)));
     json_object_set_new(j, "capped", json_boolean(s->capped));
+    if (rw->ranks > 0) { /* per step: the slowest rank's recorded reward time */
+        json_object_set_new(j, "reward_steps", json_integer(rw->ranks));
+        json_object_set_new(j, "reward_min_s", json_real(round_to(rw->min_s, 0.001)));
+        json_object_set_new(j, "reward_median_s", json_real(round_to(rw->median_s, 0.001)));
+        json_object_set_new(j, "reward_max_s", json_real(round_to(rw->max_s, 0.001)));
+    }
     char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(j);
     if (!txt) {
@@ -214,8 +242,9 @@ static int stats_emit_json(const trace_stats *s, const stats_opts *o)
     return 0;
 }
 
-/* Prints s as a table.  Cannot fail. */
-static void stats_emit_text(const trace_stats *s, const stats_opts *o)
+/* Prints s (and rw, when steps have recorded reward times) as a table.
+ * Cannot fail. */
+static void stats_emit_text(const trace_stats *s, const reward_summary *rw, const stats_opts *o)
 {
     for (int i = 0; i < o->nfiles; i++)
         printf("%-12s %s\n", i ? "" : "files", o->files[i]);
@@ -232,6 +261,13 @@ static void stats_emit_text(const trace_stats *s, const stats_opts *o)
     printf("%-12s %12.2f  tokens\n", "prompt_mean", s->prompt_mean);
     printf("%-12s %12lld  responses (%.2f%%)%s\n", "at_max", (long long)s->at_max,
            100.0 * s->at_max_fraction, s->capped ? ", at the cap" : "");
+    if (rw->ranks > 0) {
+        printf("%-12s %12d  steps with recorded reward times (a step's: its slowest rank's)\n",
+               "reward_steps", rw->ranks);
+        printf("%-12s %12.3f  s over those steps\n", "reward_min", rw->min_s);
+        printf("%-12s %12.3f  s\n", "reward_med", rw->median_s);
+        printf("%-12s %12.3f  s\n", "reward_max", rw->max_s);
+    }
 }
 
 /* Warns on stderr when s looks truncated at its maximum (trace_stats.capped):
@@ -254,16 +290,17 @@ static int cmd_stats(int argc, char **argv)
     if (rc < 0) {
         ts_err e = {{0}};
         trace_stats s;
-        if (stats_compute(&o, &s, &e)) {
+        reward_summary rw;
+        if (stats_compute(&o, &s, &rw, &e)) {
             if (e.msg[0])
                 fprintf(stderr, "tailsim: %s\n", e.msg);
             rc = 1;
         } else if (o.json) {
             stats_warn_capped(&s);
-            rc = stats_emit_json(&s, &o);
+            rc = stats_emit_json(&s, &rw, &o);
         } else {
             stats_warn_capped(&s);
-            stats_emit_text(&s, &o);
+            stats_emit_text(&s, &rw, &o);
             rc = 0;
         }
     }

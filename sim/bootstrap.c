@@ -19,6 +19,7 @@
 
 #include "common/util.h"
 #include "sim/run.h"
+#include "traces/reward.h"
 
 trace *boot_resample(const trace *t, gsl_rng *r, ts_err *e)
 {
@@ -37,6 +38,10 @@ trace *boot_resample(const trace *t, gsl_rng *r, ts_err *e)
             trace_free(o);
             return NULL;
         }
+    }
+    if (reward_copy(o, t, e)) { /* the step's recorded reward times stay the step's */
+        trace_free(o);
+        return NULL;
     }
     return o;
 }

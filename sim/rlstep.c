@@ -8,8 +8,14 @@
  *             until its last response ends, then idle until the slowest one,
  *             or, with TLT's spot trainer, training the drafter (TL_TRAIN)
  *             from train_start_s after their end until the slowest one.
- *   reward    reward_step_s + reward_per_response_s * responses / gpus, on
- *             the CPU: the GPUs are idle.
+ *   reward    on the CPU: the GPUs are idle.  When the batch trace carries
+ *             recorded reward times (PolyTrace's reward_timings_step_N.jsonl,
+ *             traces/reward.h: one measured time per rollout rank), the phase
+ *             is the slowest rank's time, since the step waits for every
+ *             rank's rewards (what PolyTrace's own replay adds to a step);
+ *             the min/median/max over ranks go into the result.  The times
+ *             are used as measured, not rescaled to this cluster.  Without
+ *             them: reward_step_s + reward_per_response_s * responses / gpus.
  *   old_logp  a forward pass over every (prompt + response) sequence;
  *   ref       the same with the reference policy (when train.ref_model);
  *   update    forward + backward (+ recomputation) per epoch, then one
@@ -254,9 +260,13 @@ static double train_phases(const scenario *s, const hw_desc *hw, const llm_desc 
                            run_record *rec, ts_err *e)
 {
     int gpus = s->gpus;
-    /* reward, on the CPU */
-    double reward = s->reward_step_s +
-                    s->reward_per_response_s * (double)trace_n_responses(t) / gpus;
+    /* reward, on the CPU: recorded (the slowest rank's), else modelled */
+    if (reward_summarize(t, &res->reward, e) < 0)
+        return -1;
+    double reward = res->reward.ranks > 0
+                        ? res->reward.max_s
+                        : s->reward_step_s +
+                              s->reward_per_response_s * (double)trace_n_responses(t) / gpus;
     res->phase_t0[PH_REWARD] = now;
     res->phase_s[PH_REWARD] = reward;
     if (reward > 0 && add_phase(rec, gpus, PH_REWARD, now, NULL, reward, TL_IDLE) < 0)

@@ -1,7 +1,9 @@
 /*
  * One synchronous RL step, VeRL-style colocated: weight sync -> rollout ->
  * reward -> old log-prob -> reference -> actor update, every phase on all
- * GPUs, each phase waiting for the slowest GPU of the one before.
+ * GPUs, each phase waiting for the slowest GPU of the one before.  The
+ * reward phase is the batch trace's recorded reward time when it has one
+ * (trace.reward: the slowest rank's), else the scenario's reward model.
  */
 #ifndef TS_RLSTEP_H
 #define TS_RLSTEP_H
@@ -11,6 +13,7 @@
 #include "results/result.h"
 #include "sim/rollout.h"
 #include "sim/scenario.h"
+#include "traces/reward.h"
 #include "traces/trace.h"
 
 typedef struct rlstep_result {
@@ -29,6 +32,9 @@ typedef struct rlstep_result {
                                * rollout.max_response, which ends them at the cap
                                * (policy_run() fills it) */
     int64_t truncated_tokens; /* their tokens beyond the cap, dropped */
+    reward_summary reward;    /* the batch's recorded reward times over ranks (traces/reward.h);
+                               * ranks > 0: the reward phase is their max, else ranks 0 and the
+                               * scenario's train.reward_* keys priced it */
     double kv_tokens;         /* KV capacity per replica, tokens */
     int gpus, replicas, tp;
 } rlstep_result;

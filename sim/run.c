@@ -35,6 +35,12 @@ static int step_metrics(run_record *rec, const rlstep_result *res, const trace *
     if (full) {
         add(rec, "sync_s", res->phase_s[PH_SYNC], &oom);
         add(rec, "reward_s", res->phase_s[PH_REWARD], &oom);
+        if (res->reward.ranks > 0) { /* recorded in the trace: its spread over ranks */
+            add(rec, "reward_ranks", res->reward.ranks, &oom);
+            add(rec, "reward_rank_min_s", res->reward.min_s, &oom);
+            add(rec, "reward_rank_median_s", res->reward.median_s, &oom);
+            add(rec, "reward_rank_max_s", res->reward.max_s, &oom);
+        }
         add(rec, "old_logp_s", res->phase_s[PH_OLD_LOGP], &oom);
         add(rec, "ref_s", res->phase_s[PH_REF], &oom);
         add(rec, "update_s", res->phase_s[PH_UPDATE], &oom);

@@ -98,6 +98,7 @@ static const key_def keys[] = {
     {"policy", "max_staleness", K_INT, OFF(max_staleness), 1, 1024, "async: max policy versions behind (AReaL eta)"},
     {"policy", "rollout_pool", K_DBL, OFF(rollout_pool), 0.01, 0.99, "async: GPU fraction that rolls out"},
     {"trace", "file", K_STR, OFF(trace_file), 0, SCN_STR, "trace file (shared:PATH for ../shared)"},
+    {"trace", "reward_file", K_STR, OFF(trace_reward_file), 0, SCN_STR, "recorded reward timings JSONL (optional; shared:PATH allowed)"},
     {"trace", "step", K_INT, OFF(trace_step), -1, 1 << 30, "step to replay (-1: first)"},
     {"trace", "dist", K_STR, OFF(dist), 0, SCN_STR, "generator distribution"},
     {"trace", "prompts", K_INT, OFF(prompts), 1, 1 << 24, "prompts per step"},

@@ -113,6 +113,8 @@ typedef struct scenario {
     double rollout_pool;     /* async: fraction of the GPUs in the rollout pool */
     /* [trace] */
     char trace_file[SCN_STR];/* "" -> generate; "shared:PATH" -> $TAILSIM_SHARED/PATH */
+    char trace_reward_file[SCN_STR]; /* recorded reward timings (traces/reward.h), "" -> none;
+                              * resolved as trace_file */
     int trace_step;          /* step to replay, -1: the first */
     char dist[SCN_STR];      /* generator distribution (gen_parse_dist syntax) */
     int prompts, group, cap;

@@ -3,9 +3,10 @@
  * printed by `tailsim trace stats` and used to label scenarios and reports;
  * with how many responses sit exactly at the maximum, since a trace cut at
  * a generation cap shows a short tail that is not the real one), what a
- * response cap cuts from it, and the selection of one RL step (a copy; a
- * negative step selects the lowest step number present).  One statistics
- * call copies every response length into a scratch array, sorts it (gsl_sort,
+ * response cap cuts from it, and the selection of one RL step (a copy, with
+ * the step's recorded reward times; a negative step selects the lowest step
+ * number present).  One statistics call copies every response length into
+ * a scratch array, sorts it (gsl_sort,
  * O(n log n)) and reads the percentiles with
  * gsl_stats_quantile_from_sorted_data, which interpolates linearly between
  * order statistics at position (n-1)*q: the same as numpy's default
@@ -122,5 +123,16 @@ trace *trace_select_step(const trace *t, int32_t step, ts_err *e)
         trace_free(s);
         return NULL;
     }
+    size_t nr = 0; /* the step's recorded reward times */
+    for (size_t i = 0; i < t->n_reward; i++)
+        nr += t->reward[i].step == step;
+    if (nr && !(s->reward = malloc(nr * sizeof *s->reward))) {
+        ts_errf(e, "out of memory");
+        trace_free(s);
+        return NULL;
+    }
+    for (size_t i = 0; i < t->n_reward; i++)
+        if (t->reward[i].step == step)
+            s->reward[s->n_reward++] = t->reward[i];
     return s;
 }

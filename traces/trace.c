@@ -3,7 +3,10 @@
  * prompts in file order; each prompt owns a copy of its response lengths.
  * Three readers feed it (RL rollout JSONL through jansson, the plain CSV that
  * trace_write_csv produces, and Vidur request CSVs), trace_load picks one from
- * the content, and trace_write_csv writes the plain CSV back.
+ * the content (it refuses a reward-timings record, traces/reward.h, saying
+ * so; trace_load_any reads one as reward timings), and trace_write_csv
+ * writes the plain CSV back.  A trace also holds its steps' recorded reward
+ * times (trace.reward), which trace_append merges.
  * Everything here runs once per file, so clarity beats speed: a load is one
  * pass of the bounded line reader (common/lines.h) plus one trace_add per
  * prompt, and the whole-file checks (prompt ids, duplicates) sort an index
@@ -36,6 +39,8 @@
 
 #include "common/lines.h"
 #include "common/util.h"
+#include "traces/jsonl.h"
+#include "traces/reward.h"
 
 /* ---------------------------------------------------------------- container */
 
@@ -51,6 +56,7 @@ void trace_free(trace *t)
     for (size_t i = 0; i < t->n_prompts; i++)
         free(t->prompts[i].resp);
     free(t->prompts);
+    free(t->reward);
     free(t);
 }
 
@@ -98,15 +104,49 @@ int trace_add(trace *t, int32_t step, int32_t prompt_id, int32_t dp_rank,
     return 0;
 }
 
+/* Appends src's reward records to dst, refusing a (step, rank) twice.
+ * All or nothing. */
+static int reward_append(trace *dst, const trace *src, ts_err *e)
+{
+    size_t n0 = dst->n_reward, n = n0 + src->n_reward, first, again;
+    if (src->n_reward == 0)
+        return 0;
+    if (n > SIZE_MAX / sizeof(trace_reward))
+        return ts_errf(e, "trace: too many reward records");
+    trace_reward *a = realloc(dst->reward, n * sizeof *a);
+    if (!a)
+        return ts_errf(e, "trace: out of memory (%zu reward records)", n);
+    dst->reward = a;
+    memcpy(a + n0, src->reward, src->n_reward * sizeof *a);
+    int twice = reward_find_twice(a, n, &first, &again);
+    if (twice == 0) {
+        dst->n_reward = n;
+        return 0;
+    }
+    if (twice < 0)
+        return ts_errf(e, "trace: out of memory");
+    if (first >= n0) /* both new: the reader checks its own file, so not from one */
+        return ts_errf(e, "field 'dp_rank': step %d, rank %d has two reward times (lines %ld "
+                          "and %ld)", a[again].step, a[again].rank, a[first].line,
+                       a[again].line);
+    return ts_errf(e, "field 'dp_rank': step %d, rank %d has a reward time on line %ld here and "
+                      "on line %ld of an earlier file", a[again].step, a[again].rank,
+                   a[again].line, a[first].line);
+}
+
 int trace_append(trace *dst, const trace *src, ts_err *e)
 {
     size_t n0 = dst->n_prompts;
     if (trace_reserve(dst, n0 + src->n_prompts, e))
         return -1;
+    size_t r0 = dst->n_reward;
+    if (reward_append(dst, src, e))
+        return -1;
     for (size_t i = 0; i < src->n_prompts; i++) {
         const trace_prompt *p = &src->prompts[i];
         if (trace_add(dst, p->step, p->prompt_id, p->dp_rank, p->prompt_tokens, p->resp,
                       p->n_resp, e)) {
+            dst->n_reward = r0;
             while (dst->n_prompts > n0) /* roll back: all or nothing */
                 free(dst->prompts[--dst->n_prompts].resp);
             return -1;
@@ -327,6 +367,11 @@ static const char *json_kind(const json_t *v)
     return k >= 0 && k < 8 ? kind[k] : "something else";
 }
 
+const char *jsonl_kind(const json_t *v)
+{
+    return json_kind(v);
+}
+
 /* Reads integer field `key` in [lo, hi].  Returns 0 (stored), 1 (absent or
  * null, only when !required) or -1 with a message. */
 static int json_int_field(const json_t *obj, const char *key, int required,
@@ -463,7 +508,7 @@ static void key_duplicate(const char *text, char *key, size_t keysz)
 /* Reports a line jansson could not parse: where (the file's line, jansson's
  * column in characters) and jansson's own reason, naming the field only when
  * the error lies in its value (json_error_field) or the key is given twice. */
-static int jsonl_syntax_error(const line_reader *r, const json_error_t *jerr, ts_err *e)
+int jsonl_syntax_error(const line_reader *r, const json_error_t *jerr, ts_err *e)
 {
     char key[64] = "", where[48] = "", why[JSON_ERROR_TEXT_LENGTH], q[TS_QUOTE_BUF];
     enum json_error_code code = json_error_code(jerr);
@@ -781,8 +826,11 @@ int trace_load_vidur(const char *path, trace **out, ts_err *e)
 /* ------------------------------------------------------ detection, writing */
 
 /* Reads the input once: the first non-blank line decides the format and is
- * then the reader's first line, so a pipe, a FIFO or stdin ("-") loads whole. */
-int trace_load(const char *path, trace **out, ts_err *e)
+ * then the reader's first line, so a pipe, a FIFO or stdin ("-") loads whole.
+ * A reward-timings record there (traces/reward.h) is read as such when
+ * `reward` is set (name_step: the step its file's name gives), else refused
+ * with a message that says what it is. */
+static int load_detect(const char *path, int reward, int32_t name_step, trace **out, ts_err *e)
 {
     loader L;
     memset(&L, 0, sizeof L);
@@ -799,7 +847,16 @@ int trace_load(const char *path, trace **out, ts_err *e)
     }
     const char *s = L.r.buf + strspn(L.r.buf, " \t");
     long cp, cd;
-    if (*s == '{') {
+    if (*s == '{' && reward_line_is_record(L.r.buf, L.r.len)) {
+        if (!reward)
+            ts_errf(e, "%s:%ld: field 'reward_time_s': a reward-timings record, not a "
+                       "response-length trace (give its directory, or the file as "
+                       "trace.reward_file)", L.r.path, L.r.lineno);
+        else if (!(L.t = trace_new()))
+            ts_errf(e, "%s: out of memory", L.r.path);
+        else
+            rc = reward_read(&L.r, 1, name_step, L.t, e);
+    } else if (*s == '{') {
         rc = load_body(&L, 1, jsonl_record, jsonl_end, 0, e);
     } else if ((L.nf = split_csv(L.r.buf, &L.f, &L.fcap)) < 0) {
         ts_errf(e, "%s:%ld: out of memory", L.r.path, L.r.lineno);
@@ -819,6 +876,16 @@ int trace_load(const char *path, trace **out, ts_err *e)
 cleanup:
     loader_free(&L);
     return rc;
+}
+
+int trace_load(const char *path, trace **out, ts_err *e)
+{
+    return load_detect(path, 0, -1, out, e);
+}
+
+int trace_load_any(const char *path, int32_t name_step, trace **out, ts_err *e)
+{
+    return load_detect(path, 1, name_step, out, e);
 }
 
 int trace_write_csv(const trace *t, const char *path, ts_err *e)

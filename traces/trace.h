@@ -29,10 +29,22 @@ typedef struct trace_prompt {
     int32_t *resp;         /* response lengths, tokens (>= 1 each), n_resp entries */
 } trace_prompt;
 
+/* One rollout rank's recorded reward time for one RL step (PolyTrace's
+ * reward_timings_step_*.jsonl; read by traces/reward.h). */
+typedef struct trace_reward {
+    int32_t step;   /* RL step (>= 0) */
+    int32_t rank;   /* rollout data-parallel rank that measured it (>= 0) */
+    double time_s;  /* the rank's measured reward time for the step, s (0..86400) */
+    long line;      /* line of the record in its file (for messages) */
+} trace_reward;
+
 typedef struct trace {
     trace_prompt *prompts; /* n_prompts entries, in file order */
     size_t n_prompts;
     size_t cap;
+    trace_reward *reward;  /* recorded reward times, n_reward entries (NULL when none);
+                            * (step, rank) unique; see traces/reward.h */
+    size_t n_reward;
 } trace;
 
 /* Returns an empty trace, or NULL on allocation failure. */
@@ -43,7 +55,11 @@ void trace_free(trace *t);
 int trace_add(trace *t, int32_t step, int32_t prompt_id, int32_t dp_rank,
               int32_t prompt_tokens, const int32_t *resp, int32_t n_resp, ts_err *e);
 
-/* Appends every prompt of src to dst (used to concatenate several files). */
+/* Appends every prompt and recorded reward time of src to dst (used to
+ * concatenate several files).  All or nothing: returns 0, or -1 on
+ * allocation failure or a (step, rank) reward record that dst already holds
+ * (the message names the step, the rank and both lines), with dst as it
+ * was. */
 int trace_append(trace *dst, const trace *src, ts_err *e);
 
 /* Total responses and response tokens. */
@@ -60,6 +76,22 @@ int64_t trace_n_tokens(const trace *t);
  * naming a field only when the error lies in its value.  Returns 0 and sets
  * *out, or -1 with the file, line and field of the first bad record. */
 int trace_load(const char *path, trace **out, ts_err *e);
+/* trace_load, or, when path is a directory, every *.jsonl / *.csv in it in
+ * name order as one trace, its reward-timings files (by name or content)
+ * giving the steps' recorded reward times (traces/trace_dir.c).  Returns 0
+ * and sets *out, or -1 with the file, line and field at fault. */
+int trace_load_path(const char *path, trace **out, ts_err *e);
+/* One file as trace_load_path reads a directory's: a reward-timings file
+ * (reward_timings*.jsonl, or a first record with reward_time_s) gives a
+ * trace of reward records only, any other file trace_load's trace.  Returns
+ * 0 and sets *out, or -1. */
+int trace_load_part(const char *path, trace **out, ts_err *e);
+/* trace_load, except that a JSONL input whose first record has a
+ * "reward_time_s" field is read as reward timings (traces/reward.h): *out
+ * then holds no prompts, only its reward records.  name_step is the step
+ * the file's name gives (-1: none), passed to the reward reader.  (Plain
+ * trace_load refuses such a file, naming the field.) */
+int trace_load_any(const char *path, int32_t name_step, trace **out, ts_err *e);
 int trace_load_jsonl(const char *path, trace **out, ts_err *e);
 int trace_load_csv(const char *path, trace **out, ts_err *e);
 int trace_load_vidur(const char *path, trace **out, ts_err *e);
@@ -70,7 +102,8 @@ int trace_load_vidur(const char *path, trace **out, ts_err *e);
 int trace_write_csv(const trace *t, const char *path, ts_err *e);
 
 /* A new trace holding only the prompts of one step (step < 0: the first step
- * present).  Returns NULL with a message when the step is absent. */
+ * present) and that step's recorded reward times.  Returns NULL with a
+ * message when the step is absent. */
 trace *trace_select_step(const trace *t, int32_t step, ts_err *e);
 
 /* Statistics over all response lengths of a trace. */

@@ -79,7 +79,9 @@ static int async_step(carry_state *cs, const scenario *sr, const scenario *st, c
     }
     rlstep_result tr;
     first = rec ? rec->n_tl : 0;
-    int rc = rlstep_train_half(st, hw, m, batch, &tr, rec, e);
+    /* the batch's reward phase: step k's recorded reward times, if any */
+    int rc = reward_copy(batch, cs->steps[k % cs->n_steps], e) ||
+             rlstep_train_half(st, hw, m, batch, &tr, rec, e);
     trace_free(batch);
     if (rc)
         goto fail;
@@ -104,6 +106,7 @@ static int async_step(carry_state *cs, const scenario *sr, const scenario *st, c
     res->phase_t0[PH_SYNC] = t1 - sync - s0;
     res->train_imbalance = tr.train_imbalance;
     res->train_mem_gb = tr.train_mem_gb;
+    res->reward = tr.reward;
     res->gpus = gall;
     res->step_s = t1 - s0;
     clk->r_end = r1;

@@ -347,7 +347,9 @@ int carry_step(carry_state *cs, const scenario *s, const hw_desc *hw, const llm_
     rlstep_result tr;
     double t_train = sync + res->ro.makespan_s;
     first = rec ? rec->n_tl : 0;
-    int rc = rlstep_train_half(s, hw, m, batch, &tr, rec, e);
+    /* the batch's reward phase: step k's recorded reward times, if any */
+    int rc = reward_copy(batch, cs->steps[k % cs->n_steps], e) ||
+             rlstep_train_half(s, hw, m, batch, &tr, rec, e);
     trace_free(batch);
     if (rc) {
         rlstep_result_free(res);
@@ -362,6 +364,7 @@ int carry_step(carry_state *cs, const scenario *s, const hw_desc *hw, const llm_
     }
     res->train_imbalance = tr.train_imbalance;
     res->train_mem_gb = tr.train_mem_gb;
+    res->reward = tr.reward;
     res->step_s = t_train + tr.step_s;
     return 0;
 }

@@ -20,13 +20,12 @@
  */
 #include "sim/policy/policy.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "traces/gen.h"
+#include "traces/reward.h"
 
 extern const policy policy_verl, policy_tlt_base, policy_tlt, policy_sorted, policy_partial,
     policy_tailbatch, policy_async, policy_sorted_tlt, policy_partial_tlt, policy_tailbatch_tlt,
@@ -75,74 +74,46 @@ double policy_drafter_next(const scenario *s, const rlstep_result *st, double q)
     return drafter_next_quality(&s->dp, q, (double)st->ro.drafter_gpu_steps);
 }
 
-static int by_name(const void *a, const void *b)
+/* Adds the recorded reward times of trace.reward_file (when set) to all.
+ * Returns 0 or -1. */
+static int load_reward_key(const scenario *s, trace *all, ts_err *e)
 {
-    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
-    size_t lx = strlen(x), ly = strlen(y);
-    return lx != ly ? (lx > ly) - (lx < ly) : strcmp(x, y);
-}
-
-/* Loads every *.jsonl / *.csv file of directory dir, in name order (shorter
- * names first, so step_2 comes before step_10), into one trace. */
-static int load_dir(const char *dir, trace **out, ts_err *e)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return ts_errf(e, "%s: cannot open the directory", dir);
-    char **names = NULL;
-    size_t nn = 0, cap = 0;
+    if (!s->trace_reward_file[0])
+        return 0;
+    char path[1024];
+    scenario_resolve_path(s, s->trace_reward_file, path, sizeof path);
+    const char *base = strrchr(path, '/');
+    int32_t ns;
+    if (!reward_name_step(base ? base + 1 : path, &ns))
+        ns = -1;
+    trace *rw = trace_new();
+    size_t n0 = all->n_reward, j;
     int rc = -1;
-    trace *all = trace_new();
-    struct dirent *de;
-    while (all && (de = readdir(d))) {
-        size_t l = strlen(de->d_name);
-        if (!(l > 6 && !strcmp(de->d_name + l - 6, ".jsonl")) &&
-            !(l > 4 && !strcmp(de->d_name + l - 4, ".csv")))
-            continue;
-        if (nn == cap) {
-            char **nb = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *nb);
-            if (!nb)
-                goto done;
-            names = nb;
-        }
-        if (!(names[nn] = strdup(de->d_name)))
-            goto done;
-        nn++;
-    }
-    if (!all)
-        goto done;
-    if (nn == 0) {
-        ts_errf(e, "%s: no .jsonl or .csv trace in the directory", dir);
+    if (!rw) {
+        ts_errf(e, "%s: out of memory", path);
         goto done;
     }
-    qsort(names, nn, sizeof *names, by_name);
-    for (size_t i = 0; i < nn; i++) {
-        trace *one = NULL;
-        size_t pl = strlen(dir) + strlen(names[i]) + 2; /* whole, however long */
-        char *path = malloc(pl);
-        if (!path)
-            goto done;
-        snprintf(path, pl, "%s/%s", dir, names[i]);
-        int lrc = trace_load(path, &one, e);
-        free(path);
-        if (lrc)
-            goto done;
-        int arc = trace_append(all, one, e);
-        trace_free(one);
-        if (arc)
-            goto done;
+    if (reward_load(path, ns, rw, e))
+        goto done;
+    if (trace_append(all, rw, e)) {
+        ts_err_prefix(e, "%s: ", path);
+        goto done;
     }
-    *out = all;
-    all = NULL;
+    int orphan = reward_orphan(all, n0, &j);
+    if (orphan < 0) {
+        ts_errf(e, "%s: out of memory", path);
+        goto done;
+    }
+    if (orphan) {
+        ts_errf(e, "%s:%ld: field 'step': step %d has a reward time but no prompts in the "
+                   "trace", path, all->reward[j].line, all->reward[j].step);
+        goto done;
+    }
     rc = 0;
 done:
-    if (rc && !e->msg[0])
-        ts_errf(e, "%s: out of memory", dir);
-    for (size_t i = 0; i < nn; i++)
-        free(names[i]);
-    free(names);
-    trace_free(all);
-    closedir(d);
+    trace_free(rw);
+    if (rc)
+        all->n_reward = n0;
     return rc;
 }
 
@@ -155,6 +126,9 @@ int policy_load_steps(const scenario *s, const char *override, int n, trace **ou
     if (!file && scenario_trace_path(s, path, sizeof path) == 0)
         file = path;
     if (!file) {
+        if (s->trace_reward_file[0])
+            return ts_errf(e, "%s: trace.reward_file needs a trace to go with it (trace.file or "
+                              "--trace), not a generated one", s->path);
         for (int k = 0; k < n; k++) {
             gen_params p;
             if (scenario_gen_params(s, &p, e))
@@ -166,10 +140,12 @@ int policy_load_steps(const scenario *s, const char *override, int n, trace **ou
         return 0;
     }
     trace *all = NULL;
-    struct stat st;
-    if (stat(file, &st) == 0 && S_ISDIR(st.st_mode) ? load_dir(file, &all, e)
-                                                    : trace_load(file, &all, e))
+    if (trace_load_path(file, &all, e))
         return -1;
+    if (load_reward_key(s, all, e)) {
+        trace_free(all);
+        return -1;
+    }
     /* distinct steps in file order, from trace.step on */
     int32_t *ids = malloc((all->n_prompts + 1) * sizeof *ids);
     int found = 0, started = s->trace_step < 0;
@@ -197,6 +173,13 @@ int policy_load_steps(const scenario *s, const char *override, int n, trace **ou
         for (int k = 0; k < n && !rc; k++)
             if (!(out[k] = trace_select_step(all, ids[k], e)))
                 rc = -1;
+        /* recorded reward: for every step replayed, or for none */
+        for (int k = 0; k < n && !rc && all->n_reward; k++)
+            if (out[k]->n_reward == 0)
+                rc = ts_errf(e, "%s: step %d has no recorded reward time, though the trace "
+                                "records it for step %d (every step replayed needs its "
+                                "reward_timings_step_%d.jsonl records, or no step any)",
+                             file, ids[k], all->reward[0].step, ids[k]);
     }
     free(ids);
     trace_free(all);

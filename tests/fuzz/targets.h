@@ -31,6 +31,7 @@
 #include "sim/dcp/dcp.h"
 #include "sweep/grid.h"
 #include "sim/scenario.h"
+#include "traces/reward.h"
 #include "traces/trace.h"
 
 /* Writes data to a per-process temporary file with the given suffix; returns
@@ -50,7 +51,9 @@ static inline const char *fuzz_tmpfile(const uint8_t *data, size_t size, const c
     return buf;
 }
 
-/* Trace readers (JSONL, plain CSV, Vidur request CSV, chosen by content). */
+/* Trace readers (JSONL, plain CSV, Vidur request CSV, chosen by content),
+ * and the same bytes as a directory's file, where reward timings are read
+ * too (trace_load_any). */
 static inline int fuzz_trace(const uint8_t *data, size_t size)
 {
     char path[128];
@@ -79,6 +82,25 @@ static inline int fuzz_trace(const uint8_t *data, size_t size)
             (rc != 0 && (u || !e2.msg[0])))
             abort(); /* a file and a stream of the same bytes disagree */
         trace_free(u);
+    }
+    /* as a file of a directory: reward timings (traces/reward.h) by content */
+    trace *w = NULL;
+    ts_err e3 = {{0}};
+    if (trace_load_any(path, -1, &w, &e3) == 0) {
+        if (!w || (w->n_prompts == 0) == (w->n_reward == 0))
+            abort(); /* lengths or reward records, never both nor neither */
+        size_t first, again;
+        for (size_t i = 0; i < w->n_reward; i++)
+            if (!(w->reward[i].time_s >= 0 && w->reward[i].time_s <= REWARD_MAX_S) ||
+                w->reward[i].step < 0 || w->reward[i].rank < 0)
+                abort(); /* a kept record is in range */
+        if (reward_find_twice(w->reward, w->n_reward, &first, &again) != 0)
+            abort(); /* one time a (step, rank) */
+        if (w->n_prompts && trace_n_tokens(w) != tokens)
+            abort(); /* a trace loads as trace_load loads it */
+        trace_free(w);
+    } else if (w || !e3.msg[0]) {
+        abort();
     }
     remove(path);
     return 0;
