@@ -236,11 +236,11 @@ static int sweep_cmd_run(const sweep_opts *o, sweep_out *r, int *collector, ts_e
         return xrc ? -1 : 0;
     if (xrc) {
         ts_err e2 = {{0}};
-        sweep_collect_finish(&r->col, 0, &e2); /* rows are missing: failed */
+        sweep_collect_finish(&r->col, STORE_SWEEP_FAILED, &e2); /* rows are missing: failed */
         return -1;
     }
     r->wall = ts_wall_s() - w0;
-    return sweep_collect_finish(&r->col, 1, e);
+    return sweep_collect_finish(&r->col, STORE_SWEEP_DONE, e);
 }
 
 static void sweep_out_free(sweep_out *r)

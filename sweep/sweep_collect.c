@@ -70,11 +70,13 @@ int sweep_collect_init(sweep_collect *c, const grid *g, const char *prog, const 
     return 0;
 }
 
-int sweep_collect_finish(sweep_collect *c, int complete, ts_err *e)
+int sweep_collect_finish(sweep_collect *c, store_sweep_status how, ts_err *e)
 {
     int rc = 0;
+    if (how == STORE_SWEEP_DONE && c->failed)
+        how = STORE_SWEEP_FAILED;
     if (c->st)
-        rc = store_sweep_end(c->st, c->sweep_id, complete && c->failed == 0, e);
+        rc = store_sweep_end(c->st, c->sweep_id, how, e);
     store_close(c->st);
     c->st = NULL;
     return rc;

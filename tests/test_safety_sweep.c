@@ -1,11 +1,16 @@
 /*
- * An interrupted sweep (issue 21) must end cleanly, which needs the fatal
- * signals deferred while the collector finishes.  This suite checks the
- * deferral (common/util.c: ts_signal_defer, ts_signal_pending,
- * ts_signal_resume), each case in a forked child that signals itself: the
- * signal is recorded, a blocking call fails with EINTR, resuming does the
- * handler's cleanup and dies of it, a forked child is never deferred, an
- * ignored signal stays ignored.
+ * An interrupted sweep (issue 21) must end cleanly: the fatal signals are
+ * deferred while the collector finishes, and the sweep's row is marked
+ * 'interrupted' (schema version 5).
+ *
+ * Two parts.  The deferral itself (common/util.c: ts_signal_defer,
+ * ts_signal_pending, ts_signal_resume), each case in a forked child that
+ * signals itself: the signal is recorded, a blocking call fails with EINTR,
+ * resuming does the handler's cleanup and dies of it, a forked child is never
+ * deferred.  The migration: a version-4 database written with the old
+ * schema's SQL migrates to 5 keeping its sweeps and their runs, with the
+ * links intact and foreign keys back on, and one whose links are broken is
+ * refused and left as it was.
  */
 #define _GNU_SOURCE /* ppoll */
 #include <criterion/criterion.h>
@@ -14,6 +19,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +28,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "results/result.h"
+#include "results/store.h"
 #include "tests/helpers.h"
 
 static char dir[256];
@@ -76,6 +84,47 @@ static void expect_killed_by(int st, int sig)
     cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == sig,
               "status %#x (exit %d, signal %d), expected death by signal %d", st,
               WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0, sig);
+}
+
+/* One integer from sql on db, read-only; -1 when the database cannot be read
+ * yet (not created, no table yet). */
+static long long sql_try(const char *db, const char *sql)
+{
+    sqlite3 *h = NULL;
+    sqlite3_stmt *st = NULL;
+    long long v = -1;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(h, 5000);
+        if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return v;
+}
+
+/* The same, failing the test when it cannot be read. */
+static long long sql_int(const char *db, const char *sql)
+{
+    long long v = sql_try(db, sql);
+    cr_assert_neq(v, -1, "cannot read %s: %s", db, sql);
+    return v;
+}
+
+/* A text from sql on db into buf ("" when there is none). */
+static const char *sql_text(const char *db, const char *sql, char *buf, size_t n)
+{
+    sqlite3 *h = NULL;
+    sqlite3_stmt *st = NULL;
+    buf[0] = 0;
+    cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK, "%s", db);
+    cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return buf;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -227,4 +276,169 @@ Test(safety_sweep, ignored_signal_stays_ignored)
     }
     int st = reap(pid);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Schema version 5: the migration                                           */
+
+/* The schema as versions 1 to 4 wrote it (the old sweeps CHECK), two runs,
+ * and three sweeps ('done', 'failed', 'running') linking to them. */
+#define V4_SCHEMA                                                                             \
+    "CREATE TABLE runs(id INTEGER PRIMARY KEY, created TEXT NOT NULL, command TEXT NOT NULL," \
+    " scenario TEXT NOT NULL, seed INTEGER NOT NULL, calibration TEXT NOT NULL,"             \
+    " version TEXT NOT NULL, gpus INTEGER NOT NULL, replicas INTEGER NOT NULL,"              \
+    " tp INTEGER NOT NULL, policy TEXT NOT NULL DEFAULT '');"                                \
+    "CREATE TABLE metrics(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"    \
+    " key TEXT NOT NULL, value REAL, ord INTEGER NOT NULL, PRIMARY KEY(run_id, key));"       \
+    "CREATE TABLE timeline(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"   \
+    " gpu INTEGER NOT NULL CONSTRAINT gpu_index CHECK(gpu >= 0), phase INTEGER NOT NULL,"    \
+    " state INTEGER NOT NULL, t0 REAL NOT NULL, t1 REAL NOT NULL,"                           \
+    " CONSTRAINT interval_order CHECK(t1 >= t0));"                                           \
+    "CREATE INDEX timeline_run ON timeline(run_id);"                                         \
+    "CREATE TABLE responses(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"  \
+    " idx INTEGER NOT NULL, replica INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL,"       \
+    " length INTEGER NOT NULL CONSTRAINT length_nonneg CHECK(length >= 0), finish_s REAL,"   \
+    " PRIMARY KEY(run_id, idx));"                                                            \
+    "CREATE TABLE sweeps(id INTEGER PRIMARY KEY, created TEXT NOT NULL, grid TEXT NOT NULL," \
+    " scenario TEXT NOT NULL, command TEXT NOT NULL,"                                        \
+    " n_configs INTEGER NOT NULL CONSTRAINT n_configs_pos CHECK(n_configs >= 1),"            \
+    " status TEXT NOT NULL CONSTRAINT sweep_status"                                          \
+    "  CHECK(status IN ('running', 'done', 'failed')));"                                     \
+    "CREATE TABLE sweep_runs(sweep_id INTEGER NOT NULL REFERENCES sweeps(id)"                \
+    " ON DELETE CASCADE, config INTEGER NOT NULL CONSTRAINT config_index CHECK(config >= 0)," \
+    " run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE, params TEXT NOT NULL,"           \
+    " error TEXT, PRIMARY KEY(sweep_id, config),"                                            \
+    " CONSTRAINT run_or_error CHECK((run_id IS NULL) <> (error IS NULL)));"                  \
+    "CREATE TABLE steps(run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"      \
+    " k INTEGER NOT NULL CONSTRAINT step_index CHECK(k >= 0), t0 REAL NOT NULL,"             \
+    " PRIMARY KEY(run_id, k));"                                                              \
+    "PRAGMA user_version = 4;"                                                               \
+    "INSERT INTO runs VALUES(1, '2025-01-01T00:00:00Z', 'rlstep', 's', 7, 'c', '0.1.0',"      \
+    " 8, 4, 2, 'tlt'), (2, '2025-01-01T00:00:00Z', 'rlstep', 's', 8, 'c', '0.1.0',"          \
+    " 8, 4, 2, 'verl');"                                                                     \
+    "INSERT INTO metrics VALUES(1, 'step_s', 10.0, 0), (2, 'step_s', 12.0, 0);"              \
+    "INSERT INTO sweeps VALUES(3, '2025-01-02T00:00:00Z', 'a.ini', 's', 'rlstep', 2, 'done'),"\
+    " (5, '2025-01-03T00:00:00Z', 'b.ini', 's', 'rlstep', 2, 'failed'),"                     \
+    " (9, '2025-01-04T00:00:00Z', 'c.ini', 's', 'rollout', 7, 'running');"                   \
+    "INSERT INTO sweep_runs VALUES(3, 0, 1, '{\"trace.seed\":\"7\"}', NULL),"                \
+    " (3, 1, 2, '{\"trace.seed\":\"8\"}', NULL), (5, 0, NULL, '{}', 'does not fit'),"        \
+    " (5, 1, NULL, '{}', 'does not fit');"
+
+/* Writes a database with sql through SQLite directly (foreign keys on, as
+ * tailsim writes). */
+static void craft(const char *db, const char *sql)
+{
+    sqlite3 *h = NULL;
+    cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(h, "PRAGMA foreign_keys=ON", NULL, NULL, NULL), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+}
+
+/* Every sweeps and sweep_runs row as one text (what must survive). */
+static void sweeps_dump(const char *db, char *buf, size_t n)
+{
+    sql_text(db,
+             "SELECT (SELECT group_concat(x, '|') FROM (SELECT id || ',' || created || ',' ||"
+             " grid || ',' || scenario || ',' || command || ',' || n_configs || ',' || status"
+             " AS x FROM sweeps ORDER BY id)) || ' / ' || (SELECT group_concat(y, '|') FROM"
+             " (SELECT sweep_id || ',' || config || ',' || ifnull(run_id, '-') || ',' || params"
+             " || ',' || ifnull(error, '-') AS y FROM sweep_runs ORDER BY sweep_id, config))",
+             buf, n);
+}
+
+/* A version-4 database migrates to 5: its sweeps, their links and runs are
+ * kept (same ids and values, references intact), the new CHECK takes
+ * 'interrupted' and still refuses anything else, and the store marks a
+ * sweep interrupted. */
+Test(safety_sweep, migrates_version_4_to_5)
+{
+    char db[600], before[4096], after[4096], sql[256];
+    in(db, sizeof db, "v4.db");
+    craft(db, V4_SCHEMA);
+    sweeps_dump(db, before, sizeof before);
+    cr_assert(strstr(before, "3,0,1,"), "%s", before);
+    store *s = NULL;
+    ts_err e = {{0}};
+    cr_assert_eq(store_open(db, &s, &e), 0, "%s", e.msg);
+    cr_expect_eq(sql_int(db, "PRAGMA user_version"), 5);
+    cr_expect_eq(STORE_SCHEMA_VERSION, 5);
+    sweeps_dump(db, after, sizeof after);
+    cr_expect_str_eq(after, before, "the migration changed the sweeps");
+    cr_expect_eq(sql_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+    cr_expect_eq(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'sweeps' AND"
+                             " sql LIKE '%''interrupted''%'"), 1, "the new CHECK is not there");
+    cr_expect_eq(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'sweeps_%'"),
+                 0, "the rebuild's table was left behind");
+    /* the store writes the new status; the runs load */
+    cr_expect_eq(store_sweep_end(s, 9, STORE_SWEEP_INTERRUPTED, &e), 0, "%s", e.msg);
+    cr_expect_eq(store_sweep_end(s, 9, (store_sweep_status)0, &e), -1,
+                 "the old `int ok` false was taken");
+    run_record *r = NULL;
+    cr_expect_eq(store_load_run(s, 2, &r, &e), 0, "%s", e.msg);
+    run_record_free(r);
+    store_close(s);
+    cr_expect_str_eq(sql_text(db, "SELECT status FROM sweeps WHERE id = 9", sql, sizeof sql),
+                     "interrupted");
+    /* the CHECK still refuses a status tailsim does not write */
+    sqlite3 *h = NULL;
+    cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
+    cr_expect_neq(sqlite3_exec(h, "UPDATE sweeps SET status = 'paused' WHERE id = 3", NULL, NULL,
+                               NULL), SQLITE_OK, "status 'paused' was accepted");
+    sqlite3_close(h);
+}
+
+/* After migrating, the program's connection has its foreign keys on again:
+ * a link to a sweep that is not there is refused. */
+Test(safety_sweep, migration_leaves_foreign_keys_on)
+{
+    char db[600];
+    in(db, sizeof db, "v4f.db");
+    craft(db, V4_SCHEMA);
+    store *s = NULL;
+    ts_err e = {{0}};
+    cr_assert_eq(store_open(db, &s, &e), 0, "%s", e.msg);
+    cr_expect_eq(store_save_sweep_run(s, 12345, 0, "{}", NULL, "does not fit", &e), -1,
+                 "a link to a missing sweep was saved");
+    store_close(s);
+    cr_expect_eq(sql_int(db, "SELECT count(*) FROM sweep_runs WHERE sweep_id = 12345"), 0);
+}
+
+/* A version-4 database whose links are broken (a sweep_runs row naming a
+ * sweep that is not there) is refused by the migration's check, left at
+ * version 4 with its rows as they were. */
+Test(safety_sweep, migration_refuses_broken_links)
+{
+    char db[600], before[4096], after[4096];
+    in(db, sizeof db, "broken.db");
+    craft(db, V4_SCHEMA "PRAGMA foreign_keys=OFF; INSERT INTO sweep_runs VALUES(77, 0, 1, '{}',"
+                        " NULL);");
+    sweeps_dump(db, before, sizeof before);
+    store *s = NULL;
+    ts_err e = {{0}};
+    cr_assert_eq(store_open(db, &s, &e), -1, "a database with a broken link was migrated");
+    cr_assert_null(s);
+    cr_expect(strstr(e.msg, db) && strstr(e.msg, "schema version 5") &&
+                  strstr(e.msg, "sweep_runs") && strstr(e.msg, "sweeps"),
+              "%s", e.msg);
+    cr_expect_eq(sql_int(db, "PRAGMA user_version"), 4);
+    sweeps_dump(db, after, sizeof after);
+    cr_expect_str_eq(after, before);
+}
+
+/* The rebuild keeps the sweeps' links with foreign keys on in the program:
+ * after the migration, deleting a sweep still cascades to its links (the
+ * reference points at the new table). */
+Test(safety_sweep, migrated_links_still_cascade)
+{
+    char db[600];
+    in(db, sizeof db, "v4c.db");
+    craft(db, V4_SCHEMA);
+    store *s = NULL;
+    ts_err e = {{0}};
+    cr_assert_eq(store_open(db, &s, &e), 0, "%s", e.msg);
+    store_close(s);
+    craft(db, "DELETE FROM sweeps WHERE id = 3");
+    cr_expect_eq(sql_int(db, "SELECT count(*) FROM sweep_runs WHERE sweep_id = 3"), 0);
+    cr_expect_eq(sql_int(db, "SELECT count(*) FROM sweep_runs WHERE sweep_id = 5"), 2);
 }
