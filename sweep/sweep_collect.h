@@ -22,7 +22,9 @@ typedef struct sweep_collect {
     int64_t sweep_id;
     run_record **rec;       /* per configuration: the run, or NULL */
     char **err;             /* per configuration: why it failed, or NULL */
-    size_t failed;
+    size_t collected;       /* configurations taken (and saved, with a store) */
+    size_t failed;          /* ... of which failed */
+    store_sweep_status marked; /* how finish marked the sweep's row; 0: not marked */
     double t0;              /* wall clock at the start, s */
     int tty, last_decile;
 } sweep_collect;

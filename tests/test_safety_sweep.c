@@ -1,30 +1,42 @@
 /*
- * An interrupted sweep (issue 21) must end cleanly: the fatal signals are
- * deferred while the collector finishes, and the sweep's row is marked
- * 'interrupted' (schema version 5).
+ * An interrupted sweep (issue 21): SIGINT, SIGTERM or SIGHUP during
+ * `tailsim sweep GRID --db F` stops the workers, keeps every configuration
+ * already saved, marks the sweep's row 'interrupted' (schema version 5),
+ * closes the database and dies of the signal.
  *
- * Two parts.  The deferral itself (common/util.c: ts_signal_defer,
+ * Three parts.  The deferral itself (common/util.c: ts_signal_defer,
  * ts_signal_pending, ts_signal_resume), each case in a forked child that
  * signals itself: the signal is recorded, a blocking call fails with EINTR,
  * resuming does the handler's cleanup and dies of it, a forked child is never
  * deferred.  The migration: a version-4 database written with the old
  * schema's SQL migrates to 5 keeping its sweeps and their runs, with the
  * links intact and foreign keys back on, and one whose links are broken is
- * refused and left as it was.
+ * refused and left as it was.  The CLI end to end: build/tailsim sweep on a
+ * grid of 4,000 small configurations runs in a process group of its own; once
+ * the database (read through SQLite, read-only) shows a saved configuration
+ * the test signals it (or, like a terminal's Ctrl-C, its whole group) and
+ * checks that it died of that signal, that no process of its group is left,
+ * that the row says 'interrupted' over intact runs as many as the stderr line
+ * says, and that the database serves a report and takes a new sweep; `tailsim
+ * plan`, the same runner without a database, stops the same way.  Nothing
+ * here asserts a time: waits are bounded loops.
  */
 #define _GNU_SOURCE /* ppoll */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -124,6 +136,19 @@ static const char *sql_text(const char *db, const char *sql, char *buf, size_t n
         snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
     sqlite3_close(h);
+    return buf;
+}
+
+/* The whole (small) file into buf. */
+static const char *slurp(const char *path, char *buf, size_t n)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return buf;
+    size_t k = fread(buf, 1, n - 1, f);
+    buf[k] = 0;
+    fclose(f);
     return buf;
 }
 
@@ -441,4 +466,213 @@ Test(safety_sweep, migrated_links_still_cascade)
     craft(db, "DELETE FROM sweeps WHERE id = 3");
     cr_expect_eq(sql_int(db, "SELECT count(*) FROM sweep_runs WHERE sweep_id = 3"), 0);
     cr_expect_eq(sql_int(db, "SELECT count(*) FROM sweep_runs WHERE sweep_id = 5"), 2);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The sweep, end to end                                                    */
+
+/* The grid: TLT on the 7B scenario, 2 prompt counts x 2,000 seeds = 4,000
+ * small configurations, far more than run before the test signals. */
+#define BIG_CONFIGS 4000
+
+static void write_big_grid(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fputs("[sweep]\nscenario = qwen7b-64gpu\npolicy = tlt\n[trace]\nprompts = 32,48\nseed = ", f);
+    for (int i = 1; i <= BIG_CONFIGS / 2; i++)
+        fprintf(f, "%d%s", i, i == BIG_CONFIGS / 2 ? "\n" : i % 20 == 0 ? "\n    " : ",");
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* Starts build/tailsim sweep GRID -j JOBS --db DB in a process group of its
+ * own (its pid), stdout to /dev/null, stderr to log. */
+static pid_t start_sweep(const char *grid, int jobs, const char *db, const char *log)
+{
+    char j[16];
+    snprintf(j, sizeof j, "%d", jobs);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        default_signals();
+        int out = open("/dev/null", O_WRONLY), err = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (out < 0 || err < 0 || dup2(out, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0)
+            _exit(126);
+        execl("build/tailsim", "tailsim", "sweep", grid, "-j", j, "--db", db, (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid); /* also here: no race with the signal below */
+    return pid;
+}
+
+/* Waits (a bounded loop of short naps) until db holds a saved configuration
+ * of a running sweep; fails the test, killing the group, when the sweep ended
+ * first or never saved one. */
+static void wait_for_a_saved_config(pid_t pid, const char *db, const char *log)
+{
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 30000; i++) {
+        if (sql_try(db, "SELECT count(*) FROM sweep_runs") >= 1)
+            return;
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            cr_assert_fail("the sweep ended (status %#x) before saving anything; see %s", st,
+                           log);
+        nanosleep(&nap, NULL);
+    }
+    kill(-pid, SIGKILL);
+    reap(pid);
+    cr_assert_fail("the sweep saved nothing in the time allowed; see %s", log);
+}
+
+/* What the database must hold after sweep 1 was interrupted: its row says
+ * 'interrupted', every link row has its run with its metrics (or an error),
+ * as many as the stderr line says, and nothing else half-written. */
+static void expect_interrupted_db(const char *db, const char *log, int sig)
+{
+    char buf[256], err[8192], want[256];
+    cr_expect_str_eq(sql_text(db, "SELECT status FROM sweeps WHERE id = 1", buf, sizeof buf),
+                     "interrupted");
+    long long saved = sql_int(db, "SELECT count(*) FROM sweep_runs WHERE sweep_id = 1");
+    cr_expect_geq(saved, 1);
+    cr_expect_lt(saved, BIG_CONFIGS, "the sweep was not interrupted: every configuration ran");
+    cr_expect_eq(sql_int(db, "SELECT count(*) FROM sweep_runs sr LEFT JOIN runs r"
+                             " ON r.id = sr.run_id WHERE sr.run_id IS NOT NULL AND r.id IS NULL"),
+                 0, "a link row without its run");
+    cr_expect_eq(sql_int(db, "SELECT count(*) FROM runs r WHERE NOT EXISTS"
+                             " (SELECT 1 FROM metrics m WHERE m.run_id = r.id)"),
+                 0, "a run without metrics");
+    cr_expect_eq(sql_int(db, "SELECT count(*) FROM runs"),
+                 sql_int(db, "SELECT count(*) FROM sweep_runs WHERE run_id IS NOT NULL"),
+                 "a run outside the sweep");
+    cr_expect_str_eq(sql_text(db, "PRAGMA integrity_check", buf, sizeof buf), "ok");
+    cr_expect_eq(sql_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+    snprintf(want, sizeof want,
+             "tailsim sweep: interrupted by %s: %lld of %d configurations saved; sweep 1 marked "
+             "interrupted\n", ts_signal_name(sig), saved, BIG_CONFIGS);
+    cr_expect(strstr(slurp(log, err, sizeof err), want), "stderr lacks \"%s\": %s", want, err);
+}
+
+/* The database still works: the report's reader loads the latest run (and
+ * `tailsim report` draws it when gnuplot is there), and a new sweep on it
+ * completes as sweep 2. */
+static void expect_db_usable(const char *db)
+{
+    store *s = NULL;
+    run_record *r = NULL;
+    ts_err e = {{0}};
+    cr_assert_eq(store_open_read(db, &s, &e), 0, "%s", e.msg);
+    cr_expect_eq(store_load_run(s, 0, &r, &e), 0, "%s", e.msg);
+    run_record_free(r);
+    store_close(s);
+    char cmd[2048], out[600], grid[600], log[600], buf[64];
+    if (have_gnuplot()) {
+        snprintf(cmd, sizeof cmd, "build/tailsim report --db %s -o %s >/dev/null 2>&1", db,
+                 in(out, sizeof out, "report"));
+        cr_expect_eq(system(cmd), 0, "tailsim report failed on the interrupted sweep's database");
+    }
+    write_aside(in(grid, sizeof grid, "small.ini"),
+                "[sweep]\nscenario = qwen7b-64gpu\npolicy = tlt\n[trace]\nprompts = 4\n"
+                "seed = 1,2\n");
+    snprintf(cmd, sizeof cmd, "build/tailsim sweep %s -j 2 --db %s >/dev/null 2>%s", grid, db,
+             in(log, sizeof log, "small.log"));
+    cr_expect_eq(system(cmd), 0, "a new sweep on the database failed; see %s", log);
+    cr_expect_str_eq(sql_text(db, "SELECT status FROM sweeps WHERE id = 2", buf, sizeof buf),
+                     "done");
+    cr_expect_eq(sql_int(db, "SELECT count(*) FROM sweep_runs WHERE sweep_id = 2"), 2);
+    cr_expect_str_eq(sql_text(db, "SELECT status FROM sweeps WHERE id = 1", buf, sizeof buf),
+                     "interrupted");
+}
+
+typedef struct interrupt_case {
+    int sig;   /* what is sent */
+    int jobs;  /* -j */
+    int group; /* 1: to the whole process group (a terminal's Ctrl-C) */
+} interrupt_case;
+
+static interrupt_case interrupt_cases[] = {
+    {SIGINT, 2, 0}, {SIGTERM, 2, 0}, {SIGINT, 1, 0}, {SIGTERM, 1, 0},
+    {SIGHUP, 3, 0}, {SIGINT, 2, 1},
+};
+
+ParameterizedTestParameters(safety_sweep, interrupted_sweep)
+{
+    return cr_make_param_array(interrupt_case, interrupt_cases,
+                               sizeof interrupt_cases / sizeof interrupt_cases[0]);
+}
+
+/* The sweep, signalled once it has saved a configuration, dies of the
+ * signal with its workers gone, its row 'interrupted' over intact runs, and
+ * the database fit for a report and a new sweep. */
+ParameterizedTest(interrupt_case *c, safety_sweep, interrupted_sweep, .timeout = 600)
+{
+    char grid[600], db[600], log[600];
+    write_big_grid(in(grid, sizeof grid, "big.ini"));
+    in(db, sizeof db, "sweep.db");
+    in(log, sizeof log, "sweep.log");
+    pid_t pid = start_sweep(grid, c->jobs, db, log);
+    wait_for_a_saved_config(pid, db, log);
+    cr_assert_eq(kill(c->group ? -pid : pid, c->sig), 0);
+    int st = reap(pid);
+    /* the workers were reaped before the parent died: none of the group is
+     * left (kill(-pgid, 0) finds no process) */
+    int left = kill(-pid, 0) == 0;
+    if (left)
+        kill(-pid, SIGKILL);
+    expect_killed_by(st, c->sig);
+    cr_expect(!left, "a process of the sweep's group outlived it");
+    expect_interrupted_db(db, log, c->sig);
+    expect_db_usable(db);
+}
+
+/* `tailsim plan` runs the same runner without a database: interrupted, it
+ * stops its workers, says how far it got and dies of the signal. */
+Test(safety_sweep, interrupted_plan, .timeout = 600)
+{
+    char log[600], err[8192];
+    in(log, sizeof log, "plan.log");
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        default_signals();
+        int out = open("/dev/null", O_WRONLY), e = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (out < 0 || e < 0 || dup2(out, STDOUT_FILENO) < 0 || dup2(e, STDERR_FILENO) < 0)
+            _exit(126);
+        /* 2 policies x 4 GPU counts x 3 TP x 40 seeds, reported every 10% */
+        char vary[4096];
+        int o = snprintf(vary, sizeof vary, "trace.seed=");
+        for (int i = 1; i <= 40; i++)
+            o += snprintf(vary + o, sizeof vary - (size_t)o, "%d%s", i, i < 40 ? "," : "");
+        execl("build/tailsim", "tailsim", "plan", "qwen7b-64gpu", "--gpus", "8,16,32,64", "--tp",
+              "1,2,4", "--policies", "verl,tlt", "--vary", vary, "-j", "2", (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    /* wait for the first progress line (10% done; 90% to go) */
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    int started = 0;
+    for (int i = 0; i < 30000 && !started; i++) {
+        started = strstr(slurp(log, err, sizeof err), "plan: ") != NULL;
+        if (!started)
+            nanosleep(&nap, NULL);
+    }
+    if (!started) {
+        kill(-pid, SIGKILL);
+        reap(pid);
+        cr_assert_fail("the plan made no progress: %s", err);
+    }
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    int st = reap(pid);
+    int left = kill(-pid, 0) == 0;
+    if (left)
+        kill(-pid, SIGKILL);
+    expect_killed_by(st, SIGINT);
+    cr_expect(!left, "a process of the plan's group outlived it");
+    cr_expect(strstr(slurp(log, err, sizeof err), "tailsim plan: interrupted by SIGINT: ") &&
+                  strstr(err, " of 960 configurations run; nothing written\n"),
+              "%s", err);
 }
