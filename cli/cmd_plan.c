@@ -19,11 +19,11 @@
  * Phases: plan_parse (the command line), plan_run (the grid, what cannot
  * run, the runs, the points, their Pareto front and the cheapest; prints
  * only the sweep runner's progress on stderr), then plan_emit_json or
- * plan_emit_text, and the figure for -o.  SIGINT, SIGTERM and SIGHUP are
- * deferred while the grid runs (the local runner): one that comes stops the
- * runner, its workers are killed and reaped, a line on stderr says how many
- * configurations ran, and the process dies of the signal with nothing
- * written.
+ * plan_emit_text, and the figure for -o.  SIGINT, SIGTERM, SIGHUP and
+ * SIGPIPE are deferred while the grid runs (the local runner): one that
+ * comes stops the runner, its workers are killed and reaped, a line on
+ * stderr says how many configurations ran, and the process dies of the
+ * signal with nothing written.
  */
 #include <getopt.h>
 #include <jansson.h>

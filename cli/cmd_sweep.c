@@ -14,11 +14,12 @@
  * run and store the grid; prints only the progress line on stderr), then
  * sweep_emit_json or sweep_emit_text.
  *
- * SIGINT, SIGTERM and SIGHUP are deferred from before the database is
- * opened until it is closed (the local runner; not under mpirun): one that
- * comes stops the runner, its workers are killed and reaped, the sweep's
- * row is marked 'interrupted' over the configurations already saved, a
- * line on stderr says so, and the process dies of the signal.
+ * SIGINT, SIGTERM, SIGHUP and SIGPIPE (the progress line written into a
+ * closed pipe) are deferred from before the database is opened until it is
+ * closed (the local runner; not under mpirun): one that comes stops the
+ * runner, its workers are killed and reaped, the sweep's row is marked
+ * 'interrupted' over the configurations already saved, a line on stderr
+ * says so, and the process dies of the signal.
  */
 #include <getopt.h>
 #include <jansson.h>

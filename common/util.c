@@ -171,8 +171,9 @@ gsl_rng *ts_rng_new(uint64_t seed, uint64_t stream)
  * Every output file goes through ts_atomic_*: the target is checked (lstat,
  * never followed), the content goes to a temporary created with O_EXCL beside
  * it, and a rename puts it in place.  The live temporaries sit in a fixed
- * array that the SIGINT/SIGTERM/SIGHUP handler walks with async-signal-safe
- * calls only (getpid, kill, waitpid, unlink, signal, raise); the helper
+ * array that the SIGINT/SIGTERM/SIGHUP/SIGPIPE handler walks with
+ * async-signal-safe calls only (getpid, kill, waitpid, unlink, signal,
+ * raise); the helper
  * programs that write into temporaries (gnuplot) sit in a second array and
  * are killed and reaped first.  Both arrays are changed only with those
  * signals blocked, so the handler never sees a half-written slot. */
@@ -186,7 +187,7 @@ static struct tmp_slot {
     char path[TMP_PATH];
 } tmp_slots[TMP_SLOTS];
 
-static const int tmp_sigs[] = {SIGINT, SIGTERM, SIGHUP};
+static const int tmp_sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 #define N_TMP_SIGS (int)(sizeof tmp_sigs / sizeof tmp_sigs[0])
 static int tmp_installed;
 
@@ -413,8 +414,9 @@ int ts_child_wait(pid_t pid, int *status)
 /* ---- deferring the fatal signals ------------------------------------------
  *
  * A caller that must finish a step (the sweep collector marking its sweep)
- * defers SIGINT/SIGTERM/SIGHUP: the handler above records the signal and
- * returns (a blocking call then fails with EINTR), the caller polls
+ * defers SIGINT/SIGTERM/SIGHUP/SIGPIPE: the handler above records the
+ * signal and returns (a blocking call then fails with EINTR, a write to a
+ * closed pipe with EPIPE), the caller polls
  * ts_signal_pending() and ends its work, and ts_signal_resume() does what
  * the handler would have done.  The flags are changed with the signals
  * blocked, so the handler sees either state whole. */
@@ -468,6 +470,8 @@ const char *ts_signal_name(int sig)
         return "SIGTERM";
     case SIGHUP:
         return "SIGHUP";
+    case SIGPIPE:
+        return "SIGPIPE";
     default:
         return "a signal";
     }

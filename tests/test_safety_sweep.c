@@ -1,5 +1,5 @@
 /*
- * An interrupted sweep (issue 21): SIGINT, SIGTERM or SIGHUP during
+ * An interrupted sweep (issue 21): SIGINT, SIGTERM, SIGHUP or SIGPIPE during
  * `tailsim sweep GRID --db F` stops the workers, keeps every configuration
  * already saved, marks the sweep's row 'interrupted' (schema version 5),
  * closes the database and dies of the signal.
@@ -17,9 +17,10 @@
  * the test signals it (or, like a terminal's Ctrl-C, its whole group) and
  * checks that it died of that signal, that no process of its group is left,
  * that the row says 'interrupted' over intact runs as many as the stderr line
- * says, and that the database serves a report and takes a new sweep; `tailsim
- * plan`, the same runner without a database, stops the same way.  Nothing
- * here asserts a time: waits are bounded loops.
+ * says, and that the database serves a report and takes a new sweep.  A
+ * progress line written into a closed pipe (SIGPIPE) ends the sweep the same
+ * way, and `tailsim plan`, the same runner without a database, stops the same
+ * way.  Nothing here asserts a time: waits are bounded loops.
  */
 #define _GNU_SOURCE /* ppoll */
 #include <criterion/criterion.h>
@@ -65,10 +66,10 @@ static const char *in(char *buf, size_t n, const char *name)
     return buf;
 }
 
-static int fatal_sigs[] = {SIGINT, SIGTERM, SIGHUP};
+static int fatal_sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 #define N_FATAL (int)(sizeof fatal_sigs / sizeof fatal_sigs[0])
 
-/* Puts the three signals' actions back to the default and unblocks them (a
+/* Puts the four signals' actions back to the default and unblocks them (a
  * test runner or a background shell may have left them ignored, which exec
  * keeps). */
 static void default_signals(void)
@@ -471,17 +472,17 @@ Test(safety_sweep, migrated_links_still_cascade)
 /* ------------------------------------------------------------------------ */
 /* The sweep, end to end                                                    */
 
-/* The grid: TLT on the 7B scenario, 2 prompt counts x 2,000 seeds = 4,000
- * small configurations, far more than run before the test signals. */
+/* The grid: TLT on the 7B scenario, 2 prompt counts x configs/2 seeds of
+ * small configurations (4,000: far more than run before the test signals). */
 #define BIG_CONFIGS 4000
 
-static void write_big_grid(const char *path)
+static void write_big_grid(const char *path, int configs)
 {
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f, "%s", path);
     fputs("[sweep]\nscenario = qwen7b-64gpu\npolicy = tlt\n[trace]\nprompts = 32,48\nseed = ", f);
-    for (int i = 1; i <= BIG_CONFIGS / 2; i++)
-        fprintf(f, "%d%s", i, i == BIG_CONFIGS / 2 ? "\n" : i % 20 == 0 ? "\n    " : ",");
+    for (int i = 1; i <= configs / 2; i++)
+        fprintf(f, "%d%s", i, i == configs / 2 ? "\n" : i % 20 == 0 ? "\n    " : ",");
     cr_assert_eq(fclose(f), 0);
 }
 
@@ -527,17 +528,18 @@ static void wait_for_a_saved_config(pid_t pid, const char *db, const char *log)
     cr_assert_fail("the sweep saved nothing in the time allowed; see %s", log);
 }
 
-/* What the database must hold after sweep 1 was interrupted: its row says
- * 'interrupted', every link row has its run with its metrics (or an error),
- * as many as the stderr line says, and nothing else half-written. */
-static void expect_interrupted_db(const char *db, const char *log, int sig)
+/* What the database must hold after sweep 1 of `total` configurations was
+ * interrupted: its row says 'interrupted', every link row has its run with
+ * its metrics (or an error), as many as the stderr line in log says (when
+ * log is not NULL), and nothing else half-written. */
+static void expect_interrupted_db(const char *db, const char *log, int sig, int total)
 {
     char buf[256], err[8192], want[256];
     cr_expect_str_eq(sql_text(db, "SELECT status FROM sweeps WHERE id = 1", buf, sizeof buf),
                      "interrupted");
     long long saved = sql_int(db, "SELECT count(*) FROM sweep_runs WHERE sweep_id = 1");
     cr_expect_geq(saved, 1);
-    cr_expect_lt(saved, BIG_CONFIGS, "the sweep was not interrupted: every configuration ran");
+    cr_expect_lt(saved, total, "the sweep was not interrupted: every configuration ran");
     cr_expect_eq(sql_int(db, "SELECT count(*) FROM sweep_runs sr LEFT JOIN runs r"
                              " ON r.id = sr.run_id WHERE sr.run_id IS NOT NULL AND r.id IS NULL"),
                  0, "a link row without its run");
@@ -549,9 +551,11 @@ static void expect_interrupted_db(const char *db, const char *log, int sig)
                  "a run outside the sweep");
     cr_expect_str_eq(sql_text(db, "PRAGMA integrity_check", buf, sizeof buf), "ok");
     cr_expect_eq(sql_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+    if (!log)
+        return;
     snprintf(want, sizeof want,
              "tailsim sweep: interrupted by %s: %lld of %d configurations saved; sweep 1 marked "
-             "interrupted\n", ts_signal_name(sig), saved, BIG_CONFIGS);
+             "interrupted\n", ts_signal_name(sig), saved, total);
     cr_expect(strstr(slurp(log, err, sizeof err), want), "stderr lacks \"%s\": %s", want, err);
 }
 
@@ -609,7 +613,7 @@ ParameterizedTestParameters(safety_sweep, interrupted_sweep)
 ParameterizedTest(interrupt_case *c, safety_sweep, interrupted_sweep, .timeout = 600)
 {
     char grid[600], db[600], log[600];
-    write_big_grid(in(grid, sizeof grid, "big.ini"));
+    write_big_grid(in(grid, sizeof grid, "big.ini"), BIG_CONFIGS);
     in(db, sizeof db, "sweep.db");
     in(log, sizeof log, "sweep.log");
     pid_t pid = start_sweep(grid, c->jobs, db, log);
@@ -623,8 +627,49 @@ ParameterizedTest(interrupt_case *c, safety_sweep, interrupted_sweep, .timeout =
         kill(-pid, SIGKILL);
     expect_killed_by(st, c->sig);
     cr_expect(!left, "a process of the sweep's group outlived it");
-    expect_interrupted_db(db, log, c->sig);
+    expect_interrupted_db(db, log, c->sig, BIG_CONFIGS);
     expect_db_usable(db);
+}
+
+/* The progress line written into a closed pipe (`2>&1 | head -1`) is a
+ * SIGPIPE: the sweep ends as if interrupted by it, never left 'running'.
+ * 400 configurations: the first line comes at 10%, the next (into the closed
+ * pipe) at 20%. */
+Test(safety_sweep, progress_into_closed_pipe, .timeout = 600)
+{
+    char grid[600], db[600], line[256];
+    write_big_grid(in(grid, sizeof grid, "pipe.ini"), 400);
+    in(db, sizeof db, "pipe.db");
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        default_signals();
+        close(fd[0]);
+        int out = open("/dev/null", O_WRONLY);
+        if (out < 0 || dup2(out, STDOUT_FILENO) < 0 || dup2(fd[1], STDERR_FILENO) < 0)
+            _exit(126);
+        execl("build/tailsim", "tailsim", "sweep", grid, "-j", "2", "--db", db, (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(fd[1]);
+    FILE *r = fdopen(fd[0], "r");
+    cr_assert_not_null(r);
+    int got = fgets(line, sizeof line, r) != NULL;
+    fclose(r); /* what `head -1` does */
+    int st = reap(pid);
+    int left = kill(-pid, 0) == 0;
+    if (left)
+        kill(-pid, SIGKILL);
+    cr_assert(got, "the sweep printed no progress line");
+    cr_expect(strstr(line, "sweep: 40/400 configs (10%)"), "%s", line);
+    expect_killed_by(st, SIGPIPE);
+    cr_expect(!left, "a process of the sweep's group outlived it");
+    expect_interrupted_db(db, NULL, SIGPIPE, 400);
 }
 
 /* `tailsim plan` runs the same runner without a database: interrupted, it
