@@ -69,7 +69,8 @@ int main(void)
     int rc = sweep_run_local(&g, 2, NULL, &h, &e);
     double wall = ts_wall_s() - w0;
     if (c.st)
-        store_sweep_end(c.st, c.sweep_id, rc == 0 && !c.failed, &e);
+        store_sweep_end(c.st, c.sweep_id,
+                        rc == 0 && !c.failed ? STORE_SWEEP_DONE : STORE_SWEEP_FAILED, &e);
     store_close(c.st);
     if (rc) {
         fprintf(stderr, "bench_sweep: %s\n", e.msg);

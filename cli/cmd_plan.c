@@ -19,7 +19,11 @@
  * Phases: plan_parse (the command line), plan_run (the grid, what cannot
  * run, the runs, the points, their Pareto front and the cheapest; prints
  * only the sweep runner's progress on stderr), then plan_emit_json or
- * plan_emit_text, and the figure for -o.
+ * plan_emit_text, and the figure for -o.  SIGINT, SIGTERM, SIGHUP and
+ * SIGPIPE are deferred while the grid runs (the local runner): one that
+ * comes stops the runner, its workers are killed and reaped, a line on
+ * stderr says how many configurations ran, and the process dies of the
+ * signal with nothing written.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -347,9 +351,11 @@ static int plan_points(const plan_opts *o, plan_out *r, ts_err *e)
 }
 
 /* Builds o's grid into r (zeroed first; free with plan_out_free() whatever
- * this returns), runs what can run, and finds the front and the cheapest.
- * *collector is 0 on an MPI rank that only ran configurations (r then holds
- * no results).  Returns 0, or -1 with e set. */
+ * this returns), runs what can run (the fatal signals deferred meanwhile,
+ * locally; the caller ends the deferral with sweep_signal_resume()), and
+ * finds the front and the cheapest.  *collector is 0 on an MPI rank that
+ * only ran configurations (r then holds no results).  Returns 0, or -1 or
+ * SWEEP_INTERRUPTED with e set. */
 static int plan_run(const plan_opts *o, plan_out *r, int *collector, ts_err *e)
 {
     memset(r, 0, sizeof *r);
@@ -361,14 +367,27 @@ static int plan_run(const plan_opts *o, plan_out *r, int *collector, ts_err *e)
     if (sweep_collect_init(&r->col, &r->g, "plan", NULL, &h, e))
         return -1;
     sweep_progress_attach(&r->col, &h);
+    if (!sweep_remote)
+        ts_signal_defer();
     int xrc = sweep_exec(&r->g, o->co.jobs, r->mask, &h, collector, e);
-    if (xrc || !*collector)
+    if (!*collector)
         return xrc ? -1 : 0;
+    if (xrc)
+        return xrc == SWEEP_INTERRUPTED ? SWEEP_INTERRUPTED : -1;
     if (plan_points(o, r, e))
         return -1;
     plan_pareto(r->pt, r->np);
     r->best = plan_cheapest(r->pt, r->np, o->target > 0 ? o->target : INFINITY);
     return 0;
+}
+
+/* The number of configurations that can run (the runner's total). */
+static size_t plan_runnable(const plan_out *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; r->mask && i < r->g.n_configs; i++)
+        n += r->mask[i] != 0;
+    return n;
 }
 
 static void plan_out_free(plan_out *r)
@@ -504,6 +523,12 @@ int cmd_plan(int argc, char **argv)
         rc = xrc ? 1 : 0;
         goto done;
     }
+    if (xrc == -1)
+        fprintf(stderr, "tailsim plan: %s\n", e.msg);
+    /* a signal that came during the run dies here, saying how far it got */
+    sweep_signal_resume(&r.col, plan_runnable(&r), NULL);
+    if (xrc == -1)
+        goto done;
     if (xrc)
         goto fail;
     if (o.co.json) {

@@ -13,6 +13,13 @@
  * Phases: sweep_cmd_parse (the command line), sweep_cmd_run (load, check,
  * run and store the grid; prints only the progress line on stderr), then
  * sweep_emit_json or sweep_emit_text.
+ *
+ * SIGINT, SIGTERM, SIGHUP and SIGPIPE (the progress line written into a
+ * closed pipe) are deferred from before the database is opened until it is
+ * closed (the local runner; not under mpirun): one that comes stops the
+ * runner, its workers are killed and reaped, the sweep's row is marked
+ * 'interrupted' over the configurations already saved, a line on stderr
+ * says so, and the process dies of the signal.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -24,6 +31,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "common/util.h"
+#include "results/store.h"
 #include "cli/cmd.h"
 #include "cli/cmd_sweep.h"
 #include "cli/opts.h"
@@ -39,6 +47,8 @@ typedef struct sweep_out {
     int loaded;            /* 1: g holds a loaded grid */
     sweep_collect col;     /* the results, in configuration order */
     double wall;           /* seconds running the grid */
+    char mark_err[TS_ERR_MAX]; /* why the sweep's row could not be marked after an
+                                  interruption or an error ("": it was, or no store) */
 } sweep_out;
 
 static void progress_print(void *ctx, size_t done, size_t total)
@@ -70,6 +80,29 @@ void sweep_progress_attach(sweep_collect *c, sweep_hooks *h)
 {
     c->tty = isatty(STDERR_FILENO);
     h->progress = progress_print;
+}
+
+void sweep_signal_resume(const sweep_collect *c, size_t total, const char *mark_err)
+{
+    int sig = ts_signal_pending();
+    if (!sig) {
+        ts_signal_resume();
+        return;
+    }
+    if (c->tty && c->collected < total) /* the bar's line is open */
+        fputc('\n', stderr);
+    fprintf(stderr, "tailsim %s: interrupted by %s: %zu of %zu configurations %s", c->prog,
+            ts_signal_name(sig), c->collected, total, c->db ? "saved" : "run");
+    if (c->marked)
+        fprintf(stderr, "; sweep %lld marked %s\n", (long long)c->sweep_id,
+                store_sweep_status_name(c->marked));
+    else if (c->sweep_id)
+        fprintf(stderr, "; sweep %lld could not be marked: %s\n", (long long)c->sweep_id,
+                mark_err && *mark_err ? mark_err : "unknown error");
+    else
+        fprintf(stderr, "; nothing written\n");
+    fflush(stderr);
+    ts_signal_resume(); /* dies of sig */
 }
 
 static void usage(FILE *f)
@@ -215,8 +248,12 @@ static int sweep_cmd_parse(int argc, char **argv, sweep_opts *o)
 
 /* Loads and checks o's grid into r (zeroed first; free with
  * sweep_out_free() whatever this returns), runs it into the database and
- * collects the results.  *collector is 0 on an MPI rank that only ran
- * configurations.  Returns 0, or -1 with e set. */
+ * collects the results, with the fatal signals deferred from before the
+ * database is opened (the local runner only; the caller ends the deferral
+ * with sweep_signal_resume()).  *collector is 0 on an MPI rank that only
+ * ran configurations.  Returns 0, or -1 or SWEEP_INTERRUPTED with e set;
+ * the sweep's row is marked (done, failed or interrupted) and the database
+ * closed in every case. */
 static int sweep_cmd_run(const sweep_opts *o, sweep_out *r, int *collector, ts_err *e)
 {
     memset(r, 0, sizeof *r);
@@ -233,16 +270,20 @@ static int sweep_cmd_run(const sweep_opts *o, sweep_out *r, int *collector, ts_e
         return -1;
     sweep_progress_attach(&r->col, &h);
     double w0 = ts_wall_s();
+    if (!sweep_remote)
+        ts_signal_defer();
     int xrc = sweep_exec(&r->g, o->co.jobs, NULL, &h, collector, e);
     if (!*collector)
         return xrc ? -1 : 0;
-    if (xrc) {
+    if (xrc) { /* rows are missing: failed, or interrupted */
         ts_err e2 = {{0}};
-        sweep_collect_finish(&r->col, 0, &e2); /* rows are missing: failed */
-        return -1;
+        if (sweep_collect_finish(&r->col, xrc == SWEEP_INTERRUPTED ? STORE_SWEEP_INTERRUPTED
+                                                                   : STORE_SWEEP_FAILED, &e2))
+            snprintf(r->mark_err, sizeof r->mark_err, "%s", e2.msg);
+        return xrc == SWEEP_INTERRUPTED ? SWEEP_INTERRUPTED : -1;
     }
     r->wall = ts_wall_s() - w0;
-    return sweep_collect_finish(&r->col, 1, e);
+    return sweep_collect_finish(&r->col, STORE_SWEEP_DONE, e);
 }
 
 static void sweep_out_free(sweep_out *r)
@@ -267,6 +308,12 @@ int cmd_sweep(int argc, char **argv)
         rc = xrc ? 1 : 0;
         goto done;
     }
+    if (xrc == -1)
+        fprintf(stderr, "tailsim sweep: %s\n", e.msg);
+    /* the store is closed: a signal that came dies here, saying what was kept */
+    sweep_signal_resume(&r.col, r.g.n_configs, r.mark_err[0] ? r.mark_err : e.msg);
+    if (xrc == -1)
+        goto done;
     if (xrc)
         goto fail;
     if (o.co.json) {

@@ -3,7 +3,8 @@
  * constructor; all parsing is strict (whole string, range-checked, finite).
  * Output files are written only through ts_atomic_* (see the section below):
  * nothing but a regular file we may write is ever replaced, and the
- * temporaries are exclusive and removed when a signal kills the process.
+ * temporaries are exclusive and removed when a signal kills the process,
+ * which a caller may defer until it has ended its work (ts_signal_defer()).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "common/util.h"
@@ -272,8 +273,9 @@ gsl_rng *ts_rng_new(uint64_t seed, uint64_t stream)
  * Every output file goes through ts_atomic_*: the target is checked (lstat,
  * never followed), the content goes to a temporary created with O_EXCL beside
  * it, and a rename puts it in place.  The live temporaries sit in a fixed
- * array that the SIGINT/SIGTERM/SIGHUP handler walks with async-signal-safe
- * calls only (getpid, kill, waitpid, unlink, signal, raise); the helper
+ * array that the SIGINT/SIGTERM/SIGHUP/SIGPIPE handler walks with
+ * async-signal-safe calls only (getpid, kill, waitpid, unlink, signal,
+ * raise); the helper
  * programs that write into temporaries (gnuplot) sit in a second array and
  * are killed and reaped first.  Both arrays are changed only with those
  * signals blocked, so the handler never sees a half-written slot. */
@@ -287,7 +289,7 @@ static struct tmp_slot {
     char path[TMP_PATH];
 } tmp_slots[TMP_SLOTS];
 
-static const int tmp_sigs[] = {SIGINT, SIGTERM, SIGHUP};
+static const int tmp_sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 #define N_TMP_SIGS (int)(sizeof tmp_sigs / sizeof tmp_sigs[0])
 static int tmp_installed;
 
@@ -299,13 +301,25 @@ static struct child_slot {
     pid_t pid;
 } child_slots[CHILD_SLOTS];
 
+/* The deferral (ts_signal_defer()): while defer_on is set in the process
+ * defer_pid, the handler only records the first signal in defer_sig.
+ * defer_pid is written (signals blocked) before defer_on is set, and a
+ * forked child, whose pid differs, is never deferred: it dies at once. */
+static volatile sig_atomic_t defer_on, defer_sig;
+static volatile pid_t defer_pid;
+
 /* Kills and reaps this process's helper children (so that none writes a
  * temporary after its removal), removes its temporaries, then dies of sig
  * with its default action (the signal stays blocked until the handler
- * returns). */
+ * returns).  While this process defers signals, it only records sig. */
 static void tmp_on_signal(int sig)
 {
     pid_t me = getpid();
+    if (defer_on && defer_pid == me) {
+        if (!defer_sig)
+            defer_sig = sig;
+        return;
+    }
     for (int i = 0; i < CHILD_SLOTS; i++)
         if (child_slots[i].used && child_slots[i].owner == me) {
             kill(child_slots[i].pid, SIGKILL);
@@ -497,6 +511,72 @@ int ts_child_wait(pid_t pid, int *status)
     tmp_unblock(&old);
     errno = err;
     return w < 0 ? -1 : 0;
+}
+
+/* ---- deferring the fatal signals ------------------------------------------
+ *
+ * A caller that must finish a step (the sweep collector marking its sweep)
+ * defers SIGINT/SIGTERM/SIGHUP/SIGPIPE: the handler above records the
+ * signal and returns (a blocking call then fails with EINTR, a write to a
+ * closed pipe with EPIPE), the caller polls
+ * ts_signal_pending() and ends its work, and ts_signal_resume() does what
+ * the handler would have done.  The flags are changed with the signals
+ * blocked, so the handler sees either state whole. */
+
+void ts_signal_defer(void)
+{
+    sigset_t old;
+    tmp_block(&old);
+    tmp_install();
+    if (!defer_on || defer_pid != getpid()) {
+        defer_pid = getpid();
+        defer_sig = 0;
+        atomic_signal_fence(memory_order_seq_cst); /* the owner before the flag */
+        defer_on = 1;
+    }
+    tmp_unblock(&old);
+}
+
+int ts_signal_pending(void)
+{
+    return defer_on && defer_pid == getpid() ? (int)defer_sig : 0;
+}
+
+void ts_signal_resume(void)
+{
+    sigset_t old;
+    tmp_block(&old);
+    int sig = ts_signal_pending();
+    if (defer_pid == getpid()) {
+        defer_on = 0;
+        defer_sig = 0;
+    }
+    if (sig) {
+        /* the handler's work, then its raise(): the signal stays pending
+         * (blocked) until the mask is restored without it */
+        tmp_on_signal(sig);
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, sig);
+        sigprocmask(SIG_UNBLOCK, &s, NULL);
+    }
+    tmp_unblock(&old);
+}
+
+const char *ts_signal_name(int sig)
+{
+    switch (sig) {
+    case SIGINT:
+        return "SIGINT";
+    case SIGTERM:
+        return "SIGTERM";
+    case SIGHUP:
+        return "SIGHUP";
+    case SIGPIPE:
+        return "SIGPIPE";
+    default:
+        return "a signal";
+    }
 }
 
 static const char *file_kind(mode_t m)

@@ -2,7 +2,8 @@
  * Small helpers every module uses: strict number parsing, locating the
  * project's data files (models/, scenarios/), the one RNG constructor, and
  * safe output: the check of an output path, exclusive temporary files that a
- * fatal signal removes, and atomic file replacement.
+ * fatal signal removes, atomic file replacement, and deferring the fatal
+ * signals around work that must end cleanly.
  */
 #ifndef TS_UTIL_H
 #define TS_UTIL_H
@@ -82,11 +83,12 @@ int ts_output_check(const char *path, ts_err *e);
  * name into tmp (cap bytes) and returns the open descriptor for writing; it
  * never opens an existing file, so it never follows a planted link.  Until
  * ts_tmp_remove() (unlinks it) or ts_tmp_keep() (it was renamed into place)
- * the name stays in a fixed registry that a SIGINT, SIGTERM or SIGHUP
- * handler unlinks (after killing the children of ts_spawn() below) before
- * the process dies of that signal (the handler is installed on the first
- * call of either, for each of these signals whose action is still the
- * default; a forked child removes only its own files).  Returns
+ * the name stays in a fixed registry that a SIGINT, SIGTERM, SIGHUP or
+ * SIGPIPE handler unlinks (after killing the children of ts_spawn() below)
+ * before the process dies of that signal (the handler is installed on the
+ * first call of either or of ts_signal_defer(), for each of these signals
+ * whose action is still the default; a forked child removes only its own
+ * files).  Returns
  * -1 naming base when the name does not fit, the registry (32 files) is
  * full, or the file cannot be created.  Both other calls are no-ops for "". */
 int ts_tmp_open(const char *base, unsigned mode, char *tmp, size_t cap, ts_err *e);
@@ -104,6 +106,28 @@ void ts_tmp_keep(const char *tmp);
  * or -1 with errno set. */
 int ts_spawn(const char *file, char *const argv[], int err_fd, pid_t *pid);
 int ts_child_wait(pid_t pid, int *status);
+
+/* Deferring the fatal signals around work that must end cleanly (a sweep
+ * marking its row).  ts_signal_defer() installs the handler above (as
+ * ts_tmp_open() does: for each of SIGINT, SIGTERM, SIGHUP, SIGPIPE whose
+ * action is still the default) and makes it, in this process only, record the first
+ * such signal and return instead of dying: a blocking call it interrupts
+ * fails with EINTR, and the caller should poll ts_signal_pending() (the
+ * recorded signal number, or 0; always 0 when not deferring and in a forked
+ * child, which is never deferred and dies of the signal at once) and stop.
+ * ts_signal_resume() ends the deferral; when a signal was recorded it does
+ * what the handler would have (kills and reaps the ts_spawn() children,
+ * removes the temporaries) and the process dies of that signal, so it
+ * returns only when none came.  A second ts_signal_defer() while deferring
+ * is a no-op (no nesting).  All three cannot fail and allocate nothing;
+ * the handler's side is async-signal-safe.  A write to a closed pipe (a
+ * progress line into `| head`) is such a signal too: deferred, the write
+ * fails with EPIPE instead.  ts_signal_name() names SIGINT, SIGTERM, SIGHUP
+ * and SIGPIPE ("a signal" for any other; a static string). */
+void ts_signal_defer(void);
+int ts_signal_pending(void);
+void ts_signal_resume(void);
+const char *ts_signal_name(int sig);
 
 /* Atomic output: ts_atomic_open() refuses what ts_output_check() refuses,
  * then opens a temporary beside path (ts_tmp_open(), so it is exclusive and

@@ -17,7 +17,10 @@
  *     no table created.  Only an empty file or one of ours is initialised
  *     or migrated.  Each migration step runs in its own BEGIN IMMEDIATE
  *     transaction that re-reads and re-checks the version, so two processes
- *     opening a fresh file at once migrate it exactly once.
+ *     opening a fresh file at once migrate it exactly once.  Migrations run
+ *     with foreign keys off, so that rebuilding a table (version 5: sweeps,
+ *     for the 'interrupted' status) does not cascade into the rows that
+ *     refer to it; those references are checked before the step commits.
  *   - Writers: WAL journal, synchronous=NORMAL, foreign_keys=ON.  A write
  *     lock is taken only for a save (one BEGIN IMMEDIATE transaction per
  *     run), never held between saves.  Waiting for it is patient
@@ -84,10 +87,18 @@ struct store {
     char path[4096];
 };
 
-/* Migration i takes a database from user_version i to i + 1. */
-static const char *const migrations[STORE_SCHEMA_VERSION] = {
+/* Migration i takes a database from user_version i to i + 1.  They run with
+ * foreign keys off (migrate()), so a step that rebuilds a table (SQLite's
+ * 12-step procedure: create the new table, copy, drop the old, rename) does
+ * not cascade the DROP into the rows referring to it; fk_check names the
+ * table whose references are checked (PRAGMA foreign_key_check) before the
+ * step commits. */
+static const struct migration {
+    const char *sql;
+    const char *fk_check; /* a table referring to the rebuilt one, or NULL */
+} migrations[STORE_SCHEMA_VERSION] = {
     /* 0 -> 1: the initial schema. */
-    "CREATE TABLE runs("
+    {"CREATE TABLE runs("
     " id INTEGER PRIMARY KEY,"
     " created TEXT NOT NULL,"
     " command TEXT NOT NULL,"
@@ -120,10 +131,10 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     " prompt_tokens INTEGER NOT NULL,"
     " length INTEGER NOT NULL CONSTRAINT length_nonneg CHECK(length >= 0),"
     " finish_s REAL,"           /* NULL = NaN (did not finish) */
-    " PRIMARY KEY(run_id, idx));",
+    " PRIMARY KEY(run_id, idx));", NULL},
     /* 1 -> 2: sweeps (tailsim sweep / plan): one row per sweep, one row per
      * configuration linking it to its run (or saying why it failed). */
-    "CREATE TABLE sweeps("
+    {"CREATE TABLE sweeps("
     " id INTEGER PRIMARY KEY,"
     " created TEXT NOT NULL,"
     " grid TEXT NOT NULL,"
@@ -139,16 +150,32 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     " params TEXT NOT NULL,"     /* JSON object: swept key -> value */
     " error TEXT,"               /* why the configuration failed, else NULL */
     " PRIMARY KEY(sweep_id, config),"
-    " CONSTRAINT run_or_error CHECK((run_id IS NULL) <> (error IS NULL)));",
+    " CONSTRAINT run_or_error CHECK((run_id IS NULL) <> (error IS NULL)));", NULL},
     /* 2 -> 3: where each RL step of a run of several starts on its timeline
      * (run_record.step_t0; none for one step). */
-    "CREATE TABLE steps("
+    {"CREATE TABLE steps("
     " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
     " k INTEGER NOT NULL CONSTRAINT step_index CHECK(k >= 0),"
     " t0 REAL NOT NULL,"
-    " PRIMARY KEY(run_id, k));",
+    " PRIMARY KEY(run_id, k));", NULL},
     /* 3 -> 4: the policy a run ran (older runs: ''). */
-    "ALTER TABLE runs ADD COLUMN policy TEXT NOT NULL DEFAULT '';",
+    {"ALTER TABLE runs ADD COLUMN policy TEXT NOT NULL DEFAULT '';", NULL},
+    /* 4 -> 5: a sweep stopped by a signal is 'interrupted'.  SQLite cannot
+     * change a CHECK in place, so the table is rebuilt with its rows (ids
+     * kept, so sweep_runs still points at them). */
+    {"CREATE TABLE sweeps_v5("
+     " id INTEGER PRIMARY KEY,"
+     " created TEXT NOT NULL,"
+     " grid TEXT NOT NULL,"
+     " scenario TEXT NOT NULL,"
+     " command TEXT NOT NULL,"
+     " n_configs INTEGER NOT NULL CONSTRAINT n_configs_pos CHECK(n_configs >= 1),"
+     " status TEXT NOT NULL CONSTRAINT sweep_status"
+     "  CHECK(status IN ('running', 'done', 'failed', 'interrupted')));"
+     "INSERT INTO sweeps_v5(id, created, grid, scenario, command, n_configs, status)"
+     " SELECT id, created, grid, scenario, command, n_configs, status FROM sweeps;"
+     "DROP TABLE sweeps;"
+     "ALTER TABLE sweeps_v5 RENAME TO sweeps;", "sweep_runs"},
 };
 
 /* A fingerprint of the database file and of its -wal and -journal files
@@ -283,12 +310,35 @@ cleanup:
     return rc;
 }
 
+/* Whether the references from table `table` are all there (PRAGMA
+ * foreign_key_check).  Returns 0, or -1 naming the first missing one. */
+static int fk_check(store *s, const char *table, const char *what, ts_err *e)
+{
+    char sql[128];
+    sqlite3_stmt *st = NULL;
+    snprintf(sql, sizeof sql, "PRAGMA foreign_key_check(%s)", table);
+    int src = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (src == SQLITE_OK)
+        src = sqlite3_step(st);
+    int rc = 0;
+    if (src == SQLITE_ROW)
+        rc = ts_errf(e, "%s: %s: %s row %lld refers to a missing %s row", s->path, what, table,
+                     (long long)sqlite3_column_int64(st, 1), sqlite3_column_text(st, 2));
+    else if (src != SQLITE_DONE)
+        rc = db_err(e, s, what);
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* Runs the migrations from the file's version up to STORE_SCHEMA_VERSION,
- * one version per transaction.  Another process may migrate concurrently:
+ * one version per transaction, with foreign keys off (switched back on
+ * after, whatever happened).  Another process may migrate concurrently:
  * the version is re-read and re-checked under the write lock. */
 static int migrate(store *s, ts_err *e)
 {
     int rc = -1;
+    if (exec_sql(s, "PRAGMA foreign_keys=OFF", "cannot prepare the migration", e))
+        return -1;
     for (;;) {
         if (exec_sql(s, "BEGIN IMMEDIATE", "cannot lock database for migration", e) ||
             check_schema(s, e))
@@ -303,14 +353,18 @@ static int migrate(store *s, ts_err *e)
         char what[64], bump[64];
         snprintf(what, sizeof what, "migration to schema version %d failed", v + 1);
         snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
-        if (exec_sql(s, migrations[v], what, e) || exec_sql(s, bump, what, e) ||
-            exec_sql(s, "COMMIT", what, e))
+        if (exec_sql(s, migrations[v].sql, what, e) ||
+            (migrations[v].fk_check && fk_check(s, migrations[v].fk_check, what, e)) ||
+            exec_sql(s, bump, what, e) || exec_sql(s, "COMMIT", what, e))
             goto cleanup;
     }
     rc = 0;
 cleanup:
     if (rc)
         rollback(s);
+    ts_err e2 = {{0}};
+    if (exec_sql(s, "PRAGMA foreign_keys=ON", "cannot enable foreign keys", rc ? &e2 : e))
+        rc = -1;
     return rc;
 }
 
@@ -825,15 +879,34 @@ cleanup:
     return rc;
 }
 
-int store_sweep_end(store *s, int64_t sweep_id, int ok, ts_err *e)
+const char *store_sweep_status_name(store_sweep_status status)
 {
+    switch (status) {
+    case STORE_SWEEP_DONE:
+        return "done";
+    case STORE_SWEEP_FAILED:
+        return "failed";
+    case STORE_SWEEP_INTERRUPTED:
+        return "interrupted";
+    }
+    return NULL;
+}
+
+int store_sweep_end(store *s, int64_t sweep_id, store_sweep_status status, ts_err *e)
+{
+    const char *name = store_sweep_status_name(status);
     int rc = -1;
     sqlite3_stmt *st = NULL;
     if (writable(s, e))
         goto cleanup;
+    if (!name) {
+        ts_errf(e, "%s: sweep %lld: no such sweep status %d", s->path, (long long)sweep_id,
+                (int)status);
+        goto cleanup;
+    }
     if (sqlite3_prepare_v2(s->db, "UPDATE sweeps SET status = ? WHERE id = ?", -1, &st,
                            NULL) != SQLITE_OK ||
-        sqlite3_bind_text(st, 1, ok ? "done" : "failed", -1, SQLITE_STATIC) ||
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC) ||
         sqlite3_bind_int64(st, 2, sweep_id) || sqlite3_step(st) != SQLITE_DONE) {
         db_err(e, s, "cannot finish the sweep");
         goto cleanup;

@@ -19,7 +19,7 @@
 #include "common/err.h"
 #include "results/result.h"
 
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 typedef struct store store;
 
@@ -60,19 +60,34 @@ int store_save_run(store *s, run_record *r, ts_err *e);
  * simulated is lost. */
 int store_save_run_to(const char *path, run_record *r, ts_err *e);
 
+/* How a sweep ended (sweeps.status): 'done' (every configuration saved, none
+ * failed), 'failed' (a configuration failed, or the sweep broke off on an
+ * error), 'interrupted' (stopped by a signal; schema version 5).  A sweep
+ * that is still running, or whose process was killed outright, is
+ * 'running'. */
+typedef enum store_sweep_status {
+    STORE_SWEEP_DONE = 1, /* 0 is no status: the old `int ok` false is refused */
+    STORE_SWEEP_FAILED,
+    STORE_SWEEP_INTERRUPTED
+} store_sweep_status;
+
 /* Sweeps (schema version 2).  store_sweep_begin() records a sweep of
  * n_configs configurations of `grid` with status 'running' and sets *id;
  * store_save_sweep_run() saves one configuration in one transaction: its run
  * (identity and metrics of r, which gets its id) and the link row with
  * `params` (a JSON object of the swept keys), or, when r is NULL, the `error`
- * that stopped it; store_sweep_end() sets the status to 'done' (ok) or
- * 'failed'.  Each returns 0 or -1 (nothing written on failure; a run the
- * database could not take is kept beside it as by store_save_run()). */
+ * that stopped it; store_sweep_end() sets the status to `status`'s name (a
+ * value outside the enum is refused).  Each returns 0 or -1 (nothing
+ * written on failure; a run the database could not take is kept beside it
+ * as by store_save_run()). */
 int store_sweep_begin(store *s, const char *grid, const char *scenario, const char *command,
                       size_t n_configs, int64_t *id, ts_err *e);
 int store_save_sweep_run(store *s, int64_t sweep_id, size_t config, const char *params,
                          run_record *r, const char *error, ts_err *e);
-int store_sweep_end(store *s, int64_t sweep_id, int ok, ts_err *e);
+int store_sweep_end(store *s, int64_t sweep_id, store_sweep_status status, ts_err *e);
+/* The status's name as stored ("done", "failed", "interrupted"), or NULL for
+ * a value outside the enum.  A static string; cannot fail. */
+const char *store_sweep_status_name(store_sweep_status status);
 
 /* Loads run `id` (id <= 0: the latest).  Returns 0 and sets *out (free with
  * run_record_free), or -1 when absent, or when a row breaks what the store

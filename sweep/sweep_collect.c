@@ -49,6 +49,7 @@ static int collect_result(void *ctx, sweep_result *r, ts_err *e)
             return ts_errf(e, "out of memory");
         c->failed++;
     }
+    c->collected++;
     return 0;
 }
 
@@ -70,11 +71,13 @@ int sweep_collect_init(sweep_collect *c, const grid *g, const char *prog, const 
     return 0;
 }
 
-int sweep_collect_finish(sweep_collect *c, int complete, ts_err *e)
+int sweep_collect_finish(sweep_collect *c, store_sweep_status how, ts_err *e)
 {
     int rc = 0;
-    if (c->st)
-        rc = store_sweep_end(c->st, c->sweep_id, complete && c->failed == 0, e);
+    if (how == STORE_SWEEP_DONE && c->failed)
+        how = STORE_SWEEP_FAILED;
+    if (c->st && (rc = store_sweep_end(c->st, c->sweep_id, how, e)) == 0)
+        c->marked = how;
     store_close(c->st);
     c->st = NULL;
     return rc;

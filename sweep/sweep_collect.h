@@ -22,7 +22,9 @@ typedef struct sweep_collect {
     int64_t sweep_id;
     run_record **rec;       /* per configuration: the run, or NULL */
     char **err;             /* per configuration: why it failed, or NULL */
-    size_t failed;
+    size_t collected;       /* configurations taken (and saved, with a store) */
+    size_t failed;          /* ... of which failed */
+    store_sweep_status marked; /* how finish marked the sweep's row; 0: not marked */
     double t0;              /* wall clock at the start, s */
     int tty, last_decile;
 } sweep_collect;
@@ -31,9 +33,12 @@ typedef struct sweep_collect {
  * h with its hooks (progress NULL).  Returns 0 or -1 (out of memory). */
 int sweep_collect_init(sweep_collect *c, const grid *g, const char *prog, const char *db,
                        sweep_hooks *h, ts_err *e);
-/* Marks the sweep done (complete and no configuration failed) or failed in
- * the store (when open) and closes it.  Returns 0 or -1. */
-int sweep_collect_finish(sweep_collect *c, int complete, ts_err *e);
+/* Ends the sweep in the store (when open) and closes it: `how` is
+ * STORE_SWEEP_DONE when every configuration came back (stored as failed
+ * when one of them failed), STORE_SWEEP_FAILED when the sweep broke off on
+ * an error, STORE_SWEEP_INTERRUPTED when a signal stopped it.  Returns 0 or
+ * -1 (the store is closed either way). */
+int sweep_collect_finish(sweep_collect *c, store_sweep_status how, ts_err *e);
 void sweep_collect_free(sweep_collect *c);
 
 

@@ -12,6 +12,14 @@
  * the hooks.  Workers never touch the parent's database connection or stdio
  * and leave with _exit().  Which worker ran a configuration never changes
  * its result: a run depends on its inputs and seed only.
+ *
+ * Interruption: when the caller defers the fatal signals (ts_signal_defer())
+ * and one comes, the runner hands no further result to the hooks: the
+ * serial path stops after the configuration it is simulating, the pool
+ * stops at once (poll() fails with EINTR, or returns and the flag is seen),
+ * kills (SIGTERM) and reaps its workers, which are never deferred, and
+ * SWEEP_INTERRUPTED comes back.  Every result handed over before stays
+ * with the collector (each was saved in its own transaction).
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "sweep/sweep_run.h"
@@ -238,6 +246,16 @@ int sweep_result_unpack(const unsigned char *buf, size_t n, sweep_result *r, ts_
 
 /* --- the local transport ------------------------------------------------- */
 
+/* SWEEP_INTERRUPTED with e set when a deferred signal came, else 0. */
+static int interrupted(const grid *g, ts_err *e)
+{
+    int sig = ts_signal_pending();
+    if (!sig)
+        return 0;
+    ts_errf(e, "%s: interrupted by signal %d (%s)", g->path, sig, ts_signal_name(sig));
+    return SWEEP_INTERRUPTED;
+}
+
 static size_t count_mask(const grid *g, const unsigned char *mask)
 {
     size_t n = 0;
@@ -314,8 +332,9 @@ static void worker(const grid *g, const unsigned char *mask, _Atomic size_t *nex
     }
 }
 
-/* Runs the configurations in this process, in index order.  Returns 0, or
- * -1 with e set. */
+/* Runs the configurations in this process, in index order, until a
+ * deferred signal comes (a configuration that finishes after it is dropped).
+ * Returns 0, -1 or SWEEP_INTERRUPTED with e set. */
 static int run_serial(const grid *g, const unsigned char *mask, const sweep_hooks *h,
                       size_t total, ts_err *e)
 {
@@ -323,9 +342,15 @@ static int run_serial(const grid *g, const unsigned char *mask, const sweep_hook
     for (size_t i = 0; i < g->n_configs; i++) {
         if (mask && !mask[i])
             continue;
+        if (interrupted(g, e))
+            return SWEEP_INTERRUPTED;
         sweep_result r;
         if (sweep_config_run(g, i, &r))
             return ts_errf(e, "%s: out of memory running config %zu", g->path, i);
+        if (interrupted(g, e)) {
+            sweep_result_clear(&r);
+            return SWEEP_INTERRUPTED;
+        }
         if (deliver(h, &r, &done, total, e))
             return -1;
     }
@@ -380,7 +405,9 @@ static int pool_start(pool *w, const unsigned char *mask, ts_err *e)
 
 /* Takes what worker k's pipe holds: one result, handed to the hooks, or
  * the end of its output (the pipe is closed).  Returns 0 for a result, 1
- * at the end, -1 with e set (a broken message, a hook's error). */
+ * at the end, -1 with e set (a broken message, a hook's error), or
+ * SWEEP_INTERRUPTED for a broken message after a deferred signal (the
+ * worker died of it: a terminal's Ctrl-C reaches the whole group). */
 static int pool_take(pool *w, int k, const sweep_hooks *h, size_t *done, size_t total,
                      ts_err *e)
 {
@@ -396,6 +423,8 @@ static int pool_take(pool *w, int k, const sweep_hooks *h, size_t *done, size_t 
     sweep_result r;
     if (!buf || read_all(w->pf[k].fd, buf, len) != 1) {
         free(buf);
+        if (interrupted(g, e))
+            return SWEEP_INTERRUPTED;
         return ts_errf(e, "%s: worker %d sent a broken message", g->path, k);
     }
     int bad = sweep_result_unpack(buf, len, &r, e);
@@ -406,11 +435,15 @@ static int pool_take(pool *w, int k, const sweep_hooks *h, size_t *done, size_t 
 }
 
 /* Polls the workers' pipes until every worker has closed its own, handing
- * the results to the hooks.  Returns 0, or -1 with e set. */
+ * the results to the hooks, or until a deferred signal comes (the handler's
+ * return makes poll() fail with EINTR).  Returns 0, -1 or SWEEP_INTERRUPTED
+ * with e set. */
 static int pool_collect(pool *w, const sweep_hooks *h, size_t *done, size_t total, ts_err *e)
 {
     int open_fds = w->nw;
     while (open_fds > 0) {
+        if (interrupted(w->g, e))
+            return SWEEP_INTERRUPTED;
         if (poll(w->pf, (nfds_t)w->nw, -1) < 0) {
             if (errno == EINTR)
                 continue;
@@ -419,21 +452,26 @@ static int pool_collect(pool *w, const sweep_hooks *h, size_t *done, size_t tota
         for (int k = 0; k < w->nw; k++) {
             if (w->pf[k].fd < 0 || !(w->pf[k].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
+            if (interrupted(w->g, e))
+                return SWEEP_INTERRUPTED;
             int rc = pool_take(w, k, h, done, total, e);
             if (rc < 0)
-                return -1;
+                return rc;
             open_fds -= rc;
         }
     }
     return 0;
 }
 
-/* Closes the pipes, stops the workers when rc is an error, reaps them and
- * frees the pool.  Returns rc, or -1 with e set when rc was 0 but a worker
- * failed or fewer than total results came back (done). */
+/* Closes the pipes, stops the workers (SIGTERM) when rc is an error or an
+ * interruption, reaps them and frees the pool.  Returns rc, or -1 with e
+ * set when rc was 0 but a worker failed or fewer than total results came
+ * back (done): SWEEP_INTERRUPTED instead when a deferred signal came (the
+ * workers died of it first). */
 static int pool_stop(pool *w, int rc, size_t done, size_t total, ts_err *e)
 {
     const grid *g = w->g;
+    const int rc_in = rc;
     for (int k = 0; k < w->nw; k++) {
         if (w->pf[k].fd >= 0)
             close(w->pf[k].fd);
@@ -455,6 +493,8 @@ static int pool_stop(pool *w, int rc, size_t done, size_t total, ts_err *e)
     }
     if (rc == 0 && done != total)
         rc = ts_errf(e, "%s: %zu of %zu configurations came back", g->path, done, total);
+    if (rc && !rc_in && interrupted(g, e))
+        rc = SWEEP_INTERRUPTED;
     if (w->next && w->next != MAP_FAILED)
         munmap((void *)w->next, sizeof *w->next);
     free(w->pid);
@@ -472,8 +512,10 @@ int sweep_run_local(const grid *g, int jobs, const unsigned char *mask, const sw
         jobs = total ? (int)total : 1;
     if (jobs <= 1)
         return run_serial(g, mask, h, total, e);
+    if (interrupted(g, e))
+        return SWEEP_INTERRUPTED;
     pool w = {.g = g, .jobs = jobs, .next = MAP_FAILED};
-    int rc = pool_start(&w, mask, e) || pool_collect(&w, h, &done, total, e) ? -1 : 0;
+    int rc = pool_start(&w, mask, e) ? -1 : pool_collect(&w, h, &done, total, e);
     return pool_stop(&w, rc, done, total, e);
 }
 

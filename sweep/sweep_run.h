@@ -54,10 +54,18 @@ char *sweep_config_params(const grid *g, size_t config);
 int sweep_result_pack(const sweep_result *r, unsigned char **buf, size_t *n);
 int sweep_result_unpack(const unsigned char *buf, size_t n, sweep_result *r, ts_err *e);
 
+/* What the runners return when a deferred signal stopped them. */
+#define SWEEP_INTERRUPTED (-2)
+
 /* Runs every configuration whose mask byte is non-zero (mask NULL: all) in
  * `jobs` forked worker processes (1: in this process), handing results to
- * the hooks here.  Returns 0, or -1 when a hook failed, a worker died or the
- * pipes failed (workers are stopped and reaped either way). */
+ * the hooks here.  Returns 0; -1 when a hook failed, a worker died or the
+ * pipes failed; or SWEEP_INTERRUPTED when the caller defers the fatal
+ * signals (ts_signal_defer(), common/util.h) and one came: no result is
+ * handed over after it (with jobs 1, the configuration being simulated is
+ * finished and dropped) and e says "GRID: interrupted by signal N (NAME)".
+ * Workers are stopped (SIGTERM) and reaped in every case but success; they
+ * never defer signals, so they die of it and write nothing more. */
 int sweep_run_local(const grid *g, int jobs, const unsigned char *mask, const sweep_hooks *h,
                     ts_err *e);
 
@@ -71,7 +79,8 @@ int sweep_mpi_exec(const grid *g, const unsigned char *mask, const sweep_hooks *
                    int *collector, ts_err *e);
 
 /* sweep_remote when set, else sweep_run_local (*collector = 1).  The number
- * of processes is the MPI world's under mpirun, else jobs. */
+ * of processes is the MPI world's under mpirun, else jobs.  Only the local
+ * runner stops at a deferred signal (SWEEP_INTERRUPTED). */
 int sweep_exec(const grid *g, int jobs, const unsigned char *mask, const sweep_hooks *h,
                int *collector, ts_err *e);
 

@@ -346,7 +346,7 @@ Test(store, migrates_version_3_to_4)
     saved_then_downgraded(r, "ALTER TABLE runs DROP COLUMN policy; PRAGMA user_version = 3");
     ts_err e = {""};
     store *s = open_ok(dbpath);
-    cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), 4);
+    cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
     run_record *back = NULL;
     cr_assert_eq(store_load_run(s, r->id, &back, &e), 0, "%s", e.msg);
     cr_assert_str_eq(back->policy, "");
@@ -387,7 +387,7 @@ Test(store, sweep_runs_are_atomic)
     cr_assert_eq(store_save_sweep_run(s, id, 1, "{}", NULL, "does not fit", &e), 0, "%s", e.msg);
     cr_assert_eq(store_save_sweep_run(s, id, 0, "{}", r, NULL, &e), -1);
     cr_assert(strstr(e.msg, "configuration 0"), "%s", e.msg);
-    cr_assert_eq(store_sweep_end(s, id, 0, &e), 0, "%s", e.msg);
+    cr_assert_eq(store_sweep_end(s, id, STORE_SWEEP_FAILED, &e), 0, "%s", e.msg);
     store_close(s);
     cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM runs"), 1);
     cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM metrics"), (long long)r->n_metrics);
