@@ -267,15 +267,11 @@ static int compare_parse(int argc, char **argv, compare_opts *o)
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "ho:", lo, NULL)) != -1) {
-        int t = opts_take(&o->co, c, optarg);
-        if (t == OPTS_HELP) {
-            usage(stdout);
-            return 0;
-        }
-        if (t == OPTS_BAD)
-            return 2;
-        if (t == OPTS_TAKEN)
+        int t = opts_step(&o->co, c, optarg, usage);
+        if (t == OPTS_STEP_TAKEN)
             continue;
+        if (t != OPTS_STEP_OTHER)
+            return t;
         switch (c) {
         case 'P': o->pols = optarg; break;
         case 'T': o->trains = optarg; break;

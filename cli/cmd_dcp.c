@@ -112,15 +112,11 @@ static int dcp_cmd_parse(int argc, char **argv, dcp_opts *o)
     int c;
     int64_t v;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        int t = opts_take(&o->co, c, optarg);
-        if (t == OPTS_HELP) {
-            dcp_usage(stdout);
-            return 0;
-        }
-        if (t == OPTS_BAD)
-            return 2;
-        if (t == OPTS_TAKEN)
+        int t = opts_step(&o->co, c, optarg, dcp_usage);
+        if (t == OPTS_STEP_TAKEN)
             continue;
+        if (t != OPTS_STEP_OTHER)
+            return t;
         switch (c) {
         case 'S': o->strategies = optarg; break;
         case 'g': o->scale = 1; break;

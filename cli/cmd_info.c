@@ -70,17 +70,13 @@ static int keys_parse(int argc, char **argv, opts_common *co, const char **secti
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        int t = opts_take(co, c, optarg);
-        if (t == OPTS_HELP) {
-            keys_usage(stdout);
-            return 0;
-        }
-        if (t == OPTS_BAD)
-            return 2;
-        if (t != OPTS_TAKEN) {
+        int t = opts_step(co, c, optarg, keys_usage);
+        if (t == OPTS_STEP_OTHER) {
             keys_usage(stderr);
             return 2;
         }
+        if (t != OPTS_STEP_TAKEN)
+            return t;
     }
     if (argc - optind > 1) {
         fprintf(stderr, "tailsim keys: expected at most one SECTION (try --help)\n");
@@ -253,17 +249,13 @@ static int models_parse(int argc, char **argv, opts_common *co)
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        int t = opts_take(co, c, optarg);
-        if (t == OPTS_HELP) {
-            models_usage(stdout);
-            return 0;
-        }
-        if (t == OPTS_BAD)
-            return 2;
-        if (t != OPTS_TAKEN) {
+        int t = opts_step(co, c, optarg, models_usage);
+        if (t == OPTS_STEP_OTHER) {
             models_usage(stderr);
             return 2;
         }
+        if (t != OPTS_STEP_TAKEN)
+            return t;
     }
     if (optind < argc) {
         fprintf(stderr, "tailsim models: no operand expected (try --help)\n");

@@ -122,15 +122,11 @@ static int memory_parse(int argc, char **argv, memory_opts *o)
     int64_t v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        int t = opts_take(&o->co, c, optarg);
-        if (t == OPTS_HELP) {
-            usage(stdout);
-            return 0;
-        }
-        if (t == OPTS_BAD)
-            return 2;
-        if (t == OPTS_TAKEN)
+        int t = opts_step(&o->co, c, optarg, usage);
+        if (t == OPTS_STEP_TAKEN)
             continue;
+        if (t != OPTS_STEP_OTHER)
+            return t;
         if (c != 'g') {
             usage(stderr);
             return 2;

@@ -58,15 +58,11 @@ static int paper_cmd_parse(int argc, char **argv, paper_opts *o)
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "ho:", lo, NULL)) != -1) {
-        int t = opts_take(&co, c, optarg);
-        if (t == OPTS_HELP) {
-            usage(stdout);
-            return 0;
-        }
-        if (t == OPTS_BAD)
-            return 2;
-        if (t == OPTS_TAKEN)
+        int t = opts_step(&co, c, optarg, usage);
+        if (t == OPTS_STEP_TAKEN)
             continue;
+        if (t != OPTS_STEP_OTHER)
+            return t;
         switch (c) {
         case 'q': o->quick = 1; break;
         case 'B':

@@ -126,15 +126,11 @@ static int specdec_parse(int argc, char **argv, specdec_opts *o)
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        int t = opts_take(&o->co, c, optarg);
-        if (t == OPTS_HELP) {
-            usage(stdout);
-            return 0;
-        }
-        if (t == OPTS_BAD)
-            return 2;
-        if (t == OPTS_TAKEN)
+        int t = opts_step(&o->co, c, optarg, usage);
+        if (t == OPTS_STEP_TAKEN)
             continue;
+        if (t != OPTS_STEP_OTHER)
+            return t;
         switch (c) {
         case 'b':
             if ((o->nb = parse_list(optarg, o->batches, SPECDEC_MAX_LIST)) < 0) {

@@ -226,17 +226,13 @@ static int sweep_cmd_parse(int argc, char **argv, sweep_opts *o)
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "hj:", lo, NULL)) != -1) {
-        int t = opts_take(&o->co, c, optarg);
-        if (t == OPTS_HELP) {
-            usage(stdout);
-            return 0;
-        }
-        if (t == OPTS_BAD)
-            return 2;
-        if (t == OPTS_OTHER) {
+        int t = opts_step(&o->co, c, optarg, usage);
+        if (t == OPTS_STEP_OTHER) {
             usage(stderr);
             return 2;
         }
+        if (t != OPTS_STEP_TAKEN)
+            return t;
     }
     if (optind != argc - 1) {
         fprintf(stderr, "tailsim sweep: expected exactly one GRID file (try --help)\n");

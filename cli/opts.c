@@ -94,3 +94,18 @@ const char *opts_value(int argc, char **argv, int *i, const char *name)
         return NULL;
     return argv[++*i];
 }
+
+int opts_step(opts_common *o, int c, const char *arg, void (*usage)(FILE *))
+{
+    switch (opts_take(o, c, arg)) {
+    case OPTS_TAKEN:
+        return OPTS_STEP_TAKEN;
+    case OPTS_HELP:
+        usage(stdout);
+        return 0;
+    case OPTS_BAD:
+        return 2;
+    default:
+        return OPTS_STEP_OTHER;
+    }
+}

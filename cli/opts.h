@@ -18,6 +18,8 @@
 #ifndef TS_OPTS_H
 #define TS_OPTS_H
 
+#include <stdio.h>
+
 #include <getopt.h>
 #include <stdint.h>
 
@@ -93,5 +95,18 @@ int opts_match(const char *arg, const char *name);
  * follows '=', or the next argument (advancing *i).  Returns it, or NULL
  * when no argument follows; prints nothing. */
 const char *opts_value(int argc, char **argv, int *i, const char *name);
+
+/* One getopt_long code of a command's loop through opts_take(), with the
+ * usual answers: -h prints usage(stdout) and returns 0 (exit 0), a bad value
+ * returns 2 (exit 2, said on stderr), a shared option returns
+ * OPTS_STEP_TAKEN (continue the loop) and anything else OPTS_STEP_OTHER (the
+ * command's own switch).  So a loop reads
+ *     int t = opts_step(&co, c, optarg, usage);
+ *     if (t == OPTS_STEP_TAKEN) continue;
+ *     if (t != OPTS_STEP_OTHER) return t;
+ * Cannot fail. */
+#define OPTS_STEP_TAKEN (-2)
+#define OPTS_STEP_OTHER (-1)
+int opts_step(opts_common *o, int c, const char *arg, void (*usage)(FILE *));
 
 #endif
