@@ -7,7 +7,8 @@
  * GPUs, --buckets the per-bucket profile.  --db saves one run (command
  * "dcp") whose metrics are "<strategy>.<metric>" and whose timeline stacks
  * the strategies' GPUs (strategy k's GPU i is row k * gpus + i) over the
- * first --tl-steps steps, for `tailsim report`.  The bucket plan is always
+ * first --tl-steps steps, for `tailsim report`; -o DIR writes that run's
+ * report at once (report_write and dcp_report_write).  The bucket plan is always
  * computed, as the speedup reference.  JSON keys are documented in
  * docs/dcp.md; wall_s and plan_ms are the only values that vary between
  * identical runs, and --no-wall leaves them out.
@@ -15,7 +16,7 @@
  * Phases: dcp_cmd_parse (the command line), dcp_cmd_prepare (scenario,
  * trace and strategies), dcp_cmd_run (plan and simulate; prints nothing),
  * dcp_cmd_record (the run's metrics, saved to --db), then dcp_emit_json or
- * dcp_emit_text.
+ * dcp_emit_text, and the report for -o.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -29,11 +30,13 @@
 #include "common/util.h"
 #include "cli/cmd.h"
 #include "cli/opts.h"
+#include "reports/dcp_report.h"
+#include "reports/report.h"
 #include "results/store.h"
 #include "sim/dcp/dcp_setup.h"
 
 typedef struct dcp_opts {
-    opts_common co;          /* --set, --trace, --db, --json, --no-wall */
+    opts_common co;          /* --set, --trace, --db, --json, --no-wall, -o */
     const char *scenario;
     const char *strategies;  /* --strategies LIST, NULL: dcp.strategies */
     const char *per_step;    /* --per-step NAME, or NULL */
@@ -47,7 +50,7 @@ typedef struct dcp_out {
     scenario s;
     dcp_setup d;                                 /* hardware, model, trace, planner config */
     dcp_ctx c;                                   /* the planners' profile */
-    run_record *rec;                             /* metrics and timelines (--db) */
+    run_record *rec;                             /* metrics and timelines (--db, -o) */
     dcp_strategy st[DCP_MAX_STRATEGIES];         /* the strategies run, ns of them */
     int ns;
     int steps;                                   /* optimizer steps simulated (0: all) */
@@ -81,7 +84,11 @@ static void dcp_usage(FILE *f)
             "  --per-step NAME    also print every step of strategy NAME (groups, GPUs,\n"
             "                     micro-batches, mixed-bucket groups, compute time, imbalance)\n"
             "  --db FILE          save the run (metrics, per-GPU timelines) to SQLite\n"
-            "  --tl-steps N       steps of each strategy's timeline saved with --db (default 4)\n"
+            "  --tl-steps N       steps of each strategy's timeline saved with --db or drawn\n"
+            "                     with -o (default 4)\n"
+            "  -o DIR             write the run's report into DIR (index.html, report.md, the\n"
+            "                     per-GPU timelines, dcp.md; like `tailsim report --run` of a\n"
+            "                     stored run)\n"
             "  --json             one JSON object instead of tables\n"
             "  --no-wall          leave out wall-clock fields (byte-identical output)\n"
             "  -h, --help         this text\n");
@@ -111,7 +118,7 @@ static int dcp_cmd_parse(int argc, char **argv, dcp_opts *o)
     optind = 1;
     int c;
     int64_t v;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "ho:", lo, NULL)) != -1) {
         int t = opts_step(&o->co, c, optarg, dcp_usage);
         if (t == OPTS_STEP_TAKEN)
             continue;
@@ -181,7 +188,7 @@ static int dcp_cmd_prepare(const dcp_opts *o, dcp_out *r, ts_err *e)
 
 /* Plans and simulates every strategy of r (and bucket, the reference; the
  * GPU counts of --scale; the steps of --per-step), with the timelines into
- * r->rec under --db.  Prints nothing.  Returns 0, or -1 with e set. */
+ * r->rec under --db or -o.  Prints nothing.  Returns 0, or -1 with e set. */
 static int dcp_cmd_run(const dcp_opts *o, dcp_out *r, ts_err *e)
 {
     const dcp_setup *d = &r->d;
@@ -193,7 +200,7 @@ static int dcp_cmd_run(const dcp_opts *o, dcp_out *r, ts_err *e)
     if (dcp_run(&r->c, &bucket, r->steps, &r->ref, NULL, 0, 0, NULL, 0, e))
         return -1;
     for (int i = 0; i < r->ns; i++)
-        if (dcp_run(&r->c, &r->st[i], r->steps, &r->res[i], o->co.db ? r->rec : NULL,
+        if (dcp_run(&r->c, &r->st[i], r->steps, &r->res[i], o->co.db || o->co.out ? r->rec : NULL,
                     i * d->cfg.gpus, o->tl_steps, r->plans[i], sizeof r->plans[i], e))
             return -1;
     if (o->scale && dcp_setup_scale(&r->d, r->st, r->ns, r->imb, r->imbp, e))
@@ -474,6 +481,10 @@ int cmd_dcp(int argc, char **argv)
     dcp_out r;
     memset(&r, 0, sizeof r);
     int rc = 1;
+    if (o.co.out && report_can_draw(o.co.out, &e)) { /* before any work */
+        fprintf(stderr, "tailsim dcp: -o %s: %s\n", o.co.out, e.msg);
+        goto done;
+    }
     if (dcp_cmd_prepare(&o, &r, &e) || dcp_cmd_run(&o, &r, &e))
         goto fail;
     r.wall = ts_wall_s() - w0;
@@ -487,6 +498,11 @@ int cmd_dcp(int argc, char **argv)
     }
     if (o.co.db)
         fprintf(stderr, "tailsim: saved run %lld to %s\n", (long long)r.rec->id, o.co.db);
+    if (o.co.out) {
+        if (report_write(r.rec, o.co.out, &e) || dcp_report_write(r.rec, o.co.out, &e))
+            goto fail;
+        fprintf(stderr, "tailsim dcp: report: %s/index.html (and report.md, dcp.md)\n", o.co.out);
+    }
     rc = 0;
     goto done;
 fail:

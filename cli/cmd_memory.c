@@ -1,5 +1,5 @@
 /*
- * `tailsim memory SCENARIO [--gpus LIST] [--trace FILE] [--set SEC.KEY=VAL]
+ * `tailsim memory SCENARIO [--gpus LIST] [--trace FILE] [--seed S] [--set SEC.KEY=VAL]
  * [--json]`: what one GPU holds, before anything is simulated.  The rollout
  * side: the replica's weights, the activation reserve and the KV cache that
  * rollout.mem_util leaves (models/memory.c), with the replica's capacity in
@@ -42,7 +42,7 @@
 #define MEMORY_MAX_GPUS 64 /* --gpus values */
 
 typedef struct memory_opts {
-    opts_common co;             /* --set, --trace, --json */
+    opts_common co;             /* --set, --trace, --seed, --json */
     const char *scenario;
     int gpus[MEMORY_MAX_GPUS];  /* --gpus, ng of them */
     int ng;
@@ -89,7 +89,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tailsim memory SCENARIO [--gpus LIST] [--trace FILE] [--set SEC.KEY=VAL]\n"
-            "                      [--json]\n\n"
+            "                      [--seed S] [--json]\n\n"
             "What one GPU of SCENARIO holds: the rollout replica's weights, reserve and KV\n"
             "cache (rollout.mem_util), and the actor update's peak term by term (model states,\n"
             "gathered weights, kept activations, one layer, logits) against train.mem_cap,\n"
@@ -101,6 +101,7 @@ static void usage(FILE *f)
             "  --gpus LIST         also the actor update at each of these GPU counts, e.g.\n"
             "                      8,16,32,64 (not under a DCP train.strategy)\n"
             "  --trace FILE        the batch to size the micro-batches by (JSONL or CSV)\n"
+            "  --seed S            seed of the generated trace (overrides trace.seed)\n"
             "  --set SEC.KEY=VAL   a scenario override (repeatable)\n"
             "  --json              print one JSON object\n"
             "  -h, --help          this text\n");
@@ -112,6 +113,7 @@ static int memory_parse(int argc, char **argv, memory_opts *o)
 {
     static const struct option lo[] = {OPTS_LONG_TRACE,
                                        {"gpus", required_argument, 0, 'g'},
+                                       OPTS_LONG_SEED,
                                        OPTS_LONG_SET,
                                        OPTS_LONG_JSON,
                                        OPTS_LONG_HELP,
@@ -176,7 +178,7 @@ static int dcp_peak(const scenario *s, const hw_desc *hw, const llm_desc *m, con
 static int memory_run(const memory_opts *o, memory_out *r, ts_err *e)
 {
     memset(r, 0, sizeof *r);
-    if (run_setup(o->scenario, o->co.sets, o->co.n_sets, 0, 0, &r->s, &r->hw, &r->m, e))
+    if (run_setup(o->scenario, o->co.sets, o->co.n_sets, o->co.have_seed, o->co.seed, &r->s, &r->hw, &r->m, e))
         return -1;
     r->dcp = strcmp(r->s.train_strategy, "none") != 0;
     if ((!r->dcp && train_fsdp_group(&r->s, r->s.gpus, e) < 0) ||

@@ -1,7 +1,7 @@
 /*
  * `tailsim plan SCENARIO --gpus 32,64,128 --tp 1,2,4,8 --policies verl,tlt
  *  [--train STRATEGIES] [--offload false,true] [--target-step 30m] [--steps N] [-j N]
- *  [--json] [-o DIR]`:
+ *  [--seed S] [--trace FILE] [--json] [-o DIR]`:
  * capacity planning.  The searched configurations are a sweep grid over
  * policy.name x cluster.gpus x rollout.tp (x train.strategy x train.offload x
  * any --vary key), built in memory
@@ -25,6 +25,8 @@
  * stderr says how many configurations ran, and the process dies of the
  * signal with nothing written.
  */
+#define _DEFAULT_SOURCE /* realpath */
+#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -40,9 +42,10 @@
 #include "cli/cmd_run.h"
 #include "cli/cmd_sweep.h"
 #include "cli/opts.h"
+#include "traces/trace.h"
 
 typedef struct plan_opts {
-    opts_common co;                     /* --set, --steps, -j, --json, -o */
+    opts_common co;                     /* --set, --steps, --seed, --trace, -j, --json, -o */
     const char *scenario;
     const char *gpus, *tp, *train, *offload; /* --gpus ... --offload lists, or NULL */
     const char *pols;                   /* --policies (default verl,tlt) */
@@ -68,8 +71,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tailsim plan SCENARIO [--gpus LIST] [--tp LIST] [--policies LIST]\n"
             "                    [--train STRATEGIES] [--offload false,true] [--target-step T]\n"
-            "                    [--steps N] [-j N] [--max-off-policy F] [--set SEC.KEY=VAL]\n"
-            "                    [--vary SEC.KEY=LIST] [--json] [-o DIR]\n\n"
+            "                    [--steps N] [--seed S] [--trace FILE] [-j N] [--max-off-policy F]\n"
+            "                    [--set SEC.KEY=VAL] [--vary SEC.KEY=LIST] [--json] [-o DIR]\n\n"
             "Searches every combination of GPU count, rollout TP, policy (and training\n"
             "strategy), skipping those that cannot run, and prints the Pareto front of RL\n"
             "step time vs GPU-hours per 1,000 steps and the cheapest configuration meeting\n"
@@ -87,6 +90,10 @@ static void usage(FILE *f)
             "                      (repeatable), e.g. train.sp=4,8; \"key=value\" in the label\n"
             "  --target-step T     step-time target: seconds, or with a unit (90s, 30m, 1.5h)\n"
             "  --steps N           RL steps simulated per configuration (default 1)\n"
+            "  --seed S            seed of the generated trace in every configuration\n"
+            "                      (overrides trace.seed)\n"
+            "  --trace FILE        every configuration replays FILE (JSONL, CSV, Vidur CSV or a\n"
+            "                      directory of step files) instead of the scenario's trace\n"
             "  --max-off-policy F  keep configurations whose offtok is above F (0-1) off the\n"
             "                      front and the cheapest pick (0: on-policy only; default 1)\n"
             "  --set SEC.KEY=VAL   a fixed scenario override (repeatable)\n"
@@ -203,6 +210,8 @@ static int plan_parse(int argc, char **argv, plan_opts *o)
         {"train", required_argument, 0, 'T'},
         {"target-step", required_argument, 0, 'x'},
         OPTS_LONG_STEPS,
+        OPTS_LONG_SEED,
+        OPTS_LONG_TRACE,
         OPTS_LONG_SET,
         OPTS_LONG_JOBS,
         OPTS_LONG_JSON,
@@ -258,6 +267,45 @@ static int plan_parse(int argc, char **argv, plan_opts *o)
     return -1;
 }
 
+/* --trace FILE and --seed S as one-value dimensions of g: trace.file = FILE
+ * made absolute (--trace is relative to the current directory, a grid's
+ * trace.file to the scenario's), trace.seed = S.  So every configuration
+ * replays the same trace, as with --vary trace.file=FILE.  FILE is read
+ * once here, so that a bad record is one error (file, line, field) before
+ * anything runs.  Returns 0, or -1 with e set (standard input, which the
+ * configurations cannot each read, a FILE that does not exist or is bad). */
+static int plan_grid_trace(const opts_common *co, grid *g, ts_err *e)
+{
+    char one[GRID_SET_MAX];
+    if (co->trace) {
+        if (!strcmp(co->trace, "-"))
+            return ts_errf(e, "--trace -: standard input cannot be replayed by every "
+                              "configuration; give a file");
+        char *abs = realpath(co->trace, NULL);
+        if (!abs)
+            return ts_errf(e, "--trace '%s': %s", co->trace, strerror(errno));
+        trace *t = NULL; /* read once here: a bad record fails the plan, not each config */
+        int bad = trace_load_path(abs, &t, e);
+        trace_free(t);
+        if (bad) {
+            free(abs);
+            return -1;
+        }
+        int n = snprintf(one, sizeof one, "\"%s\"", abs);
+        free(abs);
+        if (n < 0 || (size_t)n >= sizeof one)
+            return ts_errf(e, "--trace '%s': path too long", co->trace);
+        if (grid_add_dim(g, "trace", "file", one, 0, "--trace", e))
+            return -1;
+    }
+    if (co->have_seed) {
+        snprintf(one, sizeof one, "%llu", (unsigned long long)co->seed);
+        if (grid_add_dim(g, "trace", "seed", one, 0, "--seed", e))
+            return -1;
+    }
+    return 0;
+}
+
 /* The dimensions of o's search into g (grid_init()ed): policies, GPU
  * counts, TP, train strategies, offload, --vary keys, then each --set as a
  * one-value dimension.  Returns 0, or -1 with e set. */
@@ -288,7 +336,7 @@ static int plan_grid(const plan_opts *o, grid *g, ts_err *e)
         if (grid_add_dim(g, sec, key, one, 0, "--set", e))
             return -1;
     }
-    return 0;
+    return plan_grid_trace(&o->co, g, e);
 }
 
 /* Marks in r->mask the configurations that can run, and gives the others

@@ -40,7 +40,7 @@
 #define SPECDEC_MAX_SETS 32 /* --set options */
 
 typedef struct specdec_opts {
-    opts_common co;                /* --set, --json */
+    opts_common co;                /* --set, --seed, --json */
     const char *scenario;
     int batches[SPECDEC_MAX_LIST]; /* --batch, nb of them */
     int nb;
@@ -71,9 +71,11 @@ typedef struct specdec_out {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tailsim specdec SCENARIO [--batch 1,2,4,...] [--ctx 1024,8192,...] "
-               "[--set SEC.KEY=VAL] [--json]\n\n"
+               "[--seed S]\n"
+               "                       [--set SEC.KEY=VAL] [--json]\n\n"
                "Plain vs speculative decoding throughput of one replica of SCENARIO, per batch size\n"
-               "and context length, from the cost model and the acceptance model ([spec] keys).\n");
+               "and context length, from the cost model and the acceptance model ([spec] keys).\n"
+               "--seed S overrides trace.seed, the seed of the acceptance draws.\n");
 }
 
 /* Parses "a,b,c" into at most max positive integers.  Returns the count or -1. */
@@ -112,6 +114,7 @@ static int specdec_parse(int argc, char **argv, specdec_opts *o)
     static const struct option lo[] = {
         {"batch", required_argument, 0, 'b'},
         {"ctx", required_argument, 0, 'c'},
+        OPTS_LONG_SEED,
         OPTS_LONG_SET,
         OPTS_LONG_JSON,
         OPTS_LONG_HELP,
@@ -192,6 +195,8 @@ static int specdec_run(const specdec_opts *o, specdec_out *r, ts_err *e)
     for (int i = 0; i < o->co.n_sets; i++)
         if (scenario_set(s, o->co.sets[i], e))
             return -1;
+    if (o->co.have_seed)
+        s->seed = o->co.seed; /* --seed, as trace.seed */
     if (scenario_validate(s, e) || scenario_load_models(s, &r->hw, &r->m, e) ||
         scenario_check_fit(s, &r->hw, &r->m, e) || spec_params_check(&s->sp, e))
         return -1;

@@ -225,6 +225,17 @@ static const bad_case cases[] = {
     {"models_dcp_unknown_model_lists", NULL, NULL, T "dcp dcp-llama8b-32xh200 --set model.name=llama-4 --db $D/r.db", 1, "key 'model.name': unknown model 'llama-4'", "llama-3.1-8b", "r.db"},
     {"models_calib_unknown_hw_lists", "v.csv", "num_prefill_tokens,num_decode_tokens\n100,5\n", T "calib vidur $D/v.csv --hw a100", 1, "unknown hardware 'a100'", "available: h100, h200", NULL},
     {"unknown_scenario_lists", NULL, NULL, T "rlstep no-such-scenario --db $D/r.db", 1, "unknown scenario 'no-such-scenario'", "available: bench-32b-128gpu, dapo-32b-polytrace,", "r.db"},
+    /* the same core options everywhere (issue 17, item 5): plan --trace/--seed, memory and
+     * specdec --seed, dcp -o refused like the other commands' */
+    {"plan_trace_missing", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --trace $D/none.jsonl -o $D/out", 1, "--trace '", "none.jsonl': No such file", "out"},
+    {"plan_trace_stdin", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --trace - -o $D/out", 1, "--trace -", "standard input cannot be replayed", "out"},
+    {"plan_trace_bad_line", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5]}\n{\"step\":0,\"input\":10,\"output\":[-5]}\n", T "plan qwen7b-64gpu --gpus 32 --trace $D/t.jsonl -o $D/out", 1, "t.jsonl:2", "output", "out"},
+    {"plan_seed_bad", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --seed -1 -o $D/out", 2, "tailsim plan: --seed '-1'", "non-negative integer", "out"},
+    {"plan_seed_and_set_seed", NULL, NULL, T "plan qwen7b-64gpu --gpus 32 --set trace.seed=2 --seed 3 -o $D/out", 1, "trace.seed", "--seed", "out"},
+    {"memory_seed_bad", NULL, NULL, T "memory qwen7b-64gpu --seed x", 2, "tailsim memory: --seed 'x'", "non-negative integer", NULL},
+    {"specdec_seed_bad", NULL, NULL, T "specdec qwen7b-64gpu --seed 1e3", 2, "tailsim specdec: --seed '1e3'", "non-negative integer", NULL},
+    {"dcp_o_not_a_dir", "f", "a file\n", T "dcp dcp-llama8b-32xh200 --db $D/r.db -o $D/f/out", 1, "-o", "not a directory", "r.db"},
+    {"dcp_o_no_gnuplot", NULL, NULL, "PATH=/nonexistent-tailsim-bin " T "dcp dcp-llama8b-32xh200 --db $D/r.db -o $D/out", 1, "gnuplot not found", "-o", "r.db"},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
