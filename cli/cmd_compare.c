@@ -36,6 +36,7 @@
 #include "reports/report.h"
 #include "cli/cmd_run.h"
 #include "cli/opts.h"
+#include "cli/progress.h"
 #include "cli/paper.h"
 
 #define MAX_POL 16
@@ -385,9 +386,27 @@ static int compare_row(const compare_opts *o, compare_out *r, int row, ts_err *e
     return bad ? ts_errf(e, "out of memory") : 0;
 }
 
+/* Runs every row of o, then the bootstrap, into r, drawing pg's progress
+ * line (rows, then resamples x policies).  Returns 0, or -1 with e set. */
+static int compare_rows(const compare_opts *o, compare_out *r, progress *pg, ts_err *e)
+{
+    for (int row = 0; row < r->nrow; row++) {
+        progress_step(pg, o->plist[row % o->np]->name, row, r->nrow);
+        if (compare_row(o, r, row, e))
+            return -1;
+    }
+    progress_step(pg, o->plist[(r->nrow - 1) % o->np]->name, r->nrow, r->nrow);
+    pg->what = "bootstrap";
+    if (o->nboot && boot_compare(&r->s, o->plist, o->np, &r->hw, &r->m, r->tr, o->co.steps,
+                                 o->nboot, shown, (int)N_SHOWN, progress_cb, pg, &r->boot, e))
+        return -1;
+    return 0;
+}
+
 /* Sets up the scenario and its steps and runs every row of o, and the
  * bootstrap, into r (zeroed first; free with compare_out_free() whatever
- * this returns).  Prints nothing.  Returns 0, or -1 with e set. */
+ * this returns).  Prints nothing but the progress line on a terminal
+ * (cleared before this returns).  Returns 0, or -1 with e set. */
 static int compare_run(const compare_opts *o, compare_out *r, ts_err *e)
 {
     memset(r, 0, sizeof *r);
@@ -405,13 +424,11 @@ static int compare_run(const compare_opts *o, compare_out *r, ts_err *e)
         policy_load_steps(&r->s, co->trace, co->steps, r->tr, e) ||
         run_check_placement(&r->s, co->trace, o->plist, o->np, r->tr, co->steps, e))
         return -1;
-    for (int row = 0; row < r->nrow; row++)
-        if (compare_row(o, r, row, e))
-            return -1;
-    if (o->nboot && boot_compare(&r->s, o->plist, o->np, &r->hw, &r->m, r->tr, co->steps,
-                                 o->nboot, shown, (int)N_SHOWN, &r->boot, e))
-        return -1;
-    return 0;
+    progress pg;
+    progress_start(&pg, "tailsim compare");
+    int rc = compare_rows(o, r, &pg, e);
+    progress_end(&pg);
+    return rc;
 }
 
 static void compare_out_free(compare_out *r)

@@ -30,6 +30,7 @@
 #include "common/util.h"
 #include "cli/cmd.h"
 #include "cli/opts.h"
+#include "cli/progress.h"
 #include "reports/dcp_report.h"
 #include "reports/report.h"
 #include "results/store.h"
@@ -186,9 +187,28 @@ static int dcp_cmd_prepare(const dcp_opts *o, dcp_out *r, ts_err *e)
     return 0;
 }
 
+/* The bucket reference and every strategy of r, drawing pg (one unit per
+ * strategy).  Returns 0, or -1 with e set. */
+static int dcp_cmd_run_all(const dcp_opts *o, dcp_out *r, const dcp_strategy *bucket,
+                           progress *pg, ts_err *e)
+{
+    const dcp_setup *d = &r->d;
+    if (dcp_run(&r->c, bucket, r->steps, &r->ref, NULL, 0, 0, NULL, 0, e))
+        return -1;
+    for (int i = 0; i < r->ns; i++) {
+        progress_step(pg, r->st[i].name, i + 1, r->ns + 1);
+        if (dcp_run(&r->c, &r->st[i], r->steps, &r->res[i], o->co.db || o->co.out ? r->rec : NULL,
+                    i * d->cfg.gpus, o->tl_steps, r->plans[i], sizeof r->plans[i], e))
+            return -1;
+    }
+    progress_step(pg, r->ns ? r->st[r->ns - 1].name : "bucket", r->ns + 1, r->ns + 1);
+    return 0;
+}
+
 /* Plans and simulates every strategy of r (and bucket, the reference; the
  * GPU counts of --scale; the steps of --per-step), with the timelines into
- * r->rec under --db or -o.  Prints nothing.  Returns 0, or -1 with e set. */
+ * r->rec under --db or -o.  Prints nothing but the progress line on a
+ * terminal (cleared before this returns).  Returns 0, or -1 with e set. */
 static int dcp_cmd_run(const dcp_opts *o, dcp_out *r, ts_err *e)
 {
     const dcp_setup *d = &r->d;
@@ -197,12 +217,13 @@ static int dcp_cmd_run(const dcp_opts *o, dcp_out *r, ts_err *e)
     if (!(r->rec = run_record_new()))
         return ts_errf(e, "out of memory");
     dcp_strategy bucket = {DCP_BUCKET, 0, "bucket"};
-    if (dcp_run(&r->c, &bucket, r->steps, &r->ref, NULL, 0, 0, NULL, 0, e))
+    progress pg; /* the strategies (bucket first), on a terminal */
+    progress_start(&pg, "tailsim dcp");
+    progress_step(&pg, "bucket", 0, r->ns + 1);
+    int rc = dcp_cmd_run_all(o, r, &bucket, &pg, e);
+    progress_end(&pg);
+    if (rc)
         return -1;
-    for (int i = 0; i < r->ns; i++)
-        if (dcp_run(&r->c, &r->st[i], r->steps, &r->res[i], o->co.db || o->co.out ? r->rec : NULL,
-                    i * d->cfg.gpus, o->tl_steps, r->plans[i], sizeof r->plans[i], e))
-            return -1;
     if (o->scale && dcp_setup_scale(&r->d, r->st, r->ns, r->imb, r->imbp, e))
         return -1;
     if (o->per_step && dcp_run_steps(&r->c, &r->pst, r->steps, &r->pres, &r->psteps, e))

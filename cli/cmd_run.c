@@ -27,6 +27,7 @@
 #include "cli/cmd.h"
 #include "cli/cmd_run.h"
 #include "cli/opts.h"
+#include "cli/progress.h"
 #include "reports/report.h"
 #include "sim/rlstep.h"
 #include "results/store.h"
@@ -280,8 +281,12 @@ static int run_simulate(const run_opts *o, int full, run_out *r, ts_err *e)
         run_check_placement(&r->s, co->trace, &r->pol, 1, r->steps, co->steps, e))
         return -1;
     double w0 = ts_wall_s();
-    int src = policy_run(&r->s, r->pol, &r->hw, &r->m, r->steps, co->steps, full, &r->res, r->rec,
-                         e);
+    progress pg; /* --steps N > 1: the steps, on a terminal */
+    progress_start(&pg, full ? "tailsim rlstep" : "tailsim rollout");
+    pg.what = "step";
+    int src = policy_run_progress(&r->s, r->pol, &r->hw, &r->m, r->steps, co->steps, full,
+                                  &r->res, r->rec, co->steps > 1 ? progress_cb : NULL, &pg, e);
+    progress_end(&pg);
     double wall = ts_wall_s() - w0;
     if (src)
         return -1;

@@ -366,7 +366,7 @@ static int cmp_bootstrap(cmp_state *st, ts_err *e)
         snprintf(n, sizeof n, "%d", c->boot);
         paper_progress(c, "  bootstrap: %s resamples of %s", n, st->s.name);
         if (boot_compare(&st->s, blist, nb, &st->hw, &st->m, st->tr, st->ns, c->boot, keys, NK,
-                         &st->b, e))
+                         NULL, NULL, &st->b, e))
             return -1;
     }
     return 0;

@@ -96,7 +96,7 @@ static int one_policy(const scenario *s, const policy *p, const hw_desc *hw, con
 
 int boot_compare(const scenario *s, const policy *const *plist, int np, const hw_desc *hw,
                  const llm_desc *m, trace *const *tr, int steps, int n, const char *const *keys,
-                 int nk, boot_result *out, ts_err *e)
+                 int nk, boot_progress_fn progress, void *pctx, boot_result *out, ts_err *e)
 {
     memset(out, 0, sizeof *out);
     int ks = -1, kr = -1;
@@ -125,11 +125,14 @@ int boot_compare(const scenario *s, const policy *const *plist, int np, const hw
             if (!(rs[k] = boot_resample(tr[k], rng, e)))
                 goto done;
         }
-        for (int i = 0; i < np; i++)
+        for (int i = 0; i < np; i++) {
             if (one_policy(s, plist[i], hw, m, rs, steps, keys, nk, &v[(size_t)i * nk], e)) {
                 ts_err_prefix(e, "bootstrap resample %d, policy %s: ", b + 1, plist[i]->name);
                 goto done;
             }
+            if (progress)
+                progress(pctx, b * np + i + 1, n * np);
+        }
         for (int i = 0; i < np; i++) {
             double *vi = &v[(size_t)i * nk];
             for (int k = 0; k < nk; k++)

@@ -37,16 +37,23 @@ typedef struct boot_result {
     boot_stat *stat;    /* np * nk, policy-major */
 } boot_result;
 
+/* A progress callback: `done` of `total` units of work are done (called
+ * from the loop, in order; ctx is the caller's).  The library prints nothing
+ * itself; the CLI draws a line on a terminal. */
+typedef void (*boot_progress_fn)(void *ctx, int done, int total);
+
 /* Runs n resamples: each draws every one of the `steps` traces anew with
  * boot_resample(), replays them under each of the np policies with
  * policy_run() (whole RL steps) and records the mean over steps of each of
  * the nk metric keys (names as run_multistep_metrics() writes them; "step_s"
  * and "rollout_s" must be among them), plus the step and rollout speedups
- * over plist[0] on the same resample.  Returns 0 (free with
- * boot_result_free) or -1 naming the policy and resample that failed. */
+ * over plist[0] on the same resample.  When progress is not NULL it is
+ * called with (pctx, done, n * np) after each policy of each resample.
+ * Returns 0 (free with boot_result_free) or -1 naming the policy and
+ * resample that failed. */
 int boot_compare(const scenario *s, const policy *const *plist, int np, const hw_desc *hw,
                  const llm_desc *m, trace *const *tr, int steps, int n, const char *const *keys,
-                 int nk, boot_result *out, ts_err *e);
+                 int nk, boot_progress_fn progress, void *pctx, boot_result *out, ts_err *e);
 /* The summary of metric key for policy i, or NULL when absent. */
 const boot_stat *boot_get(const boot_result *b, int i, const char *key);
 void boot_result_free(boot_result *b);

@@ -54,7 +54,7 @@ static int run(trace *t, int n, boot_result *b)
     pols[0] = policy_find("verl");
     pols[1] = policy_find("tlt");
     cr_assert(pols[0] && pols[1]);
-    int rc = boot_compare(&scn, pols, 2, &hw, &m7, &t, 1, n, keys, 3, b, &e);
+    int rc = boot_compare(&scn, pols, 2, &hw, &m7, &t, 1, n, keys, 3, NULL, NULL, b, &e);
     cr_assert_eq(rc, 0, "%s", e.msg);
     return rc;
 }

@@ -153,3 +153,77 @@ Test(safety_prog, dcp_o_writes_report)
     free(with);
     free(without);
 }
+
+/* Skips the test when script(1) (bsdutils) is not there to give a command a
+ * pseudo-terminal. */
+static void need_script(void)
+{
+    if (system("command -v script >/dev/null 2>&1") != 0)
+        cr_skip_test("script(1) not found: no pseudo-terminal to test progress on");
+}
+
+/* Runs `args` (a tailsim command line, after "build/tailsim ") twice with
+ * stdout into files: once under script(1), stderr a pseudo-terminal (what
+ * the terminal showed into *tty: free it), once with stderr a file (into
+ * *err: free it).  Fails the test unless both stdouts are byte-identical. */
+static void run_tty_and_not(const char *args, char **tty, char **err)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "d=$PWD; cd %s && script -qec \"$d/" T "%s > tty.out\" /dev/null", tmpdir, args);
+    *tty = run_capture(cmd);
+    snprintf(cmd, sizeof cmd, "d=$PWD; cd %s && $d/" T "%s > plain.out 2> plain.err", tmpdir,
+             args);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    snprintf(cmd, sizeof cmd, "cmp %s/tty.out %s/plain.out", tmpdir, tmpdir);
+    cr_expect_eq(system(cmd), 0, "stdout differs with stderr on a terminal: %s", args);
+    snprintf(cmd, sizeof cmd, "cat %s/plain.err", tmpdir);
+    *err = run_capture(cmd);
+}
+
+Test(safety_prog, compare_progress_on_a_terminal_only)
+{
+    need_script();
+    small_inputs();
+    char *tty, *err;
+    run_tty_and_not("compare s.ini --policies verl,tlt --steps 2 --bootstrap 5 --json", &tty,
+                    &err);
+    cr_expect_not_null(strstr(tty, "\r\033[Ktailsim compare: bootstrap 10/10 (100%)"),
+                       "no bootstrap progress on the terminal: %s", tty);
+    cr_expect_not_null(strstr(tty, "tailsim compare: verl 0/2"), "no per-policy progress");
+    cr_expect_not_null(strstr(tty, "tailsim compare: tlt 2/2 (100%)"), "%s", tty);
+    cr_expect_null(strstr(err, "tailsim compare: "), "progress off a terminal: %s", err);
+    cr_expect_null(strchr(err, '\r'));
+    free(tty);
+    free(err);
+}
+
+Test(safety_prog, rlstep_steps_progress)
+{
+    need_script();
+    small_inputs();
+    char *tty, *err;
+    run_tty_and_not("rlstep s.ini --steps 3 --json --no-wall", &tty, &err);
+    cr_expect_not_null(strstr(tty, "\r\033[Ktailsim rlstep: step 3/3 (100%)"), "%s", tty);
+    cr_expect_null(strstr(err, "tailsim rlstep: step"), "%s", err);
+    free(tty);
+    free(err);
+    /* one step is quick: no line */
+    run_tty_and_not("rollout s.ini --json --no-wall", &tty, &err);
+    cr_expect_null(strstr(tty, "tailsim rollout: step"), "%s", tty);
+    free(tty);
+    free(err);
+}
+
+Test(safety_prog, dcp_progress)
+{
+    need_script();
+    char *tty, *err;
+    run_tty_and_not("dcp " "$d/scenarios/dcp-llama8b-32xh200.ini --strategies packed,dcp-inter "
+                    "--no-wall --json", &tty, &err);
+    cr_expect_not_null(strstr(tty, "\r\033[Ktailsim dcp: bucket 0/3"), "%s", tty);
+    cr_expect_not_null(strstr(tty, "tailsim dcp: dcp-inter 3/3 (100%)"), "%s", tty);
+    cr_expect_null(strstr(err, "tailsim dcp: "), "%s", err);
+    free(tty);
+    free(err);
+}

@@ -98,6 +98,19 @@ int policy_load_steps(const scenario *s, const char *override, int n, trace **ou
 int policy_run(const scenario *s, const policy *p, const hw_desc *hw, const llm_desc *m,
                trace *const *steps, int n, int full, multistep_result *res, run_record *rec,
                ts_err *e);
+
+/* A progress callback: `done` of `total` RL steps are done (ctx is the
+ * caller's).  The library prints nothing itself. */
+typedef void (*policy_progress_fn)(void *ctx, int done, int total);
+
+/* policy_run(), calling progress (when not NULL) with (pctx, k, n) after
+ * each step k of a policy that runs step by step, and with (pctx, n, n)
+ * once at the end of one that runs its steps itself (p->run: the carry-over
+ * policies).  The same results and failures as policy_run(). */
+int policy_run_progress(const scenario *s, const policy *p, const hw_desc *hw,
+                        const llm_desc *m, trace *const *steps, int n, int full,
+                        multistep_result *res, run_record *rec, policy_progress_fn progress,
+                        void *pctx, ts_err *e);
 void multistep_result_free(multistep_result *res);
 
 /* The GPUs of async's rollout pool: whole TP groups, policy.rollout_pool of

@@ -312,6 +312,14 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
                trace *const *steps, int n, int full, multistep_result *res, run_record *rec,
                ts_err *e)
 {
+    return policy_run_progress(s0, p, hw, m, steps, n, full, res, rec, NULL, NULL, e);
+}
+
+int policy_run_progress(const scenario *s0, const policy *p, const hw_desc *hw,
+                        const llm_desc *m, trace *const *steps, int n, int full,
+                        multistep_result *res, run_record *rec, policy_progress_fn progress,
+                        void *pctx, ts_err *e)
+{
     memset(res, 0, sizeof *res);
     if (n < 1)
         return ts_errf(e, "need at least one RL step");
@@ -327,6 +335,8 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
             multistep_result_free(res);
             return -1;
         }
+        if (progress)
+            progress(pctx, n, n);
         count_truncation(&s, steps, res);
         return record_steps(rec, res, e);
     }
@@ -347,6 +357,8 @@ int policy_run(const scenario *s0, const policy *p, const hw_desc *hw, const llm
         t0 += res->step[k].step_s;
         q = policy_drafter_next(&s, &res->step[k], q);
         policy_count_sync_step(res, steps[k], &res->step[k]);
+        if (progress)
+            progress(pctx, k + 1, n);
     }
     count_truncation(&s, steps, res);
     return record_steps(rec, res, e);
