@@ -473,3 +473,38 @@ Test(safety_runs, hostile_text_escaped_in_report)
     free(html);
     run_record_free(r);
 }
+
+/* `report --run A,B` names what differs between the runs (an override's
+ * key with both values, the overrides, the steps) and not what is the same. */
+Test(safety_runs, report_runs_names_differences)
+{
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot not found");
+    char scn[600], db[600], out[600], cmd[4096];
+    scenario_file(scn, sizeof scn, "small");
+    snprintf(db, sizeof db, "%s/d.db", tmpdir);
+    snprintf(out, sizeof out, "%s/cmp", tmpdir);
+    snprintf(cmd, sizeof cmd, "build/tailsim rollout '%s' --set trace.prompts=16 --db '%s'", scn,
+             db);
+    cr_assert_eq(run_status(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "build/tailsim rollout '%s' --set trace.prompts=16 --set "
+             "rollout.max_running=32 --steps 2 --db '%s'", scn, db);
+    cr_assert_eq(run_status(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "build/tailsim report --db '%s' --run 1,2 -o '%s'", db, out);
+    char *err = NULL;
+    cr_assert_eq(run_status(cmd, &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "%s/index.md", out);
+    char *md = slurp(cmd);
+    char *at = strstr(md, "## What differs");
+    cr_assert_not_null(at, "%s", md);
+    cr_assert(strstr(at, "| rollout.max_running | 256 | 32 |"), "%s", at);
+    cr_assert(strstr(at, "| steps | 1 | 2 |"), "%s", at);
+    cr_assert(strstr(at, "| overrides |"), "%s", at);
+    char *end = strstr(at + 3, "\n## ");
+    if (end)
+        *end = 0;
+    cr_assert_null(strstr(at, "| trace.prompts |"), "a key that is the same is listed: %s", at);
+    cr_assert_null(strstr(at, "| cluster.gpus |"), "%s", at);
+    free(md);
+}
