@@ -508,3 +508,41 @@ Test(safety_runs, report_runs_names_differences)
     cr_assert_null(strstr(at, "| cluster.gpus |"), "%s", at);
     free(md);
 }
+
+/* A sweep saves each configuration's effective scenario: its overrides (the
+ * grid's values for it), the steps, the INI with those values applied and
+ * the trace hash its worker computed, as a single run saves them. */
+Test(safety_runs, sweep_saves_each_configuration)
+{
+    char scn[600], grid[600], db[600], text[1400];
+    scenario_file(scn, sizeof scn, "small");
+    snprintf(grid, sizeof grid, "%s/g.ini", tmpdir);
+    snprintf(db, sizeof db, "%s/s.db", tmpdir);
+    snprintf(text, sizeof text, "[sweep]\nscenario = %s\ncommand = rollout\nsteps = 2\n"
+             "[rollout]\nmax_running = 32,64\n[trace]\nprompts = 16\n", scn);
+    write_aside(grid, text);
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "build/tailsim sweep '%s' -j 2 --db '%s'", grid, db);
+    char *err = NULL;
+    cr_assert_eq(run_status(cmd, &err), 0, "%s", err);
+    free(err);
+    static const char *const want[] = {"[\"rollout.max_running=32\",\"trace.prompts=16\"]",
+                                       "[\"rollout.max_running=64\",\"trace.prompts=16\"]"};
+    for (int c = 0; c < 2; c++) {
+        char q[160];
+        snprintf(q, sizeof q, "SELECT r.overrides FROM runs r JOIN sweep_runs s ON s.run_id = r.id"
+                 " WHERE s.config = %d", c);
+        char *ov = sql_text(db, q);
+        cr_assert_str_eq(ov, want[c]);
+        free(ov);
+        snprintf(q, sizeof q, "SELECT r.scenario_ini || '|' || r.steps || '|' || r.trace_hash"
+                 " FROM runs r JOIN sweep_runs s ON s.run_id = r.id WHERE s.config = %d", c);
+        char *all = sql_text(db, q), line[64];
+        cr_assert_not_null(all);
+        snprintf(line, sizeof line, "\nmax_running = %d\n", c ? 64 : 32);
+        cr_assert(strstr(all, line), "%s", all);
+        cr_assert(strstr(all, "\nprompts = 16\n"), "%s", all);
+        cr_assert(strstr(all, "|2|fnv1a64:"), "%s", all);
+        free(all);
+    }
+}
