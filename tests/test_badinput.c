@@ -225,6 +225,10 @@ static const bad_case cases[] = {
     {"models_dcp_unknown_model_lists", NULL, NULL, T "dcp dcp-llama8b-32xh200 --set model.name=llama-4 --db $D/r.db", 1, "key 'model.name': unknown model 'llama-4'", "llama-3.1-8b", "r.db"},
     {"models_calib_unknown_hw_lists", "v.csv", "num_prefill_tokens,num_decode_tokens\n100,5\n", T "calib vidur $D/v.csv --hw a100", 1, "unknown hardware 'a100'", "available: h100, h200", NULL},
     {"unknown_scenario_lists", NULL, NULL, T "rlstep no-such-scenario --db $D/r.db", 1, "unknown scenario 'no-such-scenario'", "available: bench-32b-128gpu, dapo-32b-polytrace,", "r.db"},
+    /* stored runs keep their effective scenario (issue 17, item 7): a value the INI
+     * cannot hold is refused before anything is saved or drawn */
+    {"source_set_not_ini_db", "s.ini", SCN("[trace]\nprompts = 4\n"), T "rollout $D/s.ini --set 'dcp.strategies=;bucket' --db $D/r.db", 1, "s.ini: cannot record the effective scenario", "key 'dcp.strategies'", "r.db"},
+    {"source_set_not_ini_out", "s.ini", SCN("[trace]\nprompts = 4\n"), T "rlstep $D/s.ini --set 'dcp.strategies=x ;y' -o $D/out", 1, "cannot record the effective scenario", "key 'dcp.strategies'", "out/report.md"},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
