@@ -523,7 +523,10 @@ static void md_source(FILE *f, const run_record *r)
     fputs("## Scenario\n\nWhat the run ran on: the steps, the `--set` overrides as given, the "
           "trace and the hash of its numbers, then the effective scenario (every key after the "
           "scenario file and the overrides).  Saved as a file, it reruns the run: `tailsim ", f);
-    report_put_md(f, r->command, sizeof r->command, 0);
+    /* rollout and dcp rerun as themselves; rlstep, compare and paper runs
+     * (their policy is in the INI) as rlstep */
+    int own = !strcmp(r->command, "rollout") || !strcmp(r->command, "dcp");
+    fputs(own ? r->command : "rlstep", f);
     fputs(" FILE --steps N`.\n\n", f);
     md_fenced(f, text);
     fputc('\n', f);

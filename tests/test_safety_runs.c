@@ -546,3 +546,26 @@ Test(safety_runs, sweep_saves_each_configuration)
         free(all);
     }
 }
+
+/* compare -o: each policy's report shows what it ran on, its policy in the
+ * INI (so that rlstep on the INI reruns that policy) and the overrides. */
+Test(safety_runs, compare_reports_show_source)
+{
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot not found");
+    char scn[600], out[600], cmd[2000];
+    scenario_file(scn, sizeof scn, "small");
+    snprintf(out, sizeof out, "%s/cmp", tmpdir);
+    snprintf(cmd, sizeof cmd, "build/tailsim compare '%s' --policies verl,tlt --set "
+             "trace.prompts=16 -o '%s'", scn, out);
+    char *err = NULL;
+    cr_assert_eq(run_status(cmd, &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "%s/compare-tlt/report.md", out);
+    char *md = slurp(cmd);
+    cr_assert(strstr(md, "## Scenario\n"), "%s", md);
+    cr_assert(strstr(md, "# overrides (--set): [\"trace.prompts=16\"]\n"), "%s", md);
+    cr_assert(strstr(md, "[policy]\nname = tlt\n"), "%s", md);
+    cr_assert(strstr(md, "`tailsim rlstep FILE --steps N`"), "%s", md);
+    free(md);
+}
