@@ -35,6 +35,7 @@
 #include "reports/report.h"
 #include "results/store.h"
 #include "sim/dcp/dcp_setup.h"
+#include "sim/run.h"
 
 typedef struct dcp_opts {
     opts_common co;          /* --set, --trace, --db, --json, --no-wall, -o */
@@ -250,6 +251,16 @@ static int dcp_cmd_record(const dcp_opts *o, dcp_out *r, ts_err *e)
         oom = dcp_scale_add_metrics(rec, r->st, r->ns, r->imb);
     if (oom)
         return ts_errf(e, "out of memory");
+    if (o->co.db) {
+        char path[1024] = "";
+        if (o->co.trace)
+            snprintf(path, sizeof path, "%s", o->co.trace);
+        else if (r->s.dcp.file[0])
+            scenario_resolve_path(&r->s, r->s.dcp.file, path, sizeof path);
+        /* a DCP batch trace is no response trace: no hash of it */
+        if (run_record_source(rec, &r->s, o->co.sets, o->co.n_sets, r->steps, path, NULL, 0, e))
+            return -1;
+    }
     return o->co.db ? store_save_run_to(o->co.db, rec, e) : 0;
 }
 

@@ -304,6 +304,10 @@ static int run_simulate(const run_opts *o, int full, run_out *r, ts_err *e)
     }
     if (oom)
         return ts_errf(e, "out of memory");
+    if ((co->db || co->out) &&
+        run_record_source(r->rec, &r->s, co->sets, co->n_sets, co->steps, co->trace, r->steps,
+                          r->n_steps, e))
+        return -1;
     return co->db ? store_save_run_to(co->db, r->rec, e) : 0;
 }
 

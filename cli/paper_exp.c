@@ -235,6 +235,23 @@ static int run_policy(const paper_exp *x, paper_ctx *c, const scenario *s, const
     run_set_identity(rec, c->adhoc ? "compare" : "paper", s->name, hw->calibration, s->seed,
                      r.step[0].gpus, r.step[0].replicas, r.step[0].tp);
     run_set_policy(rec, p->name);
+    {
+        /* what the report's Scenario section shows: the scenario with this
+         * policy and the overrides the experiment applied */
+        const char *sets[MAX_ALL_SETS];
+        int nsets = collect_sets(x, c, sets);
+        scenario *ps = malloc(sizeof *ps);
+        if (!ps) {
+            ts_errf(e, "out of memory");
+            goto done;
+        }
+        *ps = *s;
+        snprintf(ps->policy, sizeof ps->policy, "%s", p->name);
+        int bad = run_record_source(rec, ps, sets, nsets, n, c->trace, tr, n, e);
+        free(ps);
+        if (bad)
+            goto done;
+    }
     snprintf(sub, sizeof sub, "%s-%s", x->id, p->name);
     snprintf(dir, sizeof dir, "%s/%s", c->o->dir, sub);
     if (report_write(rec, dir, e))

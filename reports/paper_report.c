@@ -339,7 +339,9 @@ static void md_header(FILE *f, const paper_doc *d)
         fputs("\n\n", f);
     }
     if (d->terminal) {
-        fputs("## Terminal output\n\n", f);
+        fputs("## ", f);
+        md(f, d->terminal_title ? d->terminal_title : "Terminal output");
+        fputs("\n\n", f);
         md_fenced(f, d->terminal);
     }
     if (d->n_rows)
@@ -615,7 +617,9 @@ static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
         fprintf(f, "</p>\n");
     }
     if (d->terminal) {
-        fprintf(f, "<h2>Terminal output</h2>\n<pre>");
+        fprintf(f, "<h2>");
+        html(f, d->terminal_title ? d->terminal_title : "Terminal output");
+        fprintf(f, "</h2>\n<pre>");
         html(f, d->terminal);
         fprintf(f, "</pre>\n");
     }

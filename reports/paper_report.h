@@ -90,6 +90,7 @@ typedef struct paper_doc {
     char meta[400];         /* line under the title; "" -> the paper report's (version,
                              * calibration, seeds, bootstrap) */
     const char *terminal;   /* text shown verbatim under "Terminal output" (not owned), or NULL */
+    const char *terminal_title; /* heading of terminal (not owned); NULL: "Terminal output" */
     char version[32];
     char calibration[256];  /* every hardware description's calibration, "; "-joined */
     unsigned long long seed;/* the scenarios' own seeds unless overridden; stated per table */

@@ -448,6 +448,91 @@ static void md_phases(FILE *f, const run_record *r)
     }
 }
 
+/* Appends "# LABEL: VALUE\n" to buf (at *len of cap), the value's control
+ * characters as blanks, so that the line stays one INI comment. */
+static void put_comment(char *buf, size_t cap, size_t *len, const char *label, const char *v)
+{
+    int n = snprintf(buf + *len, cap - *len, "# %s: ", label);
+    if (n < 0 || (size_t)n >= cap - *len)
+        return;
+    *len += (size_t)n;
+    for (; *v && *len + 2 < cap; v++)
+        buf[(*len)++] = is_ctl((unsigned char)*v) ? ' ' : *v;
+    buf[(*len)++] = '\n';
+    buf[*len] = 0;
+}
+
+/* What the run ran on as one text (a new string, free() it), or NULL when
+ * nothing is known (a run stored before schema version 6) or out of memory:
+ * INI comment lines with the steps, the --set overrides, the trace and its
+ * hash, then the effective scenario's INI, so that the whole text reruns
+ * as a scenario file. */
+static char *source_text(const run_record *r)
+{
+    if (!r->scenario_ini && !r->overrides && !r->steps && !r->trace_path[0] &&
+        !r->trace_hash[0])
+        return NULL;
+    size_t cap = (r->scenario_ini ? strlen(r->scenario_ini) : 0) +
+                 (r->overrides ? strlen(r->overrides) : 0) + sizeof r->trace_path + 512, len = 0;
+    char *buf = malloc(cap), num[32];
+    if (!buf)
+        return NULL;
+    buf[0] = 0;
+    snprintf(num, sizeof num, "%d", r->steps);
+    put_comment(buf, cap, &len, "steps", r->steps ? num : "(not recorded)");
+    put_comment(buf, cap, &len, "overrides (--set)", r->overrides ? r->overrides : "(not recorded)");
+    put_comment(buf, cap, &len, "trace", r->trace_path[0] ? r->trace_path : "(generated)");
+    put_comment(buf, cap, &len, "trace hash", r->trace_hash[0] ? r->trace_hash : "(none)");
+    if (r->scenario_ini)
+        len += (size_t)snprintf(buf + len, cap - len, "\n%s", r->scenario_ini);
+    else
+        snprintf(buf + len, cap - len, "# (the effective scenario was not recorded)\n");
+    return buf;
+}
+
+/* Writes text as a fenced Markdown block: a fence longer than any run of
+ * backticks inside, control characters (but newline and tab) as blanks. */
+static void md_fenced(FILE *f, const char *text)
+{
+    size_t run = 0, fence = 3;
+    for (const char *p = text; *p; p++) {
+        run = *p == '`' ? run + 1 : 0;
+        if (run >= fence)
+            fence = run + 1;
+    }
+    for (size_t i = 0; i < fence; i++)
+        fputc('`', f);
+    fputs("ini\n", f);
+    for (const char *p = text; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        fputc((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? ' ' : c, f);
+    }
+    if (text[0] && text[strlen(text) - 1] != '\n')
+        fputc('\n', f);
+    for (size_t i = 0; i < fence; i++)
+        fputc('`', f);
+    fputc('\n', f);
+}
+
+/* The "Scenario" section of report.md, when the run recorded one. */
+static void md_source(FILE *f, const run_record *r)
+{
+    char *text = source_text(r);
+    if (!text)
+        return;
+    fputs("## Scenario\n\nWhat the run ran on: the steps, the `--set` overrides as given, the "
+          "trace and the hash of its numbers, then the effective scenario (every key after the "
+          "scenario file and the overrides).  Saved as a file, it reruns the run: `tailsim ", f);
+    /* rollout and dcp rerun as themselves; rlstep, compare and paper runs
+     * (their policy is in the INI) as rlstep */
+    int own = !strcmp(r->command, "rollout") || !strcmp(r->command, "dcp");
+    fputs(own ? r->command : "rlstep", f);
+    fputs(" FILE --steps N`.\n\n", f);
+    md_fenced(f, text);
+    fputc('\n', f);
+    free(text);
+}
+
 static int write_md(const run_record *r, const char *path, const int32_t *len,
                     size_t n, ts_err *e)
 {
@@ -483,6 +568,7 @@ static int write_md(const run_record *r, const char *path, const int32_t *len,
     fprintf(f, " |\n| GPUs / replicas / TP | %d / %d / %d |\n\n", r->gpus, r->replicas,
             r->tp);
 
+    md_source(f, r);
     fputs("## Metrics\n\n", f);
     if (r->n_metrics) {
         fputs("| key | value |\n|---|---:|\n", f);
@@ -547,7 +633,7 @@ static int write_html(const run_record *r, const char *path, const int32_t *len,
                       ts_err *e)
 {
     int rc = -1;
-    char what[80];
+    char what[80], *source = NULL;
     paper_doc *d = calloc(1, sizeof *d);
     if (!d)
         return ts_errf(e, "out of memory");
@@ -631,8 +717,11 @@ static int write_html(const run_record *r, const char *path, const int32_t *len,
     }
     if (n && paper_doc_fig(d, "Charts", "cdf.png", "Response-length CDF", e))
         goto done;
+    d->terminal = source = source_text(r);
+    d->terminal_title = "Scenario (what the run ran on; saved as a file, it reruns)";
     rc = paper_report_write_html(d, path, e);
 done:
+    free(source);
     paper_doc_free(d);
     free(d);
     return rc;

@@ -36,6 +36,8 @@ void run_record_free(run_record *r)
     free(r->tl);
     free(r->resp);
     free(r->step_t0);
+    free(r->scenario_ini);
+    free(r->overrides);
     free(r);
 }
 
@@ -51,6 +53,25 @@ void run_set_identity(run_record *r, const char *command, const char *scenario,
     r->gpus = gpus;
     r->replicas = replicas;
     r->tp = tp;
+}
+
+int run_set_source(run_record *r, const char *ini, const char *overrides, int32_t steps,
+                   const char *trace_path, const char *trace_hash)
+{
+    char *i2 = ini ? strdup(ini) : NULL, *o2 = overrides ? strdup(overrides) : NULL;
+    if ((ini && !i2) || (overrides && !o2)) {
+        free(i2);
+        free(o2);
+        return -1;
+    }
+    free(r->scenario_ini);
+    free(r->overrides);
+    r->scenario_ini = i2;
+    r->overrides = o2;
+    r->steps = steps;
+    snprintf(r->trace_path, sizeof r->trace_path, "%s", trace_path ? trace_path : "");
+    snprintf(r->trace_hash, sizeof r->trace_hash, "%s", trace_hash ? trace_hash : "");
+    return 0;
 }
 
 void run_set_policy(run_record *r, const char *policy)

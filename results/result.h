@@ -58,6 +58,17 @@ typedef struct run_record {
      * first step's phases and a line at every later step's start; the
      * store keeps them (table `steps`). */
     double *step_t0; size_t n_steps, cap_steps;
+    /* What the run ran on, so that stored runs can be told apart and rerun
+     * (schema version 6; unknown for older runs).  Set by run_set_source(). */
+    char *scenario_ini;     /* the effective scenario as INI text (every key, after the
+                             * file and the overrides), owned; NULL: unknown */
+    char *overrides;        /* the --set overrides as given, a JSON array of strings,
+                             * owned; NULL: unknown */
+    int32_t steps;          /* RL steps simulated (--steps), 0: unknown */
+    char trace_path[1024];  /* the trace file (--trace as given, else trace.file resolved);
+                             * "": a generated trace, or unknown */
+    char trace_hash[32];    /* "fnv1a64:" and 16 hex digits over the trace's numbers as
+                             * simulated (run_trace_hash()); "": unknown */
 } run_record;
 
 /* Returns a zeroed record, or NULL on allocation failure. */
@@ -71,6 +82,11 @@ void run_set_identity(run_record *r, const char *command, const char *scenario,
                       int32_t tp);
 /* Sets r->policy (cut to the field; NULL: ""). Cannot fail. */
 void run_set_policy(run_record *r, const char *policy);
+/* Sets what r ran on (see the fields): copies ini and overrides (NULL
+ * keeps the field NULL), cuts trace_path and trace_hash (NULL: "") to their
+ * fields.  Returns 0, or -1 on allocation failure (r unchanged). */
+int run_set_source(run_record *r, const char *ini, const char *overrides, int32_t steps,
+                   const char *trace_path, const char *trace_hash);
 /* Appenders: return 0, or -1 on allocation failure. */
 int run_add_metric(run_record *r, const char *key, double value);
 int run_add_interval(run_record *r, int32_t gpu, int32_t phase, int32_t state,

@@ -3,7 +3,10 @@
  * holds every run: its identity row in `runs`, its scalar metrics in
  * `metrics` (order kept in `ord`), its per-GPU timeline in `timeline`
  * (insertion order = rowid order), its responses in `responses` and, for a
- * run of several RL steps, where each starts in `steps`.
+ * run of several RL steps, where each starts in `steps`.  Since schema
+ * version 6 a run also keeps what it ran on (the effective scenario as INI
+ * text, the --set overrides, the steps, the trace's path and hash), NULL
+ * for runs saved before.
  * Commands that simulate call store_save_run_to() (or store_open() once,
  * store_save_run() per finished run and store_close()); the report command
  * opens with store_open_read() and calls store_load_run().
@@ -57,6 +60,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <jansson.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +180,14 @@ static const struct migration {
      " SELECT id, created, grid, scenario, command, n_configs, status FROM sweeps;"
      "DROP TABLE sweeps;"
      "ALTER TABLE sweeps_v5 RENAME TO sweeps;", "sweep_runs"},
+    /* 5 -> 6: what a run ran on (older runs: NULL): the effective scenario
+     * as INI text, the --set overrides (JSON array), the steps, the trace's
+     * path and the hash of its numbers. */
+    {"ALTER TABLE runs ADD COLUMN scenario_ini TEXT;"
+     "ALTER TABLE runs ADD COLUMN overrides TEXT;"
+     "ALTER TABLE runs ADD COLUMN steps INTEGER;"
+     "ALTER TABLE runs ADD COLUMN trace_path TEXT;"
+     "ALTER TABLE runs ADD COLUMN trace_hash TEXT;", NULL},
 };
 
 /* A fingerprint of the database file and of its -wal and -journal files
@@ -462,7 +474,8 @@ int store_open(const char *path, store **out, ts_err *e)
     if (s->version < STORE_SCHEMA_VERSION && migrate(s, e))
         goto cleanup;
     if (prepare(s, "INSERT INTO runs(created, command, scenario, seed, calibration,"
-                   " version, gpus, replicas, tp, policy) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                   " version, gpus, replicas, tp, policy, scenario_ini, overrides, steps,"
+                   " trace_path, trace_hash) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 &s->ins_run, e) ||
         prepare(s, "INSERT INTO metrics(run_id, key, value, ord) VALUES(?,?,?,?)",
                 &s->ins_metric, e) ||
@@ -576,6 +589,12 @@ static int bind_field(sqlite3_stmt *st, int col, const char *field, size_t cap)
     return sqlite3_bind_text(st, col, field, (int)strnlen(field, cap), SQLITE_TRANSIENT);
 }
 
+/* Binds an owned string, or NULL as NULL. */
+static int bind_text_or_null(sqlite3_stmt *st, int col, const char *v)
+{
+    return v ? sqlite3_bind_text(st, col, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, col);
+}
+
 /* Binds a double; NaN binds as NULL (SQLite would do so anyway). */
 static int bind_real(sqlite3_stmt *st, int col, double v)
 {
@@ -621,7 +640,10 @@ static int insert_run(store *s, const run_record *r, const char *created, sqlite
         bind_field(st, 6, r->version, sizeof r->version) ||
         sqlite3_bind_int(st, 7, r->gpus) || sqlite3_bind_int(st, 8, r->replicas) ||
         sqlite3_bind_int(st, 9, r->tp) || bind_field(st, 10, r->policy, sizeof r->policy) ||
-        step_insert(s, st)) {
+        bind_text_or_null(st, 11, r->scenario_ini) || bind_text_or_null(st, 12, r->overrides) ||
+        (r->steps > 0 ? sqlite3_bind_int(st, 13, r->steps) : sqlite3_bind_null(st, 13)) ||
+        bind_field(st, 14, r->trace_path, sizeof r->trace_path) ||
+        bind_field(st, 15, r->trace_hash, sizeof r->trace_hash) || step_insert(s, st)) {
         db_err(e, s, "saving run");
         goto cleanup;
     }
@@ -1066,6 +1088,93 @@ cleanup:
     return rc;
 }
 
+/* Reads text column col (named field) into *out: NULL stays NULL (when
+ * nullable, else ""), else TEXT of at most max bytes with no NUL byte inside.
+ * *out is a new string (free() it) or NULL.  Returns 0, or -1 as
+ * int_field() (or out of memory). */
+static int text_field(const row_at *at, sqlite3_stmt *st, int col, const char *field,
+                      size_t max, char **out, ts_err *e)
+{
+    *out = NULL;
+    int type = sqlite3_column_type(st, col);
+    if (type == SQLITE_NULL)
+        return 0;
+    if (type != SQLITE_TEXT)
+        return ts_errf(e, "%s: run %lld: %s row %zu: field '%s' is %s, not text", at->s->path,
+                       (long long)at->run, at->table, at->row, field, type_name(type));
+    const char *t = (const char *)sqlite3_column_text(st, col);
+    size_t n = (size_t)sqlite3_column_bytes(st, col);
+    if (!t)
+        return ts_errf(e, "%s: out of memory loading run %lld", at->s->path, (long long)at->run);
+    if (n > max)
+        return ts_errf(e, "%s: run %lld: %s row %zu: field '%s' is %zu bytes, over %zu",
+                       at->s->path, (long long)at->run, at->table, at->row, field, n, max);
+    if (strlen(t) != n)
+        return ts_errf(e, "%s: run %lld: %s row %zu: field '%s' holds a NUL byte", at->s->path,
+                       (long long)at->run, at->table, at->row, field);
+    if (!(*out = strdup(t)))
+        return ts_errf(e, "%s: out of memory loading run %lld", at->s->path, (long long)at->run);
+    return 0;
+}
+
+/* 1 when h is a trace hash as run_trace_hash() writes it: "fnv1a64:" and
+ * 16 lowercase hex digits. */
+static int hash_ok(const char *h)
+{
+    if (strncmp(h, "fnv1a64:", 8) || strlen(h) != 24)
+        return 0;
+    for (int i = 8; i < 24; i++)
+        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* Reads the columns col.. (scenario_ini, overrides, steps, trace_path,
+ * trace_hash; all NULL before schema version 6) of the current runs row into
+ * r, checking each: the INI at most STORE_MAX_INI bytes; the overrides at
+ * most STORE_MAX_OVERRIDES bytes and a JSON array of strings; steps NULL or
+ * in [1, 1000000]; the path shorter than its field; the hash "" or
+ * hash_ok().  Returns 0, or -1 naming the field. */
+static int load_source(const row_at *at, sqlite3_stmt *st, int col, run_record *r, ts_err *e)
+{
+    int rc = -1;
+    char *path = NULL, *hash = NULL;
+    if (text_field(at, st, col, "scenario_ini", STORE_MAX_INI, &r->scenario_ini, e) ||
+        text_field(at, st, col + 1, "overrides", STORE_MAX_OVERRIDES, &r->overrides, e))
+        goto cleanup;
+    if (r->overrides) {
+        json_error_t je;
+        json_t *a = json_loads(r->overrides, JSON_REJECT_DUPLICATES, &je);
+        int ok = a && json_is_array(a);
+        for (size_t i = 0; ok && i < json_array_size(a); i++)
+            ok = json_is_string(json_array_get(a, i));
+        json_decref(a);
+        if (!ok) {
+            ts_errf(e, "%s: run %lld: runs row %zu: field 'overrides' is not a JSON array of "
+                    "strings", at->s->path, (long long)at->run, at->row);
+            goto cleanup;
+        }
+    }
+    if (sqlite3_column_type(st, col + 2) != SQLITE_NULL &&
+        i32_field(at, st, col + 2, "steps", 1, 1000000, &r->steps, e))
+        goto cleanup;
+    if (text_field(at, st, col + 3, "trace_path", sizeof r->trace_path - 1, &path, e) ||
+        text_field(at, st, col + 4, "trace_hash", sizeof r->trace_hash - 1, &hash, e))
+        goto cleanup;
+    if (hash && hash[0] && !hash_ok(hash)) {
+        ts_errf(e, "%s: run %lld: runs row %zu: field 'trace_hash' is not \"fnv1a64:\" and 16 "
+                "hex digits", at->s->path, (long long)at->run, at->row);
+        goto cleanup;
+    }
+    snprintf(r->trace_path, sizeof r->trace_path, "%s", path ? path : "");
+    snprintf(r->trace_hash, sizeof r->trace_hash, "%s", hash ? hash : "");
+    rc = 0;
+cleanup:
+    free(path);
+    free(hash);
+    return rc;
+}
+
 /* Loads run id (id <= 0: the latest) in one read transaction.  A store
  * read-only over an older schema reads it as it is: no policy before
  * version 4 (''), no step starts before version 3. */
@@ -1077,9 +1186,11 @@ static int load_run(store *s, int64_t id, run_record **out, ts_err *e)
     /* One read transaction: the five queries see the same snapshot. */
     if (exec_sql(s, "BEGIN", "cannot begin reading", e))
         goto cleanup;
-    char sql[256];
+    char sql[512];
     snprintf(sql, sizeof sql, "SELECT id, created, command, scenario, seed, calibration, version,"
-             " gpus, replicas, tp, %s FROM runs %s", s->version >= 4 ? "policy" : "''",
+             " gpus, replicas, tp, %s, %s FROM runs %s", s->version >= 4 ? "policy" : "''",
+             s->version >= 6 ? "scenario_ini, overrides, steps, trace_path, trace_hash"
+                             : "NULL, NULL, NULL, NULL, NULL",
              id > 0 ? "WHERE id = ?" : "ORDER BY id DESC LIMIT 1");
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
         db_err(e, s, "cannot query runs");
@@ -1120,6 +1231,8 @@ static int load_run(store *s, int64_t id, run_record **out, ts_err *e)
         i32_field(&at, st, 9, "tp", 0, INT32_MAX, &r->tp, e))
         goto cleanup;
     r->seed = (uint64_t)seed;
+    if (load_source(&at, st, 11, r, e))
+        goto cleanup;
     if (load_rows(s, "SELECT key, value FROM metrics WHERE run_id = ? ORDER BY ord", "metrics",
                   'm', r, e) ||
         load_rows(s, "SELECT gpu, phase, state, t0, t1 FROM timeline WHERE run_id = ?"

@@ -19,7 +19,12 @@
 #include "common/err.h"
 #include "results/result.h"
 
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
+/* The largest stored scenario INI and overrides a load accepts, bytes (the
+ * INI of every key is about 3 KB; anything far larger was not written by
+ * tailsim). */
+#define STORE_MAX_INI (1 << 20)
+#define STORE_MAX_OVERRIDES (1 << 16)
 
 typedef struct store store;
 

@@ -8,7 +8,9 @@
 #include "models/hw_calib.h"
 #include "sim/run.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void add(run_record *r, const char *k, double v, int *oom)
 {
@@ -141,4 +143,84 @@ int run_setup(const char *name, const char *const *sets, int n_sets, int have_se
     if (s->gpus_per_node > 0)
         hw->gpus_per_node = s->gpus_per_node;
     return 0;
+}
+
+/* FNV-1a 64 over the n little-endian bytes of v. */
+static uint64_t fnv_u64(uint64_t h, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        h ^= (v >> (8 * i)) & 0xff;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+void run_trace_hash(trace *const *steps, int n, char *buf)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int k = 0; k < n; k++) {
+        const trace *t = steps[k];
+        h = fnv_u64(h, (uint64_t)t->n_prompts, 8);
+        for (size_t i = 0; i < t->n_prompts; i++) {
+            const trace_prompt *p = &t->prompts[i];
+            h = fnv_u64(h, (uint32_t)p->step, 4);
+            h = fnv_u64(h, (uint32_t)p->prompt_id, 4);
+            h = fnv_u64(h, (uint32_t)p->dp_rank, 4);
+            h = fnv_u64(h, (uint32_t)p->prompt_tokens, 4);
+            h = fnv_u64(h, (uint32_t)p->n_resp, 4);
+            for (int32_t j = 0; j < p->n_resp; j++)
+                h = fnv_u64(h, (uint32_t)p->resp[j], 4);
+        }
+        h = fnv_u64(h, (uint64_t)t->n_reward, 8);
+        for (size_t i = 0; i < t->n_reward; i++) {
+            uint64_t bits;
+            memcpy(&bits, &t->reward[i].time_s, sizeof bits);
+            h = fnv_u64(h, (uint32_t)t->reward[i].step, 4);
+            h = fnv_u64(h, (uint32_t)t->reward[i].rank, 4);
+            h = fnv_u64(h, bits, 8);
+        }
+    }
+    snprintf(buf, 32, "fnv1a64:%016llx", (unsigned long long)h);
+}
+
+int run_record_source(run_record *rec, const scenario *s, const char *const *sets, int n_sets,
+                      int steps, const char *trace_override, trace *const *tr, int n_tr,
+                      ts_err *e)
+{
+    int rc = -1;
+    char *ini = NULL, *ov = NULL, path[1024] = "", hash[32] = "";
+    json_t *a = json_array();
+    if (!a) {
+        ts_errf(e, "out of memory");
+        goto cleanup;
+    }
+    for (int i = 0; i < n_sets; i++)
+        if (json_array_append_new(a, json_string(sets[i]))) {
+            ts_errf(e, "--set '%.200s': not UTF-8 text, or out of memory", sets[i]);
+            goto cleanup;
+        }
+    if (!(ini = scenario_to_ini(s, e))) {
+        ts_err_prefix(e, "%s: cannot record the effective scenario: ", s->path);
+        goto cleanup;
+    }
+    if (!(ov = json_dumps(a, JSON_COMPACT))) {
+        ts_errf(e, "out of memory");
+        goto cleanup;
+    }
+    if (trace_override)
+        snprintf(path, sizeof path, "%s", trace_override);
+    else
+        scenario_trace_path(s, path, sizeof path);
+    if (n_tr > 0)
+        run_trace_hash(tr, n_tr, hash);
+    if (run_set_source(rec, ini, ov, steps, path, hash)) {
+        ts_errf(e, "out of memory");
+        goto cleanup;
+    }
+    rc = 0;
+cleanup:
+    json_decref(a);
+    free(ini);
+    free(ov);
+    return rc;
 }

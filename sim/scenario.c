@@ -11,6 +11,7 @@
  * is refused without quoting it, and a value is quoted only cut and
  * sanitised (ts_quote), since a scenario path may name any file.
  */
+#define _DEFAULT_SOURCE /* realpath */
 #include "sim/scenario.h"
 
 #include <ini.h>
@@ -662,4 +663,105 @@ int scenario_gen_params(const scenario *s, gen_params *p, ts_err *e)
     p->seed = s->seed;
     p->prompt_median = s->prompt_median;
     return 0;
+}
+
+/* 1 when the INI reader reads v back as v: no control character, no
+ * leading or trailing blank, no ';' that starts an inline comment (at the
+ * start or after a blank). */
+static int ini_value_ok(const char *v)
+{
+    size_t n = strlen(v);
+    if (n && (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t'))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (c < 0x20 || c == 0x7f)
+            return 0;
+        if (c == ';' && (i == 0 || v[i - 1] == ' ' || v[i - 1] == '\t'))
+            return 0;
+    }
+    return 1;
+}
+
+/* 1 for the keys whose value names a file resolved against the scenario's
+ * directory. */
+static int key_is_file(const key_def *k)
+{
+    return k->off == OFF(trace_file) || k->off == OFF(trace_reward_file) ||
+           k->off == OFF(dcp.file);
+}
+
+char *scenario_to_ini(const scenario *s, ts_err *e)
+{
+    size_t cap = 8192, len = 0;
+    char *out = malloc(cap);
+    if (!out) {
+        ts_errf(e, "out of memory writing the scenario");
+        return NULL;
+    }
+    out[0] = 0;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const key_def *k = &keys[i];
+        const char *p = (const char *)s + k->off;
+        char val[2 * SCN_STR + 8], line[2 * SCN_STR + 128];
+        switch (k->type) {
+        case K_INT:
+            snprintf(val, sizeof val, "%d", *(const int *)p);
+            break;
+        case K_DBL:
+            format_real(*(const double *)p, val, sizeof val);
+            break;
+        case K_BOOL:
+            snprintf(val, sizeof val, "%s", *(const int *)p ? "true" : "false");
+            break;
+        case K_U64:
+            snprintf(val, sizeof val, "%llu", (unsigned long long)*(const uint64_t *)p);
+            break;
+        case K_STR:
+            snprintf(val, sizeof val, "%.*s", (int)k->max, p);
+            if (key_is_file(k) && val[0] && val[0] != '/' && strncmp(val, "shared:", 7)) {
+                char dir[4096];
+                if (!realpath(s->dir, dir))
+                    snprintf(dir, sizeof dir, "%s", s->dir);
+                snprintf(val, sizeof val, "%.*s/%.*s", SCN_STR, dir, SCN_STR, p);
+                if (strlen(val) >= (size_t)k->max) {
+                    ts_errf(e, "key '%s.%s': the resolved path is longer than %d characters",
+                            k->section, k->key, (int)k->max - 1);
+                    goto fail;
+                }
+            }
+            if (!ini_value_ok(val)) {
+                ts_errf(e, "key '%s.%s': its value cannot be written as INI (a control "
+                           "character, a leading or trailing blank, or a ';' comment)",
+                        k->section, k->key);
+                goto fail;
+            }
+            break;
+        }
+        int head = !i || strcmp(k->section, keys[i - 1].section);
+        int kl = snprintf(line, sizeof line, "%s = %s\n", k->key, val);
+        if (kl - 1 > 198) {
+            ts_errf(e, "key '%s.%s': the line would be longer than 198 characters", k->section,
+                    k->key);
+            goto fail;
+        }
+        char sec[48];
+        int sl = head ? snprintf(sec, sizeof sec, "%s[%s]\n", i ? "\n" : "", k->section) : 0;
+        if (len + (size_t)sl + (size_t)kl + 1 > cap) {
+            char *grown = realloc(out, cap * 2);
+            if (!grown) {
+                ts_errf(e, "out of memory writing the scenario");
+                goto fail;
+            }
+            out = grown;
+            cap *= 2;
+        }
+        if (head)
+            len += (size_t)snprintf(out + len, cap - len, "%s", sec);
+        len += (size_t)snprintf(out + len, cap - len, "%s", line);
+    }
+    return out;
+fail:
+    free(out);
+    return NULL;
 }

@@ -248,6 +248,20 @@ int scenario_trace_path(const scenario *s, char *buf, size_t n);
  * resolver of trace.file and dcp.file.  Cannot fail (cut to n). */
 void scenario_resolve_path(const scenario *s, const char *f, char *buf, size_t n);
 
+/* The effective scenario s as INI text a user can rerun: every key of the
+ * key table with its value, in the table's order, one [section] header per
+ * section, numbers formatted so that they read back exactly.  A relative
+ * file key (trace.file, trace.reward_file, dcp.file) is written resolved
+ * against the scenario's directory (made absolute when it exists), so that
+ * the text loads the same trace from anywhere; "shared:" and absolute paths
+ * are kept as given.  Loading the text (scenario_load() of a file holding it)
+ * gives back every field of s but name, path and dir.  Returns a new
+ * NUL-terminated string (free() it), or NULL with e filled: out of memory,
+ * or a value the INI reader could not read back (a control character,
+ * leading or trailing blanks, an inline-comment ';', a line over 198
+ * characters), naming the key. */
+char *scenario_to_ini(const scenario *s, ts_err *e);
+
 /* Generator parameters equivalent to the [trace] section. */
 int scenario_gen_params(const scenario *s, gen_params *p, ts_err *e);
 

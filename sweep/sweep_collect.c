@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "sim/run.h"
+#include "sweep/grid.h"
 
 static int collect_begin(void *ctx, ts_err *e)
 {
@@ -26,6 +28,39 @@ static int collect_begin(void *ctx, ts_err *e)
     return 0;
 }
 
+/* Records in rec what configuration `config` ran on (run_record_source()):
+ * the grid's scenario with the configuration's overrides applied, as INI,
+ * those overrides, the grid's steps and the scenario's trace path; the
+ * trace hash the worker computed (it alone loaded the trace) is kept.
+ * Returns 0, or -1 with e filled. */
+static int collect_source(const grid *g, size_t config, run_record *rec, ts_err *e)
+{
+    char sets[GRID_MAX_DIMS][GRID_SET_MAX], hash[sizeof rec->trace_hash];
+    const char *setp[GRID_MAX_DIMS];
+    size_t n = grid_config_sets(g, config, sets);
+    int rc = -1;
+    scenario *s = malloc(sizeof *s);
+    if (!s)
+        return ts_errf(e, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        setp[i] = sets[i];
+    if (scenario_load(g->scenario, s, e))
+        goto cleanup;
+    for (size_t i = 0; i < n; i++)
+        if (scenario_set(s, setp[i], e))
+            goto cleanup;
+    memcpy(hash, rec->trace_hash, sizeof hash);
+    if (run_record_source(rec, s, setp, (int)n, g->steps, NULL, NULL, 0, e))
+        goto cleanup;
+    memcpy(rec->trace_hash, hash, sizeof hash);
+    rc = 0;
+cleanup:
+    free(s);
+    if (rc)
+        ts_err_prefix(e, "%s: config %zu: ", g->path, config);
+    return rc;
+}
+
 static int collect_result(void *ctx, sweep_result *r, ts_err *e)
 {
     sweep_collect *c = ctx;
@@ -35,6 +70,10 @@ static int collect_result(void *ctx, sweep_result *r, ts_err *e)
         char *params = sweep_config_params(c->g, r->config);
         if (!params)
             return ts_errf(e, "out of memory");
+        if (r->ok && r->rec && collect_source(c->g, r->config, r->rec, e)) {
+            free(params);
+            return -1;
+        }
         int bad = store_save_sweep_run(c->st, c->sweep_id, r->config, params,
                                        r->ok ? r->rec : NULL, r->err, e);
         free(params);

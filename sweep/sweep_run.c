@@ -119,6 +119,7 @@ int sweep_config_run(const grid *g, size_t config, sweep_result *out)
     run_set_identity(rec, g->command, s->name, hw.calibration, s->seed, res.step[0].gpus,
                      res.step[0].replicas, res.step[0].tp);
     run_set_policy(rec, pol ? pol->name : NULL);
+    run_trace_hash(steps, g->steps, rec->trace_hash); /* the collector adds the rest */
     if (run_multistep_metrics(rec, &res, steps, full, NULL)) {
         rc = -1;
         goto cleanup;
@@ -169,6 +170,7 @@ typedef struct pack_head {
     uint32_t n_metrics;
     char err[TS_ERR_MAX];
     char command[32], scenario[256], calibration[128], version[32], policy[32];
+    char trace_hash[32];
 } pack_head;
 
 int sweep_result_pack(const sweep_result *r, unsigned char **buf, size_t *n)
@@ -192,6 +194,7 @@ int sweep_result_pack(const sweep_result *r, unsigned char **buf, size_t *n)
         memcpy(h.calibration, rec->calibration, sizeof h.calibration);
         memcpy(h.version, rec->version, sizeof h.version);
         memcpy(h.policy, rec->policy, sizeof h.policy);
+        memcpy(h.trace_hash, rec->trace_hash, sizeof h.trace_hash);
     }
     *n = sizeof h + nm * sizeof(metric);
     if (!(*buf = malloc(*n)))
@@ -230,6 +233,8 @@ int sweep_result_unpack(const unsigned char *buf, size_t n, sweep_result *r, ts_
     memcpy(rec->version, h.version, sizeof rec->version);
     memcpy(rec->policy, h.policy, sizeof rec->policy);
     rec->policy[sizeof rec->policy - 1] = 0;
+    memcpy(rec->trace_hash, h.trace_hash, sizeof rec->trace_hash);
+    rec->trace_hash[sizeof rec->trace_hash - 1] = 0;
     rec->command[sizeof rec->command - 1] = rec->scenario[sizeof rec->scenario - 1] = 0;
     rec->calibration[sizeof rec->calibration - 1] = rec->version[sizeof rec->version - 1] = 0;
     for (uint32_t i = 0; i < h.n_metrics; i++) {

@@ -236,6 +236,10 @@ static const bad_case cases[] = {
     {"specdec_seed_bad", NULL, NULL, T "specdec qwen7b-64gpu --seed 1e3", 2, "tailsim specdec: --seed '1e3'", "non-negative integer", NULL},
     {"dcp_o_not_a_dir", "f", "a file\n", T "dcp dcp-llama8b-32xh200 --db $D/r.db -o $D/f/out", 1, "-o", "not a directory", "r.db"},
     {"dcp_o_no_gnuplot", NULL, NULL, "PATH=/nonexistent-tailsim-bin " T "dcp dcp-llama8b-32xh200 --db $D/r.db -o $D/out", 1, "gnuplot not found", "-o", "r.db"},
+    /* stored runs keep their effective scenario (issue 17, item 7): a value the INI
+     * cannot hold is refused before anything is saved or drawn */
+    {"source_set_not_ini_db", "s.ini", SCN("[trace]\nprompts = 4\n"), T "rollout $D/s.ini --set 'dcp.strategies=;bucket' --db $D/r.db", 1, "s.ini: cannot record the effective scenario", "key 'dcp.strategies'", "r.db"},
+    {"source_set_not_ini_out", "s.ini", SCN("[trace]\nprompts = 4\n"), T "rlstep $D/s.ini --set 'dcp.strategies=x ;y' -o $D/out", 1, "cannot record the effective scenario", "key 'dcp.strategies'", "out/report.md"},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

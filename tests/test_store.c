@@ -291,11 +291,17 @@ static run_record *saved_then_downgraded(run_record *r, const char *sql)
     return r;
 }
 
+/* Takes a saved database's runs back to before schema version 6. */
+#define DROP_V6                                                                          \
+    "ALTER TABLE runs DROP COLUMN scenario_ini; ALTER TABLE runs DROP COLUMN overrides;" \
+    " ALTER TABLE runs DROP COLUMN steps; ALTER TABLE runs DROP COLUMN trace_path;"      \
+    " ALTER TABLE runs DROP COLUMN trace_hash; "
+
 /* A version-1 database (no sweep tables, no steps) is migrated to the
  * current version on open, keeping its runs. */
 Test(store, migrates_version_1_to_current)
 {
-    run_record *r = saved_then_downgraded(NULL, "DROP TABLE steps;"
+    run_record *r = saved_then_downgraded(NULL, DROP_V6 "DROP TABLE steps;"
                                           " ALTER TABLE runs DROP COLUMN policy;"
                                           " DROP TABLE sweep_runs; DROP TABLE sweeps;"
                                           " PRAGMA user_version = 1");
@@ -312,7 +318,7 @@ Test(store, migrates_version_1_to_current)
  * open; its runs load with none, and new runs keep theirs. */
 Test(store, migrates_version_2_to_current)
 {
-    run_record *r = saved_then_downgraded(NULL, "DROP TABLE steps;"
+    run_record *r = saved_then_downgraded(NULL, DROP_V6 "DROP TABLE steps;"
                                           " ALTER TABLE runs DROP COLUMN policy;"
                                           " PRAGMA user_version = 2");
     ts_err e = {""};
@@ -343,7 +349,7 @@ Test(store, migrates_version_3_to_4)
     run_record *r = make_run(7, 10);
     cr_assert_eq(run_add_step(r, 0.0), 0);
     cr_assert_eq(run_add_step(r, 33.0), 0);
-    saved_then_downgraded(r, "ALTER TABLE runs DROP COLUMN policy; PRAGMA user_version = 3");
+    saved_then_downgraded(r, DROP_V6 "ALTER TABLE runs DROP COLUMN policy; PRAGMA user_version = 3");
     ts_err e = {""};
     store *s = open_ok(dbpath);
     cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
