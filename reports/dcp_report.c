@@ -66,24 +66,9 @@ static double metric_of(const run_record *r, const char *name, const char *what)
     return run_get_metric(r, key, &v) == 0 ? v : NAN;
 }
 
-int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
+/* The strategy table of r's ns strategies (names) into f. */
+static void md_strategies(FILE *f, const run_record *r, char (*names)[48], int ns)
 {
-    if (strcmp(r->command, "dcp"))
-        return ts_errf(e, "run %lld is a '%.*s' run, not dcp", (long long)r->id,
-                       (int)sizeof r->command, r->command);
-    char names[MAX_STRAT][48];
-    int ns = strategies(r, names);
-    char path[PATHN];
-    ts_atomic a;
-    snprintf(path, sizeof path, "%s/dcp.md", dir);
-    if (ts_atomic_open(&a, path, e))
-        return -1;
-    FILE *f = a.f;
-    fputs("# DCP: ", f);
-    report_put_md(f, r->scenario, sizeof r->scenario, 0);
-    if (r->id > 0) /* a stored run; the paper report's runs are not stored */
-        fprintf(f, " (run %lld)", (long long)r->id);
-    fprintf(f, "\n\n");
     fprintf(f, "| strategy | steps | step (s) | total (s) | tokens/s | speedup | imbalance "
                "| imbalance (sampler's estimate) | GPU idle | peak GB | mean gas |\n"
                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -104,6 +89,27 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
                 100 * metric_of(r, n, "imbalance"), ipb, 100 * metric_of(r, n, "idle_fraction"),
                 metric_of(r, n, "peak_mem_gb"), metric_of(r, n, "mean_gas"));
     }
+}
+
+int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
+{
+    if (strcmp(r->command, "dcp"))
+        return ts_errf(e, "run %lld is a '%.*s' run, not dcp", (long long)r->id,
+                       (int)sizeof r->command, r->command);
+    char names[MAX_STRAT][48];
+    int ns = strategies(r, names);
+    char path[PATHN];
+    ts_atomic a;
+    snprintf(path, sizeof path, "%s/dcp.md", dir);
+    if (ts_atomic_open(&a, path, e))
+        return -1;
+    FILE *f = a.f;
+    fputs("# DCP: ", f);
+    report_put_md(f, r->scenario, sizeof r->scenario, 0);
+    if (r->id > 0) /* a stored run; the paper report's runs are not stored */
+        fprintf(f, " (run %lld)", (long long)r->id);
+    fprintf(f, "\n\n");
+    md_strategies(f, r, names, ns);
     /* the scale metrics are "g<N>.<name>.imbalance" */
     int have_scale = 0;
     double imb[N_SCALE][MAX_STRAT];

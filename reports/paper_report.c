@@ -287,31 +287,6 @@ static void md_image(FILE *f, const char *alt, const char *url)
     fputc(')', f);
 }
 
-/* text verbatim in a fenced block whose fence (three backticks, or one more
- * than the longest run of them in text) no line of text can close; control
- * characters but newline and tab as spaces. */
-static void md_fenced(FILE *f, const char *text)
-{
-    size_t run = 0, fence = 3;
-    for (const char *p = text; *p; p++) {
-        run = *p == '`' ? run + 1 : 0;
-        if (run >= fence)
-            fence = run + 1;
-    }
-    for (size_t i = 0; i < fence; i++)
-        fputc('`', f);
-    fputc('\n', f);
-    for (const char *p = text; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        fputc((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? ' ' : c, f);
-    }
-    if (text[0] && text[strlen(text) - 1] != '\n')
-        fputc('\n', f);
-    for (size_t i = 0; i < fence; i++)
-        fputc('`', f);
-    fputc('\n', f);
-}
-
 static void md_header(FILE *f, const paper_doc *d)
 {
     int ran, w = count_within(d, &ran);
@@ -342,7 +317,7 @@ static void md_header(FILE *f, const paper_doc *d)
         fputs("## ", f);
         md(f, d->terminal_title ? d->terminal_title : "Terminal output");
         fputs("\n\n", f);
-        md_fenced(f, d->terminal);
+        report_put_fenced(f, d->terminal, "");
     }
     if (d->n_rows)
         fprintf(f, "%d of %d published numbers reproduced within tolerance (%d of %zu run); the "
@@ -350,13 +325,9 @@ static void md_header(FILE *f, const paper_doc *d)
                 w, (int)d->n_rows, ran, d->n_rows, d->wall_s);
 }
 
-static int write_md(const paper_doc *d, const char *path, int bars, ts_err *e)
+/* The published-numbers table of d (nothing when d has no rows). */
+static void md_published(FILE *f, const paper_doc *d)
 {
-    ts_atomic a;
-    if (ts_atomic_open(&a, path, e))
-        return -1;
-    FILE *f = a.f;
-    md_header(f, d);
     if (d->n_rows)
         fprintf(f, "## Published numbers\n\n"
                    "Difference: tailsim against the published value, 0 inside a published range "
@@ -392,6 +363,16 @@ static int write_md(const paper_doc *d, const char *path, int bars, ts_err *e)
         md_cell(f, diff);
         fprintf(f, " | %.0f%% | %s |\n", 100 * r->tol, mk);
     }
+}
+
+static int write_md(const paper_doc *d, const char *path, int bars, ts_err *e)
+{
+    ts_atomic a;
+    if (ts_atomic_open(&a, path, e))
+        return -1;
+    FILE *f = a.f;
+    md_header(f, d);
+    md_published(f, d);
     if (bars)
         fprintf(f, "\n![Speedups: published vs tailsim](bars.png)\n");
     for (int t = 0; t < d->n_tables; t++) {

@@ -490,9 +490,7 @@ static char *source_text(const run_record *r)
     return buf;
 }
 
-/* Writes text as a fenced Markdown block: a fence longer than any run of
- * backticks inside, control characters (but newline and tab) as blanks. */
-static void md_fenced(FILE *f, const char *text)
+void report_put_fenced(FILE *f, const char *text, const char *lang)
 {
     size_t run = 0, fence = 3;
     for (const char *p = text; *p; p++) {
@@ -502,7 +500,8 @@ static void md_fenced(FILE *f, const char *text)
     }
     for (size_t i = 0; i < fence; i++)
         fputc('`', f);
-    fputs("ini\n", f);
+    fputs(lang, f);
+    fputc('\n', f);
     for (const char *p = text; *p; p++) {
         unsigned char c = (unsigned char)*p;
         fputc((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? ' ' : c, f);
@@ -528,7 +527,7 @@ static void md_source(FILE *f, const run_record *r)
     int own = !strcmp(r->command, "rollout") || !strcmp(r->command, "dcp");
     fputs(own ? r->command : "rlstep", f);
     fputs(" FILE --steps N`.\n\n", f);
-    md_fenced(f, text);
+    report_put_fenced(f, text, "ini");
     fputc('\n', f);
     free(text);
 }

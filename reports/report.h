@@ -67,6 +67,12 @@ void report_put_line(FILE *f, const char *s, size_t cap);
 #define REPORT_MD_LINK 2
 void report_put_md(FILE *f, const char *s, size_t cap, int flags);
 
+/* Writes text verbatim as a fenced Markdown block (info string lang, "" for
+ * none) whose fence (three backticks, or one more than the longest run of
+ * them in text) no line of text can close; control characters but newline
+ * and tab as spaces.  Cannot fail (stream errors are the caller's). */
+void report_put_fenced(FILE *f, const char *text, const char *lang);
+
 /* A gnuplot data string: in double quotes, each '"' in s as a single quote. */
 void report_put_dat_string(FILE *f, const char *s, size_t cap);
 
