@@ -2,7 +2,8 @@
  * Helpers shared by the Criterion suites: running the tailsim CLI, writing a
  * scenario file that parallel suites may be reading, loading a scenario with
  * its hardware and model, a per-test temporary directory, the real traces
- * under $TAILSIM_SHARED, and whether gnuplot is there to draw.  Header-only (each suite is one translation unit);
+ * under $TAILSIM_SHARED, whether gnuplot is there to draw, and reading a
+ * whole file.  Header-only (each suite is one translation unit);
  * every helper fails (or skips) the calling test instead of returning errors.
  */
 #ifndef TS_TEST_HELPERS_H
@@ -17,6 +18,27 @@
 #include "models/hw.h"
 #include "models/hw_calib.h"
 #include "sim/scenario.h"
+
+/* The whole file at path as a new NUL-terminated string (free it); the
+ * test fails when it cannot be read. */
+static inline char *slurp_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot read %s", path);
+    size_t cap = 1 << 16, n = 0, k;
+    char *b = malloc(cap);
+    cr_assert_not_null(b);
+    while ((k = fread(b + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (n + 1 == cap) {
+            b = realloc(b, cap *= 2);
+            cr_assert_not_null(b);
+        }
+    }
+    b[n] = 0;
+    fclose(f);
+    return b;
+}
 
 /* Runs cmd through the shell and returns its whole stdout (free it); the
  * test fails when the command exits non-zero. */

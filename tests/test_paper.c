@@ -56,20 +56,6 @@ Test(paper, diff_of_point_range_and_bound)
     cr_assert(!paper_row_within(&b), "a row that did not run is never within");
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s missing", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 /* Every "pre<name>.png" link in text names a non-empty file under dir/. */
 static int check_images_in(const char *dir, const char *text, const char *pre)
 {
@@ -102,9 +88,9 @@ Test(paper, quick_report_has_every_row_and_figure, .timeout = 300)
     free(so);
     char path[512];
     snprintf(path, sizeof path, "%s/index.md", out);
-    char *md = slurp(path);
+    char *md = slurp_file(path);
     snprintf(path, sizeof path, "%s/index.html", out);
-    char *html = slurp(path);
+    char *html = slurp_file(path);
     size_t n;
     const paper_row *pub = paper_published(&n);
     cr_assert_geq(n, 16);
@@ -132,7 +118,7 @@ static char *md_without_time(const char *dir)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/index.md", dir);
-    char *s = slurp(path), *t = strstr(s, "; the experiments took");
+    char *s = slurp_file(path), *t = strstr(s, "; the experiments took");
     cr_assert_not_null(t);
     *t = 0; /* everything before it, then everything after its line */
     char *rest = strchr(t + 1, '\n');
@@ -181,7 +167,7 @@ static char *compare_o(const char *dir, const char *args, char **md)
     cr_assert_str_eq(with, without, "-o changed the terminal output");
     free(with);
     snprintf(path, sizeof path, "%s/index.md", dir);
-    *md = slurp(path);
+    *md = slurp_file(path);
     return without;
 }
 
@@ -193,7 +179,7 @@ Test(paper, compare_report, .timeout = 60)
     char path[512], *md;
     char *without = compare_o(dir, "qwen7b-64gpu --policies verl,tlt --set trace.prompts=8", &md);
     snprintf(path, sizeof path, "%s/index.html", dir);
-    char *html = slurp(path);
+    char *html = slurp_file(path);
     /* the table as the terminal prints it, and the report's own table */
     cr_assert(strstr(md, without), "index.md lacks the terminal table");
     cr_assert(strstr(md, "| verl | ") && strstr(md, "| tlt | "), "no row per policy");
@@ -209,7 +195,7 @@ Test(paper, compare_report, .timeout = 60)
     cr_assert_eq(nm, 6, "index.md links %d images", nm);
     cr_assert_eq(nh, 6, "index.html links %d images", nh);
     snprintf(path, sizeof path, "%s/speedup.dat", dir);
-    char *dat = slurp(path);
+    char *dat = slurp_file(path);
     cr_assert(strstr(dat, "\"verl\" 1 ") && strstr(dat, "\"tlt\" "), "%s", dat);
     free(without);
     free(md);
@@ -242,7 +228,7 @@ Test(paper, compare_report_of_several_steps, .timeout = 60)
     snprintf(cell, sizeof cell, "| partial+tlt | %.1f | ", step_s);
     cr_assert(strstr(md, cell), "index.md lacks %s", cell);
     snprintf(path, sizeof path, "%s/compare-partial+tlt/gantt.dat", dir);
-    char *dat = slurp(path);
+    char *dat = slurp_file(path);
     cr_assert(strstr(dat, "-1 \"step 2\" ") && strstr(dat, "-1 \"step 3\" "), "%s", dat);
     cr_assert_null(strstr(dat, "\"step 4\""));
     cr_assert_eq(check_images_in(dir, md, "]("), 6);
@@ -271,7 +257,7 @@ Test(paper, compare_report_uses_the_comparisons_bootstrap, .timeout = 60)
     double med, lo, hi;
     cr_assert_eq(sscanf(row, " tlt %lf [%lf, %lf]", &med, &lo, &hi), 3, "%s", row);
     snprintf(path, sizeof path, "%s/index.md", dir);
-    char *md = slurp(path);
+    char *md = slurp_file(path);
     char want[64];
     snprintf(want, sizeof want, "(%.2f-%.2f) |", lo, hi);
     cr_assert(strstr(md, want), "index.md lacks %s", want);

@@ -153,21 +153,6 @@ ParameterizedTest(int *ci, safety_gp, nothing_runs_through_gnuplot)
 #define PAY_SHORT "p\nINJECT|\"<script>" /* for the 32-byte policy field */
 #define PAY_NAME "#s\nINJECT \"|x"  /* a strategy name (a 48-byte metric key) */
 
-static char *slurp_path(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot read %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cr_assert_not_null(s);
-    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 static int ends_with(const char *s, const char *suf)
 {
     size_t n = strlen(s), k = strlen(suf);
@@ -299,7 +284,7 @@ static int check_tree(const char *root)
         int md = ends_with(p, ".md"), dat = ends_with(p, ".dat"), html = ends_with(p, ".html");
         if (!md && !dat && !html)
             continue;
-        char *s = slurp_path(p);
+        char *s = slurp_file(p);
         if (md)
             check_md(p, s);
         else if (dat)
@@ -383,7 +368,7 @@ Test(safety_gp, names_stay_in_place_in_every_writer)
     assert_file(d, "dcp_imbalance.png");
     char p[1024];
     snprintf(p, sizeof p, "%s/dcp_imbalance.dat", d);
-    char *dat = slurp_path(p);
+    char *dat = slurp_file(p);
     cr_assert(strstr(dat, "\n_s_INJECT__|x imbalance_percent\n"), "%s", dat);
     free(dat);
 
@@ -461,7 +446,7 @@ Test(safety_gp, names_stay_in_place_through_the_cli)
     char root[1024], cmd[4096], p[1200];
     cr_assert_not_null(getcwd(root, sizeof root));
     snprintf(p, sizeof p, "%s/scenarios/qwen7b-64gpu.ini", root);
-    char *ini = slurp_path(p);
+    char *ini = slurp_file(p);
     const char *name = "n\nINJECT \"q\" | [a](b) <script>\rINJECT";
     snprintf(p, sizeof p, "%s/%s.ini", dir, name);
     FILE *f = fopen(p, "w");
@@ -484,13 +469,13 @@ Test(safety_gp, names_stay_in_place_through_the_cli)
     snprintf(full, sizeof full, "(%s) >'%s/out.txt' 2>'%s/err.txt'", cmd, dir, dir);
     int rc = system(full);
     snprintf(p, sizeof p, "%s/err.txt", dir);
-    char *err = slurp_path(p);
+    char *err = slurp_file(p);
     cr_assert_eq(rc, 0, "%s", err);
     free(err);
     /* the terminal tables too: compare's header, plan's configuration
      * labels (a --vary value) stay on their line */
     snprintf(p, sizeof p, "%s/out.txt", dir);
-    char *out = slurp_path(p);
+    char *out = slurp_file(p);
     cr_assert(strstr(out, "INJECT 'q'") || strstr(out, "INJECT \"q\""), "%s", out);
     cr_assert_null(strstr(out, "\nINJECT"), "a name started a line of its own:\n%s", out);
     cr_assert_null(strchr(out, '\r'), "a carriage return reached the terminal:\n%s", out);
@@ -499,7 +484,7 @@ Test(safety_gp, names_stay_in_place_through_the_cli)
     snprintf(d, sizeof d, "%s/plan", dir);
     assert_file(d, "plan_front.png");
     snprintf(p, sizeof p, "%s/plan.dat", d);
-    char *dat = slurp_path(p);
+    char *dat = slurp_file(p);
     cr_assert(strstr(dat, "INJECT 'q' | [a](b) <script> INJECT.csv\" 0\n"), "%s", dat);
     free(dat);
     snprintf(d, sizeof d, "%s/cmp", dir);
@@ -532,7 +517,7 @@ Test(safety_gp, no_script_from_the_current_directory)
     cr_assert_neq(stat(p, &st), 0, "tailsim ran a script from the current directory");
     cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 1, "exit %d", rc);
     snprintf(p, sizeof p, "%s/err.txt", dir);
-    char *err = slurp_path(p);
+    char *err = slurp_file(p);
     cr_assert(strstr(err, "/data/reports/gantt.gp") && strstr(err, "cannot read"), "%s", err);
     free(err);
     snprintf(p, sizeof p, "%s/out/gantt.png", dir);

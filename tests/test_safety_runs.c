@@ -41,26 +41,6 @@ static void teardown(void)
 
 TestSuite(safety_runs, .init = setup, .fini = teardown, .timeout = 240);
 
-/* Reads a whole file into a new string (free it). */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot read %s", path);
-    size_t cap = 1 << 16, n = 0, k;
-    char *b = malloc(cap);
-    cr_assert_not_null(b);
-    while ((k = fread(b + n, 1, cap - n - 1, f)) > 0) {
-        n += k;
-        if (n + 1 == cap) {
-            b = realloc(b, cap *= 2);
-            cr_assert_not_null(b);
-        }
-    }
-    b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 /* Runs cmd through sh, stderr into *err (free it; NULL: dropped).
  * Returns the exit status. */
 static int run_status(const char *cmd, char **err)
@@ -70,7 +50,7 @@ static int run_status(const char *cmd, char **err)
     snprintf(full, sizeof full, "%s >/dev/null 2>'%s'", cmd, ep);
     int st = system(full);
     if (err)
-        *err = slurp(ep);
+        *err = slurp_file(ep);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -271,7 +251,7 @@ Test(safety_runs, saved_run_shows_its_source)
         free(err);
         char p[700];
         snprintf(p, sizeof p, "%s/report.md", out);
-        char *md = slurp(p);
+        char *md = slurp_file(p);
         cr_assert(strstr(md, "## Scenario\n"), "%s", md);
         cr_assert(strstr(md, "# overrides (--set): [\"rollout.max_running=64\",\"train.update_"
                              "epochs=2\"]\n"), "%s", md);
@@ -281,7 +261,7 @@ Test(safety_runs, saved_run_shows_its_source)
         cr_assert(strstr(md, "\nmax_running = 64\n"), "%s", md);
         free(md);
         snprintf(p, sizeof p, "%s/index.html", out);
-        char *html = slurp(p);
+        char *html = slurp_file(p);
         cr_assert(strstr(html, "<h2>Scenario"), "no Scenario section in index.html");
         cr_assert(strstr(html, hash));
         free(html);
@@ -294,7 +274,7 @@ Test(safety_runs, saved_run_shows_its_source)
     cr_assert_str_eq(h2, hash);
     free(h2);
     sql_exec(db, "SELECT 1"); /* the database is still ours and fine */
-    char *text = slurp(tr);
+    char *text = slurp_file(tr);
     char *at = strstr(text, "\n0,3,103,");
     cr_assert_not_null(at);
     at[9] = at[9] == '9' ? '8' : '9'; /* one response length changes */
@@ -461,13 +441,13 @@ Test(safety_runs, hostile_text_escaped_in_report)
     cr_assert_eq(run_status(cmd, &err), 0, "%s", err);
     free(err);
     snprintf(cmd, sizeof cmd, "%s/report.md", out);
-    char *md = slurp(cmd);
+    char *md = slurp_file(cmd);
     cr_assert(strstr(md, "````ini\n"), "the fence is not longer than the text's: %s", md);
     cr_assert_null(strstr(md, "\n## injected"), "%s", md);
     cr_assert_null(strchr(md, '\x01'));
     free(md);
     snprintf(cmd, sizeof cmd, "%s/index.html", out);
-    char *html = slurp(cmd);
+    char *html = slurp_file(cmd);
     cr_assert_null(strstr(html, "<script>alert"), "unescaped HTML in the page");
     cr_assert_null(strstr(html, "a<b>"));
     free(html);
@@ -495,7 +475,7 @@ Test(safety_runs, report_runs_names_differences)
     cr_assert_eq(run_status(cmd, &err), 0, "%s", err);
     free(err);
     snprintf(cmd, sizeof cmd, "%s/index.md", out);
-    char *md = slurp(cmd);
+    char *md = slurp_file(cmd);
     char *at = strstr(md, "## What differs");
     cr_assert_not_null(at, "%s", md);
     cr_assert(strstr(at, "| rollout.max_running | 256 | 32 |"), "%s", at);
@@ -562,7 +542,7 @@ Test(safety_runs, compare_reports_show_source)
     cr_assert_eq(run_status(cmd, &err), 0, "%s", err);
     free(err);
     snprintf(cmd, sizeof cmd, "%s/compare-tlt/report.md", out);
-    char *md = slurp(cmd);
+    char *md = slurp_file(cmd);
     cr_assert(strstr(md, "## Scenario\n"), "%s", md);
     cr_assert(strstr(md, "# overrides (--set): [\"trace.prompts=16\"]\n"), "%s", md);
     cr_assert(strstr(md, "[policy]\nname = tlt\n"), "%s", md);

@@ -74,26 +74,6 @@ static void write_text(const char *path, const char *s)
     write_bytes(path, s, strlen(s));
 }
 
-/* Reads a whole file into a new string (free it). */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot read %s", path);
-    size_t cap = 4096, n = 0, k;
-    char *b = malloc(cap);
-    cr_assert_not_null(b);
-    while ((k = fread(b + n, 1, cap - n - 1, f)) > 0) {
-        n += k;
-        if (n + 1 == cap) {
-            b = realloc(b, cap *= 2);
-            cr_assert_not_null(b);
-        }
-    }
-    b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 /* Runs cmd with sh (stdin from /dev/null unless cmd redirects it), stdout
  * and stderr into *out and *err (free them; either may be NULL).  Returns the
  * exit status, or -1 when the command did not exit normally. */
@@ -108,7 +88,7 @@ static int sh_run(const char *cmd, char **out, char **err)
     snprintf(full, n, "( %s ) </dev/null >%s 2>%s", cmd, o, e);
     int st = system(full);
     free(full);
-    char *so = slurp(o), *se = slurp(e);
+    char *so = slurp_file(o), *se = slurp_file(e);
     if (out)
         *out = so;
     else

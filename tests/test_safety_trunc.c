@@ -35,26 +35,6 @@ static void teardown(void)
 
 TestSuite(safety_trunc, .init = setup, .fini = teardown, .timeout = 240);
 
-/* Reads a whole file into a new string (free it). */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot read %s", path);
-    size_t cap = 1 << 16, n = 0, k;
-    char *b = malloc(cap);
-    cr_assert_not_null(b);
-    while ((k = fread(b + n, 1, cap - n - 1, f)) > 0) {
-        n += k;
-        if (n + 1 == cap) {
-            b = realloc(b, cap *= 2);
-            cr_assert_not_null(b);
-        }
-    }
-    b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 /* Runs cmd through sh, stdout and stderr into *out and *err (free them).
  * Returns the exit status. */
 static int sh_run(const char *cmd, char **out, char **err)
@@ -64,8 +44,8 @@ static int sh_run(const char *cmd, char **out, char **err)
     snprintf(e, sizeof e, "%s/cmd.err", tmpdir);
     snprintf(full, sizeof full, "( %s ) </dev/null >%s 2>%s", cmd, o, e);
     int st = system(full);
-    *out = slurp(o);
-    *err = slurp(e);
+    *out = slurp_file(o);
+    *err = slurp_file(e);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
