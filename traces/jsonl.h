@@ -1,5 +1,5 @@
 /*
- * What the JSONL readers of traces/ share (traces/trace.c defines them;
+ * What the JSONL readers of traces/ share (traces/trace_jsonl.c defines them;
  * traces/reward.c uses them too): how a JSON value's kind reads in a
  * message, and the one report of a line jansson could not parse.  Internal
  * to traces/.

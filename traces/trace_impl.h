@@ -1,0 +1,80 @@
+/*
+ * Private to traces/trace.c, traces/trace_jsonl.c and traces/trace_csv.c:
+ * the load machinery the three trace readers share.  trace.c owns the line
+ * input (ts_lines with "\r" and a byte-order mark dropped), the read loop
+ * (load_body, load_run) and the sorted (step, prompt_id) index of the
+ * whole-file checks; trace_jsonl.c and trace_csv.c define the per-format row
+ * and end functions that trace.c's format detection (load_detect) calls.
+ * Nothing outside those three files includes this header.
+ */
+#ifndef TS_TRACE_IMPL_H
+#define TS_TRACE_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/lines.h"
+#include "traces/trace.h"
+
+/* Trace readers read through common/lines.h (bounded lines, no NUL bytes,
+ * "-" for stdin); lr_next (trace.c) drops only the "\r" of "\r\n" and a
+ * UTF-8 byte-order mark on line 1. */
+typedef ts_lines line_reader;
+
+/* Sort key for whole-file checks: (a, b, index in file order). */
+typedef struct key3 {
+    int32_t a, b;
+    size_t i;
+} key3;
+
+/* Sorts (step, prompt_id) keys of t; returns the array (caller frees) or NULL
+ * on allocation failure.  (trace.c) */
+key3 *sorted_ids(const trace *t, int with_id);
+
+/* A prompt being gathered from consecutive plain-CSV rows. */
+typedef struct csv_group {
+    int64_t v[5];      /* step, prompt_id, prompt_tokens, -, dp_rank of the first row */
+    long line;         /* line of its first row */
+    int32_t *resp;     /* response lengths so far, tokens */
+    size_t n, cap;
+} csv_group;
+
+/* One load in progress: the reader, the trace being built, per-format scratch. */
+typedef struct loader {
+    line_reader r;
+    trace *t;
+    char **f;          /* CSV: fields of the current line */
+    size_t fcap;
+    long nf;           /* CSV: fields in the current line */
+    long ncols;        /* CSV: columns in the header, 0 before it */
+    long cp, cd;       /* Vidur: prefill and decode columns */
+    int32_t *resp;     /* JSONL: one record's lengths, tokens */
+    size_t resp_cap;
+    csv_group g;       /* plain CSV: the prompt being gathered */
+    long *lines;       /* plain CSV: first line of each prompt */
+    size_t lines_cap;
+} loader;
+
+typedef int (*load_fn)(loader *L, ts_err *e);
+
+/* Opens path, reads it with load_body and sets *out only on success; frees
+ * everything else.  (trace.c) */
+int load_run(const char *path, trace **out, load_fn row, load_fn end, int csv, ts_err *e);
+
+/* JSONL (trace_jsonl.c): one record per line, then prompt ids numbered. */
+int jsonl_record(loader *L, ts_err *e);
+int jsonl_end(loader *L, ts_err *e);
+
+/* Plain CSV (trace_csv.c): the header's column count (4 or 5, else 0), one
+ * row, and the end (last prompt flushed, repeated (step, prompt_id) refused). */
+int csv_header_cols(char **f, long n);
+int csv_row(loader *L, ts_err *e);
+int csv_end(loader *L, ts_err *e);
+
+/* Vidur CSV (trace_csv.c): the two columns' indices (-1 absent, -2
+ * repeated), and one row. */
+void vidur_cols(char **f, long nf, long *prefill, long *decode);
+int vidur_row(loader *L, ts_err *e);
+
+#endif
