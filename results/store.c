@@ -179,7 +179,7 @@ static const struct migration {
  * zeros); any write by any process changes it.  Sets *active (when not NULL)
  * to 1 when a -wal or -journal file exists, i.e. a writer has the file open
  * or died in a transaction. */
-uint64_t files_print(const char *path, int *active)
+uint64_t store_files_print(const char *path, int *active)
 {
     static const char *const suffix[] = {"", "-wal", "-journal"};
     uint64_t h = 0x9e3779b97f4a7c15ULL;
@@ -219,7 +219,7 @@ static int busy_wait(void *ctx, int n)
     static const int ms[] = {1, 2, 5, 10, 20, 50, 100};
     store *s = ctx;
     double now = ts_wall_s();
-    uint64_t sig = files_print(s->path, NULL);
+    uint64_t sig = store_files_print(s->path, NULL);
     if (n == 0) {
         s->wait_t0 = s->progress_t = now;
         s->waited_s = s->stalled_s = 0;
@@ -237,7 +237,7 @@ static int busy_wait(void *ctx, int n)
     return 1;
 }
 
-int db_err(ts_err *e, const store *s, const char *what)
+int store_db_err(ts_err *e, const store *s, const char *what)
 {
     int code = sqlite3_extended_errcode(s->db) & 0xff;
     if ((code == SQLITE_BUSY || code == SQLITE_LOCKED) && s->waited_s > 0)
@@ -247,15 +247,15 @@ int db_err(ts_err *e, const store *s, const char *what)
     return ts_errf(e, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
 }
 
-int exec_sql(store *s, const char *sql, const char *what, ts_err *e)
+int store_exec_sql(store *s, const char *sql, const char *what, ts_err *e)
 {
     if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-        return db_err(e, s, what);
+        return store_db_err(e, s, what);
     return 0;
 }
 
 /* Rolls back the open transaction, if any; keeps the first error message. */
-void rollback(store *s)
+void store_rollback(store *s)
 {
     if (!sqlite3_get_autocommit(s->db))
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -278,7 +278,7 @@ static int check_schema(store *s, ts_err *e)
         if (code == SQLITE_NOTADB)
             ts_errf(e, "%s: file is not a database (not a tailsim store?)", s->path);
         else
-            db_err(e, s, "cannot read database");
+            store_db_err(e, s, "cannot read database");
         goto cleanup;
     }
     sqlite3_int64 v = sqlite3_column_int64(st, 0), n = sqlite3_column_int64(st, 1);
@@ -321,7 +321,7 @@ static int fk_check(store *s, const char *table, const char *what, ts_err *e)
         rc = ts_errf(e, "%s: %s: %s row %lld refers to a missing %s row", s->path, what, table,
                      (long long)sqlite3_column_int64(st, 1), sqlite3_column_text(st, 2));
     else if (src != SQLITE_DONE)
-        rc = db_err(e, s, what);
+        rc = store_db_err(e, s, what);
     sqlite3_finalize(st);
     return rc;
 }
@@ -333,15 +333,15 @@ static int fk_check(store *s, const char *table, const char *what, ts_err *e)
 static int migrate(store *s, ts_err *e)
 {
     int rc = -1;
-    if (exec_sql(s, "PRAGMA foreign_keys=OFF", "cannot prepare the migration", e))
+    if (store_exec_sql(s, "PRAGMA foreign_keys=OFF", "cannot prepare the migration", e))
         return -1;
     for (;;) {
-        if (exec_sql(s, "BEGIN IMMEDIATE", "cannot lock database for migration", e) ||
+        if (store_exec_sql(s, "BEGIN IMMEDIATE", "cannot lock database for migration", e) ||
             check_schema(s, e))
             goto cleanup;
         int v = s->version;
         if (v == STORE_SCHEMA_VERSION) {
-            if (exec_sql(s, "COMMIT", "cannot end migration", e))
+            if (store_exec_sql(s, "COMMIT", "cannot end migration", e))
                 goto cleanup;
             break;
         }
@@ -349,17 +349,17 @@ static int migrate(store *s, ts_err *e)
         char what[64], bump[64];
         snprintf(what, sizeof what, "migration to schema version %d failed", v + 1);
         snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v + 1);
-        if (exec_sql(s, migrations[v].sql, what, e) ||
+        if (store_exec_sql(s, migrations[v].sql, what, e) ||
             (migrations[v].fk_check && fk_check(s, migrations[v].fk_check, what, e)) ||
-            exec_sql(s, bump, what, e) || exec_sql(s, "COMMIT", what, e))
+            store_exec_sql(s, bump, what, e) || store_exec_sql(s, "COMMIT", what, e))
             goto cleanup;
     }
     rc = 0;
 cleanup:
     if (rc)
-        rollback(s);
+        store_rollback(s);
     ts_err e2 = {{0}};
-    if (exec_sql(s, "PRAGMA foreign_keys=ON", "cannot enable foreign keys", rc ? &e2 : e))
+    if (store_exec_sql(s, "PRAGMA foreign_keys=ON", "cannot enable foreign keys", rc ? &e2 : e))
         rc = -1;
     return rc;
 }
@@ -386,14 +386,14 @@ static int enable_wal(store *s, ts_err *e)
         int transient = (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED ||
                         code == SQLITE_IOERR_DELETE_NOENT;
         if (!transient || !busy_wait(s, n))
-            return db_err(e, s, "cannot enable WAL");
+            return store_db_err(e, s, "cannot enable WAL");
     }
 }
 
 static int prepare(store *s, const char *sql, sqlite3_stmt **st, ts_err *e)
 {
     if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
-        return db_err(e, s, "cannot prepare statement");
+        return store_db_err(e, s, "cannot prepare statement");
     return 0;
 }
 
@@ -452,8 +452,8 @@ int store_open(const char *path, store **out, ts_err *e)
     if (check_schema(s, e))
         goto cleanup;
     if (enable_wal(s, e) ||
-        exec_sql(s, "PRAGMA synchronous=NORMAL", "cannot set synchronous", e) ||
-        exec_sql(s, "PRAGMA foreign_keys=ON", "cannot enable foreign keys", e))
+        store_exec_sql(s, "PRAGMA synchronous=NORMAL", "cannot set synchronous", e) ||
+        store_exec_sql(s, "PRAGMA foreign_keys=ON", "cannot enable foreign keys", e))
         goto cleanup;
     if (s->version < STORE_SCHEMA_VERSION && migrate(s, e))
         goto cleanup;
@@ -501,12 +501,12 @@ static int uri_of(const char *path, const char *query, char *buf, size_t n)
 /* (Re)opens s read-only: immutable over a file that no writer has open
  * (unless locked is set), else through SQLite's locks; then checks what
  * the file is.  Returns 0 or -1. */
-int open_read(store *s, int locked, ts_err *e)
+int store_read_conn(store *s, int locked, ts_err *e)
 {
     int active = 0;
     sqlite3_close(s->db);
     s->db = NULL;
-    s->sig = files_print(s->path, &active);
+    s->sig = store_files_print(s->path, &active);
     s->immutable = !locked && !active;
     char uri[8400];
     if (uri_of(s->path, s->immutable ? "mode=ro&immutable=1" : "mode=ro", uri, sizeof uri))
@@ -537,7 +537,7 @@ int store_open_read(const char *path, store **out, ts_err *e)
         goto cleanup;
     }
     s->readonly = 1;
-    if (open_read(s, 0, e))
+    if (store_read_conn(s, 0, e))
         goto cleanup;
     *out = s;
     s = NULL;

@@ -31,21 +31,21 @@ struct store {
 
 /* A fingerprint of the database file and of its -wal and -journal files;
  * sets *active (when not NULL) to 1 when a writer has the file open. */
-uint64_t files_print(const char *path, int *active);
+uint64_t store_files_print(const char *path, int *active);
 
 /* Fills e with what failed on s's connection (and, for a lock, how long it
  * was waited for).  Returns -1. */
-int db_err(ts_err *e, const store *s, const char *what);
+int store_db_err(ts_err *e, const store *s, const char *what);
 
-/* Runs sql on s; on failure fills e (db_err()) and returns -1. */
-int exec_sql(store *s, const char *sql, const char *what, ts_err *e);
+/* Runs sql on s; on failure fills e (store_db_err()) and returns -1. */
+int store_exec_sql(store *s, const char *sql, const char *what, ts_err *e);
 
 /* Rolls back the open transaction, if any; keeps the first error message. */
-void rollback(store *s);
+void store_rollback(store *s);
 
 /* (Re)opens s read-only: immutable over a file that no writer has open
  * (unless locked is set), else through SQLite's locks; then checks what
  * the file is.  Returns 0 or -1. */
-int open_read(store *s, int locked, ts_err *e);
+int store_read_conn(store *s, int locked, ts_err *e);
 
 #endif

@@ -158,7 +158,7 @@ static int load_rows(store *s, const char *sql, const char *table, char kind, ru
     sqlite3_stmt *st = NULL;
     row_at at = {s, r->id, table, 0};
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        db_err(e, s, "cannot read run");
+        store_db_err(e, s, "cannot read run");
         goto cleanup;
     }
     sqlite3_bind_int64(st, 1, r->id);
@@ -166,7 +166,7 @@ static int load_rows(store *s, const char *sql, const char *table, char kind, ru
         if (load_row(&at, st, kind, r, e))
             goto cleanup;
     if (src != SQLITE_DONE) {
-        db_err(e, s, "cannot read run");
+        store_db_err(e, s, "cannot read run");
         goto cleanup;
     }
     rc = 0;
@@ -271,7 +271,7 @@ static int load_run(store *s, int64_t id, run_record **out, ts_err *e)
     run_record *r = NULL;
     sqlite3_stmt *st = NULL;
     /* One read transaction: the five queries see the same snapshot. */
-    if (exec_sql(s, "BEGIN", "cannot begin reading", e))
+    if (store_exec_sql(s, "BEGIN", "cannot begin reading", e))
         goto cleanup;
     char sql[512];
     snprintf(sql, sizeof sql, "SELECT id, created, command, scenario, seed, calibration, version,"
@@ -280,7 +280,7 @@ static int load_run(store *s, int64_t id, run_record **out, ts_err *e)
                              : "NULL, NULL, NULL, NULL, NULL",
              id > 0 ? "WHERE id = ?" : "ORDER BY id DESC LIMIT 1");
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        db_err(e, s, "cannot query runs");
+        store_db_err(e, s, "cannot query runs");
         goto cleanup;
     }
     if (id > 0)
@@ -294,7 +294,7 @@ static int load_run(store *s, int64_t id, run_record **out, ts_err *e)
         goto cleanup;
     }
     if (src != SQLITE_ROW) {
-        db_err(e, s, "cannot read run");
+        store_db_err(e, s, "cannot read run");
         goto cleanup;
     }
     if (!(r = run_record_new())) {
@@ -329,7 +329,7 @@ static int load_run(store *s, int64_t id, run_record **out, ts_err *e)
         (s->version >= 3 &&
          load_rows(s, "SELECT t0 FROM steps WHERE run_id = ? ORDER BY k", "steps", 's', r, e)))
         goto cleanup;
-    if (exec_sql(s, "COMMIT", "cannot end reading", e))
+    if (store_exec_sql(s, "COMMIT", "cannot end reading", e))
         goto cleanup;
     *out = r;
     r = NULL;
@@ -337,7 +337,7 @@ static int load_run(store *s, int64_t id, run_record **out, ts_err *e)
 cleanup:
     sqlite3_finalize(st);
     if (rc)
-        rollback(s);
+        store_rollback(s);
     run_record_free(r);
     return rc;
 }
@@ -346,7 +346,7 @@ int store_load_run(store *s, int64_t id, run_record **out, ts_err *e)
 {
     for (int tries = 1;; tries++) {
         int rc = load_run(s, id, out, e);
-        if (!s->immutable || files_print(s->path, NULL) == s->sig)
+        if (!s->immutable || store_files_print(s->path, NULL) == s->sig)
             return rc;
         /* a writer changed the file while it was read without locks: what
          * was read may mix two states; read it again */
@@ -354,7 +354,7 @@ int store_load_run(store *s, int64_t id, run_record **out, ts_err *e)
             run_record_free(*out);
             *out = NULL;
         }
-        if (open_read(s, tries >= STORE_READ_TRIES, e))
+        if (store_read_conn(s, tries >= STORE_READ_TRIES, e))
             return -1;
     }
 }

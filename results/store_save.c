@@ -86,7 +86,7 @@ static int insert_run(store *s, const run_record *r, const char *created, sqlite
         (r->steps > 0 ? sqlite3_bind_int(st, 13, r->steps) : sqlite3_bind_null(st, 13)) ||
         bind_field(st, 14, r->trace_path, sizeof r->trace_path) ||
         bind_field(st, 15, r->trace_hash, sizeof r->trace_hash) || step_insert(s, st)) {
-        db_err(e, s, "saving run");
+        store_db_err(e, s, "saving run");
         goto cleanup;
     }
     sqlite3_int64 id = sqlite3_last_insert_rowid(s->db);
@@ -172,14 +172,14 @@ static int save_run(store *s, const run_record *r, const char *created, sqlite3_
 {
     int rc = -1;
     s->refused = 0;
-    if (exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a run", e) ||
+    if (store_exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a run", e) ||
         insert_run(s, r, created, id, e) ||
-        exec_sql(s, "COMMIT", "cannot commit the run", e))
+        store_exec_sql(s, "COMMIT", "cannot commit the run", e))
         goto cleanup;
     rc = 0;
 cleanup:
     if (rc)
-        rollback(s);
+        store_rollback(s);
     return rc;
 }
 
@@ -296,7 +296,7 @@ int store_sweep_begin(store *s, const char *grid, const char *scenario, const ch
         sqlite3_bind_text(st, 3, scenario, -1, SQLITE_TRANSIENT) ||
         sqlite3_bind_text(st, 4, command, -1, SQLITE_TRANSIENT) ||
         sqlite3_bind_int64(st, 5, (sqlite3_int64)n_configs) || sqlite3_step(st) != SQLITE_DONE) {
-        db_err(e, s, "cannot start the sweep");
+        store_db_err(e, s, "cannot start the sweep");
         goto cleanup;
     }
     *id = (int64_t)sqlite3_last_insert_rowid(s->db);
@@ -315,7 +315,7 @@ int store_save_sweep_run(store *s, int64_t sweep_id, size_t config, const char *
     if (writable(s, e) || now_iso(s, created, e))
         return -1;
     s->refused = 0;
-    if (exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a sweep run", e))
+    if (store_exec_sql(s, "BEGIN IMMEDIATE", "cannot begin saving a sweep run", e))
         goto cleanup;
     if (r && insert_run(s, r, created, &id, e))
         goto cleanup;
@@ -329,14 +329,14 @@ int store_save_sweep_run(store *s, int64_t sweep_id, size_t config, const char *
                 config, sqlite3_errmsg(s->db));
         goto cleanup;
     }
-    if (exec_sql(s, "COMMIT", "cannot commit the sweep run", e))
+    if (store_exec_sql(s, "COMMIT", "cannot commit the sweep run", e))
         goto cleanup;
     if (r)
         set_saved(r, id, created);
     rc = 0;
 cleanup:
     if (rc) {
-        rollback(s);
+        store_rollback(s);
         if (r && !s->refused)
             spill_run(s->path, r, e);
     }
@@ -372,7 +372,7 @@ int store_sweep_end(store *s, int64_t sweep_id, store_sweep_status status, ts_er
                            NULL) != SQLITE_OK ||
         sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC) ||
         sqlite3_bind_int64(st, 2, sweep_id) || sqlite3_step(st) != SQLITE_DONE) {
-        db_err(e, s, "cannot finish the sweep");
+        store_db_err(e, s, "cannot finish the sweep");
         goto cleanup;
     }
     rc = 0;

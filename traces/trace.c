@@ -256,7 +256,7 @@ static int key3_cmp(const void *x, const void *y)
 
 /* Sorts (step, prompt_id) keys of t; returns the array (caller frees) or NULL
  * on allocation failure. */
-key3 *sorted_ids(const trace *t, int with_id)
+key3 *tr_sorted_ids(const trace *t, int with_id)
 {
     key3 *k = malloc((t->n_prompts ? t->n_prompts : 1) * sizeof *k);
     if (!k)
@@ -309,7 +309,7 @@ static int load_body(loader *L, int pending, load_fn row, load_fn end, int csv, 
 
 /* Opens path, reads it with load_body and sets *out only on success; frees
  * everything else. */
-int load_run(const char *path, trace **out, load_fn row, load_fn end, int csv, ts_err *e)
+int tr_load_run(const char *path, trace **out, load_fn row, load_fn end, int csv, ts_err *e)
 {
     loader L;
     memset(&L, 0, sizeof L);
@@ -358,13 +358,13 @@ static int load_detect(const char *path, int reward, int32_t name_step, trace **
         else
             rc = reward_read(&L.r, 1, name_step, L.t, e);
     } else if (*s == '{') {
-        rc = load_body(&L, 1, jsonl_record, jsonl_end, 0, e);
+        rc = load_body(&L, 1, tr_jsonl_record, tr_jsonl_end, 0, e);
     } else if ((L.nf = split_csv(L.r.buf, &L.f, &L.fcap)) < 0) {
         ts_errf(e, "%s:%ld: out of memory", L.r.path, L.r.lineno);
-    } else if (csv_header_cols(L.f, L.nf)) {
-        rc = load_body(&L, 1, csv_row, csv_end, 1, e);
-    } else if (vidur_cols(L.f, L.nf, &cp, &cd), cp != -1 && cd != -1) {
-        rc = load_body(&L, 1, vidur_row, NULL, 1, e);
+    } else if (tr_csv_header_cols(L.f, L.nf)) {
+        rc = load_body(&L, 1, tr_csv_row, tr_csv_end, 1, e);
+    } else if (tr_vidur_cols(L.f, L.nf, &cp, &cd), cp != -1 && cd != -1) {
+        rc = load_body(&L, 1, tr_vidur_row, NULL, 1, e);
     } else {
         ts_errf(e, "%s:%ld: field 'header': unknown trace format (expected JSONL records, a "
                    "step,prompt_id,prompt_tokens,response_tokens CSV or a Vidur CSV with "
@@ -394,7 +394,7 @@ int trace_write_csv(const trace *t, const char *path, ts_err *e)
     if (t->n_prompts == 0)
         return ts_errf(e, "%s: cannot write an empty trace", path);
     /* (step, prompt_id) must be unique, or reading back would merge prompts */
-    key3 *k = sorted_ids(t, 1);
+    key3 *k = tr_sorted_ids(t, 1);
     if (!k)
         return ts_errf(e, "%s: out of memory", path);
     for (size_t i = 1; i < t->n_prompts; i++)

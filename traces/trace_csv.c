@@ -28,7 +28,7 @@ static const int64_t csv_hi[5] = {INT32_MAX, INT32_MAX, TRACE_MAX_TOKENS, TRACE_
                                   INT32_MAX};
 
 /* Number of columns (4 or 5) when the fields are the plain CSV header, else 0. */
-int csv_header_cols(char **f, long n)
+int tr_csv_header_cols(char **f, long n)
 {
     if (n != 4 && n != 5)
         return 0;
@@ -62,14 +62,14 @@ static int csv_flush(loader *L, ts_err *e)
     return 0;
 }
 
-int csv_row(loader *L, ts_err *e)
+int tr_csv_row(loader *L, ts_err *e)
 {
     const line_reader *r = &L->r;
     char **f = L->f;
     long nf = L->nf, ncols = L->ncols;
     csv_group *g = &L->g;
     if (!ncols) {
-        if (!(L->ncols = csv_header_cols(f, nf)))
+        if (!(L->ncols = tr_csv_header_cols(f, nf)))
             return ts_errf(e, "%s:%ld: field 'header': expected "
                               "step,prompt_id,prompt_tokens,response_tokens[,dp_rank]",
                            r->path, r->lineno);
@@ -115,12 +115,12 @@ int csv_row(loader *L, ts_err *e)
 
 /* Flushes the last prompt, then rejects a (step, prompt_id) seen twice,
  * reporting the earliest later occurrence. */
-int csv_end(loader *L, ts_err *e)
+int tr_csv_end(loader *L, ts_err *e)
 {
     if (csv_flush(L, e))
         return -1;
     const trace *t = L->t;
-    key3 *k = sorted_ids(t, 1);
+    key3 *k = tr_sorted_ids(t, 1);
     if (!k)
         return ts_errf(e, "%s: out of memory", L->r.path);
     long bad = 0, first = 0;
@@ -140,13 +140,13 @@ int csv_end(loader *L, ts_err *e)
 
 int trace_load_csv(const char *path, trace **out, ts_err *e)
 {
-    return load_run(path, out, csv_row, csv_end, 1, e);
+    return tr_load_run(path, out, tr_csv_row, tr_csv_end, 1, e);
 }
 
 /* --------------------------------------------------------------- Vidur CSV */
 
 /* Finds the two Vidur columns; -1 when absent (or -2 when duplicated). */
-void vidur_cols(char **f, long nf, long *prefill, long *decode)
+void tr_vidur_cols(char **f, long nf, long *prefill, long *decode)
 {
     *prefill = *decode = -1;
     for (long i = 0; i < nf; i++) {
@@ -169,12 +169,12 @@ static int vidur_value(const char *s, int64_t lo, int64_t hi, int64_t *out)
     return 0;
 }
 
-int vidur_row(loader *L, ts_err *e)
+int tr_vidur_row(loader *L, ts_err *e)
 {
     const char *path = L->r.path;
     long line = L->r.lineno;
     if (!L->ncols) {
-        vidur_cols(L->f, L->nf, &L->cp, &L->cd);
+        tr_vidur_cols(L->f, L->nf, &L->cp, &L->cd);
         const char *bad = L->cp < 0 ? "num_prefill_tokens"
                         : L->cd < 0 ? "num_decode_tokens" : NULL;
         if (bad)
@@ -207,5 +207,5 @@ int vidur_row(loader *L, ts_err *e)
 
 int trace_load_vidur(const char *path, trace **out, ts_err *e)
 {
-    return load_run(path, out, vidur_row, NULL, 1, e);
+    return tr_load_run(path, out, tr_vidur_row, NULL, 1, e);
 }

@@ -2,7 +2,7 @@
  * Private to traces/trace.c, traces/trace_jsonl.c and traces/trace_csv.c:
  * the load machinery the three trace readers share.  trace.c owns the line
  * input (ts_lines with "\r" and a byte-order mark dropped), the read loop
- * (load_body, load_run) and the sorted (step, prompt_id) index of the
+ * (load_body, tr_load_run) and the sorted (step, prompt_id) index of the
  * whole-file checks; trace_jsonl.c and trace_csv.c define the per-format row
  * and end functions that trace.c's format detection (load_detect) calls.
  * Nothing outside those three files includes this header.
@@ -30,7 +30,7 @@ typedef struct key3 {
 
 /* Sorts (step, prompt_id) keys of t; returns the array (caller frees) or NULL
  * on allocation failure.  (trace.c) */
-key3 *sorted_ids(const trace *t, int with_id);
+key3 *tr_sorted_ids(const trace *t, int with_id);
 
 /* A prompt being gathered from consecutive plain-CSV rows. */
 typedef struct csv_group {
@@ -60,21 +60,21 @@ typedef int (*load_fn)(loader *L, ts_err *e);
 
 /* Opens path, reads it with load_body and sets *out only on success; frees
  * everything else.  (trace.c) */
-int load_run(const char *path, trace **out, load_fn row, load_fn end, int csv, ts_err *e);
+int tr_load_run(const char *path, trace **out, load_fn row, load_fn end, int csv, ts_err *e);
 
 /* JSONL (trace_jsonl.c): one record per line, then prompt ids numbered. */
-int jsonl_record(loader *L, ts_err *e);
-int jsonl_end(loader *L, ts_err *e);
+int tr_jsonl_record(loader *L, ts_err *e);
+int tr_jsonl_end(loader *L, ts_err *e);
 
 /* Plain CSV (trace_csv.c): the header's column count (4 or 5, else 0), one
  * row, and the end (last prompt flushed, repeated (step, prompt_id) refused). */
-int csv_header_cols(char **f, long n);
-int csv_row(loader *L, ts_err *e);
-int csv_end(loader *L, ts_err *e);
+int tr_csv_header_cols(char **f, long n);
+int tr_csv_row(loader *L, ts_err *e);
+int tr_csv_end(loader *L, ts_err *e);
 
 /* Vidur CSV (trace_csv.c): the two columns' indices (-1 absent, -2
  * repeated), and one row. */
-void vidur_cols(char **f, long nf, long *prefill, long *decode);
-int vidur_row(loader *L, ts_err *e);
+void tr_vidur_cols(char **f, long nf, long *prefill, long *decode);
+int tr_vidur_row(loader *L, ts_err *e);
 
 #endif

@@ -4,7 +4,7 @@
  * optional and "output" the non-empty array of response lengths.  Prompt ids
  * are the running index of the prompt within its step, in file order
  * (PolyTrace's local_index restarts at 0 on every dp_rank, so it is not
- * unique within a step and is ignored); jsonl_end numbers them once the file
+ * unique within a step and is ignored); tr_jsonl_end numbers them once the file
  * is read.  Also what the JSONL readers of traces/ share (traces/jsonl.h):
  * how a JSON value's kind reads in a message and the one report of a line
  * jansson could not parse, naming the field only when the error lies in its
@@ -206,7 +206,7 @@ int jsonl_syntax_error(const line_reader *r, const json_error_t *jerr, ts_err *e
 }
 
 /* Parses one JSONL record into the reusable buffer *resp. */
-int jsonl_record(loader *L, ts_err *e)
+int tr_jsonl_record(loader *L, ts_err *e)
 {
     const line_reader *r = &L->r;
     json_error_t jerr;
@@ -277,10 +277,10 @@ cleanup:
 }
 
 /* Numbers prompts 0, 1, ... within each step, in file order. */
-int jsonl_end(loader *L, ts_err *e)
+int tr_jsonl_end(loader *L, ts_err *e)
 {
     trace *t = L->t;
-    key3 *k = sorted_ids(t, 0);
+    key3 *k = tr_sorted_ids(t, 0);
     if (!k)
         return ts_errf(e, "%s: out of memory", L->r.path);
     int32_t next = 0;
@@ -295,5 +295,5 @@ int jsonl_end(loader *L, ts_err *e)
 
 int trace_load_jsonl(const char *path, trace **out, ts_err *e)
 {
-    return load_run(path, out, jsonl_record, jsonl_end, 0, e);
+    return tr_load_run(path, out, tr_jsonl_record, tr_jsonl_end, 0, e);
 }
