@@ -89,7 +89,7 @@ double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch 
  * (bit for bit) what cost_iter() returns: a cache changes the speed of a
  * simulation, never its result.
  *
- * The cache is the caller's state: one per simulation (sim/rollout.c holds
+ * The cache is the caller's state: one per simulation (sim/rollout_run.c holds
  * one per rollout_run), never shared between threads; forked workers each
  * build their own.  It copies hw and m, so later changes to the caller's
  * descriptions do not reach it. */

@@ -1,7 +1,8 @@
 /*
- * Private to the rollout replica (sim/rollout.c, sim/rollout_spec.c): the
- * request and replica state, and the functions the two files share.  Not part
- * of the library's interface; nothing outside sim/rollout*.c includes it.
+ * Private to the rollout replica (sim/rollout.c, sim/rollout_spec.c,
+ * sim/rollout_run.c): the request and replica state, and the functions the
+ * files share.  Not part of the library's interface; nothing outside
+ * sim/rollout*.c includes it.
  */
 #ifndef TS_ROLLOUT_IMPL_H
 #define TS_ROLLOUT_IMPL_H
@@ -102,6 +103,15 @@ static inline int32_t dec_gen(const req *q, int64_t D)
 
 /* sim/rollout.c: marks request r of rp finished at time t. */
 void ro_finish(sim *s, replica *rp, int32_t r, double t);
+/* sim/rollout.c: queues every response on its replica's waiting deque, in
+ * cfg->order or else trace order.  Returns 0, or -1 with e set: an order
+ * entry out of range or repeated, allocation failure. */
+int ro_run_queue(sim *s, size_t n);
+/* sim/rollout.c: the event loop; plans every replica's first iteration and
+ * runs the engine until every response has finished or the stop condition
+ * holds.  Returns 0, or -1 with e set when an iteration could not be
+ * scheduled. */
+int ro_run_events(sim *s, size_t n_prompts, size_t n);
 
 /* sim/rollout_spec.c: the speculative path of a replica. */
 /* TLT's adaptive switch: flush the KV cache, re-prefill every running
