@@ -172,6 +172,24 @@ static const struct migration {
      "ALTER TABLE runs ADD COLUMN steps INTEGER;"
      "ALTER TABLE runs ADD COLUMN trace_path TEXT;"
      "ALTER TABLE runs ADD COLUMN trace_hash TEXT;", NULL},
+    /* 6 -> 7: the names of the timeline's phase and state numbers (enum
+     * tl_phase, enum tl_state: tl_phase_name, tl_state_name, which a test
+     * compares with these rows), and the view `timeline_named` that shows
+     * the timeline with names, so that no reader has to know the enums.
+     * The numbers are fixed: a new phase or state appends a row in a new
+     * migration.  IF NOT EXISTS / OR REPLACE: a file downgraded by hand
+     * that kept them migrates all the same. */
+    {"CREATE TABLE IF NOT EXISTS phase_names(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+     "INSERT OR REPLACE INTO phase_names(id, name) VALUES"
+     " (0, 'sync'), (1, 'rollout'), (2, 'reward'), (3, 'old_logp'), (4, 'ref'), (5, 'update');"
+     "CREATE TABLE IF NOT EXISTS state_names(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+     "INSERT OR REPLACE INTO state_names(id, name) VALUES (0, 'busy'), (1, 'idle'), (2, 'train');"
+     "DROP VIEW IF EXISTS timeline_named;"
+     "CREATE VIEW timeline_named AS"
+     " SELECT t.run_id AS run_id, t.gpu AS gpu, p.name AS phase, s.name AS state,"
+     " t.t0 AS t0, t.t1 AS t1"
+     " FROM timeline t JOIN phase_names p ON p.id = t.phase JOIN state_names s ON s.id = t.state;",
+     NULL},
 };
 
 /* A fingerprint of the database file and of its -wal and -journal files

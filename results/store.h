@@ -1,6 +1,7 @@
 /*
  * Results store (SQLite): one database file per user, default tailsim.db.
- * Tables: runs, metrics, timeline, responses, sweeps, sweep_runs; schema versioned with
+ * Tables: runs, metrics, timeline, responses, steps, sweeps, sweep_runs, phase_names,
+ * state_names (and the view timeline_named); schema versioned with
  * PRAGMA user_version, migrations one version per transaction; a database
  * newer than this code, with a version below 0, or holding another
  * program's tables is refused untouched.  WAL, synchronous=NORMAL,
@@ -19,7 +20,7 @@
 #include "common/err.h"
 #include "results/result.h"
 
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
 /* The largest stored scenario INI and overrides a load accepts, bytes (the
  * INI of every key is about 3 KB; anything far larger was not written by
  * tailsim). */

@@ -291,11 +291,47 @@ static run_record *saved_then_downgraded(run_record *r, const char *sql)
     return r;
 }
 
-/* Takes a saved database's runs back to before schema version 6. */
+/* Take a saved database back to before schema version 7 (DROP_V7) or 6. */
+#define DROP_V7 "DROP VIEW timeline_named; DROP TABLE phase_names; DROP TABLE state_names; "
 #define DROP_V6                                                                          \
+    DROP_V7                                                                              \
     "ALTER TABLE runs DROP COLUMN scenario_ini; ALTER TABLE runs DROP COLUMN overrides;" \
     " ALTER TABLE runs DROP COLUMN steps; ALTER TABLE runs DROP COLUMN trace_path;"      \
     " ALTER TABLE runs DROP COLUMN trace_hash; "
+
+/* Version 7: the timeline's phase and state names, as tables that match
+ * the C names row for row, and the view timeline_named that shows them; a
+ * version-6 file migrates to them. */
+Test(store, timeline_names_match_the_enums)
+{
+    run_record *r = saved_then_downgraded(NULL, DROP_V7 "PRAGMA user_version = 6");
+    store_close(open_ok(dbpath));
+    cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM phase_names"), PH_COUNT);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM state_names"), 3);
+    for (int i = 0; i < PH_COUNT; i++) {
+        char q[200];
+        snprintf(q, sizeof q, "SELECT count(*) FROM phase_names WHERE id = %d AND name = '%s'", i,
+                 tl_phase_name[i]);
+        cr_assert_eq(sql_int(dbpath, q), 1, "phase %d is not '%s'", i, tl_phase_name[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        char q[200];
+        snprintf(q, sizeof q, "SELECT count(*) FROM state_names WHERE id = %d AND name = '%s'", i,
+                 tl_state_name[i]);
+        cr_assert_eq(sql_int(dbpath, q), 1, "state %d is not '%s'", i, tl_state_name[i]);
+    }
+    /* every timeline row shows up named, with its own numbers */
+    cr_assert_gt(sql_int(dbpath, "SELECT count(*) FROM timeline"), 0);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM timeline_named"),
+                 sql_int(dbpath, "SELECT count(*) FROM timeline"));
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM timeline t JOIN timeline_named n"
+                                 " ON n.run_id = t.run_id AND n.gpu = t.gpu AND n.t0 = t.t0"
+                                 " AND n.t1 = t.t1 JOIN phase_names p ON p.name = n.phase"
+                                 " JOIN state_names s ON s.name = n.state"
+                                 " WHERE p.id <> t.phase OR s.id <> t.state"), 0);
+    run_record_free(r);
+}
 
 /* A version-1 database (no sweep tables, no steps) is migrated to the
  * current version on open, keeping its runs. */
