@@ -76,7 +76,7 @@ int main(void)
         return 1;
     }
     btrace *a = bt_gen_1d("sft", 10000, 65536, 1, &e);
-    bt_video_mix vm = {5000, 1.0, 3.0, 5.0, 1};
+    bt_video_mix vm = {5000, 1.0, 3.0, 5.0, 1, 0, 0, 0, 0};
     btrace *b = a ? bt_gen_video_mix(&vm, &e) : NULL;
     if (!a || !b) {
         fprintf(stderr, "bench_dcp: %s\n", e.msg);

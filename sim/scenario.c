@@ -139,6 +139,10 @@ static const key_def keys[] = {
     {"dcp", "cap", K_INT, OFF(dcp.cap), 1, TRACE_MAX_TOKENS, "1D: length cap, tokens"},
     {"dcp", "seed", K_U64, OFF(dcp.seed), 0, 0, "DCP generator and planner seed"},
     {"dcp", "steps", K_INT, OFF(dcp.steps), 0, 1 << 30, "default --steps (0: all)"},
+    {"dcp", "image_mixing", K_STR, OFF(dcp.image_mixing), 0, 16, "video-mix: exclusive | inclusive images"},
+    {"dcp", "zipf_rank", K_STR, OFF(dcp.zipf_rank), 0, 16, "video-mix: Zipf rank by pixels | height x frames"},
+    {"dcp", "res_scale", K_DBL, OFF(dcp.res_scale), 0, 100, "video-mix: half-normal res_scale (0: Zipf)"},
+    {"dcp", "frame_scale", K_DBL, OFF(dcp.frame_scale), 0, 100, "video-mix: half-normal frame_scale (0: Zipf)"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -217,6 +221,8 @@ void scenario_defaults(scenario *s)
     s->dcp.image_mix = 1.0;
     s->dcp.zipf_alpha = 3.0;
     s->dcp.zipf_offset = 5.0;
+    snprintf(s->dcp.image_mixing, sizeof s->dcp.image_mixing, "exclusive");
+    snprintf(s->dcp.zipf_rank, sizeof s->dcp.zipf_rank, "pixels");
     s->dcp.seqs = 4096;
     s->dcp.cap = 65536;
 }

@@ -58,6 +58,10 @@ typedef struct scn_dcp {
     int cap;                  /* 1D: length cap, tokens */
     uint64_t seed;            /* generator and planner seed */
     int steps;                /* default --steps (0: the whole trace) */
+    char image_mixing[16];    /* video-mix: exclusive | inclusive (VideoSys' image_mixing_type) */
+    char zipf_rank[16];       /* video-mix: Zipf rank key, pixels | height (VideoSys' code) */
+    double res_scale;         /* video-mix: VideoSys' half-normal res_scale (0: Zipf) */
+    double frame_scale;       /* video-mix: VideoSys' half-normal frame_scale (0: Zipf) */
 } scn_dcp;
 
 typedef struct scenario {

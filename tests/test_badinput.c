@@ -27,6 +27,7 @@ typedef struct bad_case {
 
 #define SCN_HEAD "[cluster]\ngpus = 8\nhw = h100\n[model]\nname = qwen2.5-7b\n"
 #define SCN(body) SCN_HEAD body
+#define VID(body) "[cluster]\ngpus = 8\nhw = h200\n[model]\nname = opensora-stdit3\n[dcp]\ndist = video-mix\n" body
 #define T "build/tailsim "
 #define GRID(body) "[sweep]\nscenario = qwen7b-64gpu\n" body
 #define SW T "sweep $D/g.ini --db $D/r.db"
@@ -240,6 +241,13 @@ static const bad_case cases[] = {
      * cannot hold is refused before anything is saved or drawn */
     {"source_set_not_ini_db", "s.ini", SCN("[trace]\nprompts = 4\n"), T "rollout $D/s.ini --set 'dcp.strategies=;bucket' --db $D/r.db", 1, "s.ini: cannot record the effective scenario", "key 'dcp.strategies'", "r.db"},
     {"source_set_not_ini_out", "s.ini", SCN("[trace]\nprompts = 4\n"), T "rlstep $D/s.ini --set 'dcp.strategies=x ;y' -o $D/out", 1, "cannot record the effective scenario", "key 'dcp.strategies'", "out/report.md"},
+    /* VideoSys' released DCP configurations (issue 19): the video-mix generator's image
+     * mixing type, Zipf rank key and half-normal scales name the file and key */
+    {"dcp_image_mixing_bad", "v.ini", VID("image_mixing = sideways\n"), T "dcp $D/v.ini --db $D/r.db", 1, "v.ini: key 'dcp.image_mixing': 'sideways'", "not exclusive or inclusive", "r.db"},
+    {"dcp_zipf_rank_bad", NULL, NULL, T "dcp dcp-videosys-1x8-frac1 --set dcp.zipf_rank=width --db $D/r.db", 1, "key 'dcp.zipf_rank': 'width'", "not pixels or height", "r.db"},
+    {"dcp_res_scale_alone", "v.ini", VID("res_scale = 2\n"), T "dcp $D/v.ini --db $D/r.db", 1, "v.ini: key 'dcp.frame_scale'", "go together", "r.db"},
+    {"dcp_inclusive_over_one", NULL, NULL, T "dcp dcp-videosys-1x8-frac10 --set dcp.image_mixing=inclusive --db $D/r.db", 1, "dcp-videosys-1x8-frac10.ini: [dcp]: video mix: inclusive", "image_mix in [0, 1]", "r.db"},
+    {"dcp_res_scale_range", "v.ini", VID("res_scale = 200\nframe_scale = 1\n"), T "dcp $D/v.ini --db $D/r.db", 1, "v.ini:8", "res_scale", "r.db"},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

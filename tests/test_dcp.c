@@ -80,7 +80,7 @@ Test(dcp, latent_shapes_follow_open_sora)
 Test(dcp, video_mix_counts_and_seeds)
 {
     ts_err e = {{0}};
-    bt_video_mix m = {2000, 2.0, 3.0, 5.0, 7};
+    bt_video_mix m = {2000, 2.0, 3.0, 5.0, 7, 0, 0, 0, 0};
     btrace *a = bt_gen_video_mix(&m, &e), *b = bt_gen_video_mix(&m, &e);
     cr_assert_not_null(a, "%s", e.msg);
     cr_assert_not_null(b, "%s", e.msg);
@@ -111,6 +111,66 @@ Test(dcp, video_mix_counts_and_seeds)
     btrace_free(a);
     btrace_free(b);
     btrace_free(c);
+}
+
+/* Count of the shape (frames, height) in b. */
+static size_t count_shape(const btrace *b, int32_t frames, int32_t height)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->n; i++)
+        n += b->seq[i].frames == frames && b->seq[i].height == height;
+    return n;
+}
+
+Test(dcp, video_mix_videosys_options)
+{
+    /* VideoSys ranks video buckets by frames x height: 720p 51f (36,720) comes before
+     * 144p 408f (58,752), where frames x pixels puts it after */
+    ts_err e = {{0}};
+    bt_video_mix m = {2000, 1.0, 3.0, 5.0, 1, 0, 0, 0, 0};
+    btrace *px = bt_gen_video_mix(&m, &e);
+    m.rank_height = 1;
+    btrace *ht = bt_gen_video_mix(&m, &e);
+    cr_assert(px && ht, "%s", e.msg);
+    cr_expect_gt(count_shape(ht, 51, 720), count_shape(px, 51, 720));
+    cr_expect_lt(count_shape(ht, 408, 144), count_shape(px, 408, 144));
+    cr_expect_eq(ht->n, px->n);
+    /* inclusive: image_mix is the image share of `videos` samples */
+    m.inclusive = 1;
+    m.image_mix = 0.25;
+    btrace *inc = bt_gen_video_mix(&m, &e);
+    cr_assert_not_null(inc, "%s", e.msg);
+    size_t img = 0;
+    for (size_t i = 0; i < inc->n; i++)
+        img += inc->seq[i].frames == 1;
+    cr_expect_eq(inc->n, 2000u);
+    cr_expect_eq(img, 500u);
+    m.image_mix = 1.5;
+    cr_expect_null(bt_gen_video_mix(&m, &e));
+    cr_expect(strstr(e.msg, "inclusive") != NULL, "%s", e.msg);
+    /* half-normal: a larger res_scale moves samples to the low resolutions */
+    bt_video_mix h = {4000, 0, 3.0, 5.0, 1, 0, 0, 0.5, 1.0};
+    btrace *lo = bt_gen_video_mix(&h, &e);
+    h.res_scale = 3.0;
+    btrace *hi = bt_gen_video_mix(&h, &e);
+    cr_assert(lo && hi, "%s", e.msg);
+    cr_expect_leq(lo->n, 4000u);
+    cr_expect_gt(lo->n, 3975u); /* at most one sample lost per bucket to the floor */
+    cr_expect_gt(count_shape(hi, 1, 144), count_shape(lo, 1, 144));
+    cr_expect_lt(count_shape(hi, 408, 720), count_shape(lo, 408, 720));
+    /* VideoSys' token count: latent frames x (h / 8) x (w / 8) */
+    bt_seq v = {0};
+    v.frames = 51, v.height = 720, v.width = 1280;
+    cr_expect_eq(bt_videosys_positions(&v), 15 * 90 * 160);
+    v.frames = 1, v.height = 240, v.width = 426;
+    cr_expect_eq(bt_videosys_positions(&v), 30 * 53);
+    v.frames = 408;
+    cr_expect_eq(bt_videosys_positions(&v), 120 * 30 * 53);
+    btrace_free(px);
+    btrace_free(ht);
+    btrace_free(inc);
+    btrace_free(lo);
+    btrace_free(hi);
 }
 
 Test(dcp, one_d_generators_are_seeded_and_capped)
@@ -175,7 +235,7 @@ Test(dcp, csv_round_trip)
     ts_err e = {{0}};
     char p[512];
     tmp_path(p, sizeof p, "mix.csv");
-    bt_video_mix m = {200, 1.0, 3.0, 5.0, 1};
+    bt_video_mix m = {200, 1.0, 3.0, 5.0, 1, 0, 0, 0, 0};
     btrace *a = bt_gen_video_mix(&m, &e), *b = NULL;
     cr_assert_eq(btrace_write_csv(a, p, &e), 0, "%s", e.msg);
     cr_assert_eq(btrace_load(p, &b, &e), 0, "%s", e.msg);

@@ -60,7 +60,7 @@ static void fixture_init_cfg(fixture *f, int video, int gpus, uint64_t seed, dou
     memset(f, 0, sizeof *f);
     cr_assert_eq(tc_model_init(&f->tm, video ? &stdit : &llama, video ? 300 : 0, 34, &e), 0);
     if (video) {
-        bt_video_mix m = {60 + (int)(seed % 50), (double)(seed % 3), 3.0, 5.0, seed};
+        bt_video_mix m = {60 + (int)(seed % 50), (double)(seed % 3), 3.0, 5.0, seed, 0, 0, 0, 0};
         f->bt = bt_gen_video_mix(&m, &e);
     } else {
         f->bt = bt_gen_1d("sft", 200 + (int)(seed % 300), 32768, seed, &e);

@@ -305,43 +305,113 @@ static void shuffle(btrace *b, gsl_rng *r)
     }
 }
 
+/* VideoSys' rank key: frames x COMMON_AR[name][0], the height.  Ties keep
+ * bucket_config order (lower resolution first): qsort is not stable, so the
+ * resolution breaks them. */
+static int shape_height_cmp(const void *x, const void *y)
+{
+    const shape *a = x, *b = y;
+    double pa = (double)a->frames * a->height, pb = (double)b->frames * b->height;
+    if (pa != pb)
+        return (pa > pb) - (pa < pb);
+    return (a->height > b->height) - (a->height < b->height);
+}
+
+/* VideoSys' half_normal_pdf at x >= 0 up to its constant factor, which
+ * the normalisation over the buckets cancels. */
+static double half_normal(double x) { return exp(-0.5 * x * x); }
+
+/* VideoSys' res_scale/frame_scale mode: counts over 5 heights x 5 frame
+ * counts (images included), into sh[25]/cnt[25]. */
+static void half_normal_counts(const bt_video_mix *p, const int32_t res[5][2], shape sh[25],
+                               int64_t cnt[25])
+{
+    static const int32_t fr[5] = {1, 51, 102, 204, 408};
+    double w[25], tot = 0;
+    for (int r = 0; r < 5; r++)
+        for (int f = 0; f < 5; f++) {
+            int k = r * 5 + f;
+            sh[k] = (shape){fr[f], res[r][0], res[r][1]};
+            w[k] = half_normal(res[r][0] / 720.0 * p->res_scale) *
+                   half_normal(sqrt(sqrt(fr[f] / 408.0)) * p->frame_scale);
+            tot += w[k];
+        }
+    for (int k = 0; k < 25; k++)
+        cnt[k] = (int64_t)floor(w[k] / tot * p->videos);
+}
+
+/* The Zipf counts of the exclusive or inclusive mode, into vid[20]/cv[20]
+ * and img[5]/ci[5]. */
+static void zipf_mix_counts(const bt_video_mix *p, const int32_t res[5][2], shape vid[20],
+                            int64_t cv[20], shape img[5], int64_t ci[5])
+{
+    static const int32_t nframes[4] = {51, 102, 204, 408};
+    for (int r = 0; r < 5; r++) {
+        for (int f = 0; f < 4; f++)
+            vid[r * 4 + f] = (shape){nframes[f], res[r][0], res[r][1]};
+        img[r] = (shape){1, res[r][0], res[r][1]};
+    }
+    qsort(vid, 20, sizeof vid[0], p->rank_height ? shape_height_cmp : shape_pixels_cmp);
+    qsort(img, 5, sizeof img[0], shape_pixels_cmp);
+    int64_t n_img, n_vid = p->videos;
+    if (p->inclusive) {
+        n_img = (int64_t)floor(p->image_mix * p->videos);
+        n_vid = p->videos - n_img;
+    } else {
+        n_img = (int64_t)nearbyint(p->image_mix * p->videos);
+    }
+    zipf_counts(20, n_vid, p->alpha, p->offset, cv);
+    zipf_counts(5, n_img, p->alpha, p->offset, ci);
+}
+
+static int add_shapes(btrace *b, const shape *sh, const int64_t *cnt, int n, ts_err *e)
+{
+    for (int k = 0; k < n; k++)
+        for (int64_t i = 0; i < cnt[k]; i++)
+            if (btrace_add_video(b, sh[k].frames, sh[k].height, sh[k].width, e))
+                return -1;
+    return 0;
+}
+
 btrace *bt_gen_video_mix(const bt_video_mix *p, ts_err *e)
 {
     static const int32_t res[5][2] = {
         {144, 256}, {240, 426}, {360, 640}, {480, 854}, {720, 1280}};
-    static const int32_t nframes[4] = {51, 102, 204, 408};
     if (p->videos < 1 || p->videos > 10000000 || !(p->image_mix >= 0 && p->image_mix <= 1000) ||
         !(p->alpha > 0 && p->alpha <= 100) || !(p->offset >= 0 && p->offset <= 1e6)) {
         ts_errf(e, "video mix: need videos in [1, 1e7], image_mix in [0, 1000], alpha in "
                    "(0, 100], offset in [0, 1e6]");
         return NULL;
     }
-    shape vid[20], img[5];
-    for (int r = 0; r < 5; r++) {
-        for (int f = 0; f < 4; f++)
-            vid[r * 4 + f] = (shape){nframes[f], res[r][0], res[r][1]};
-        img[r] = (shape){1, res[r][0], res[r][1]};
+    if (p->inclusive && p->image_mix > 1) {
+        ts_errf(e, "video mix: inclusive image mixing needs image_mix in [0, 1] (the share "
+                   "of images), got %g", p->image_mix);
+        return NULL;
     }
-    qsort(vid, 20, sizeof vid[0], shape_pixels_cmp);
-    qsort(img, 5, sizeof img[0], shape_pixels_cmp);
-    int64_t cv[20], ci[5];
-    int64_t n_img = (int64_t)nearbyint(p->image_mix * p->videos);
-    zipf_counts(20, p->videos, p->alpha, p->offset, cv);
-    zipf_counts(5, n_img, p->alpha, p->offset, ci);
+    int hn = p->res_scale > 0 || p->frame_scale > 0;
+    if (hn && !(p->res_scale > 0 && p->frame_scale > 0 && p->res_scale <= 100 &&
+                p->frame_scale <= 100)) {
+        ts_errf(e, "video mix: res_scale and frame_scale go together, both in (0, 100]");
+        return NULL;
+    }
+    shape vid[25], img[5];
+    int64_t cv[25], ci[5] = {0};
+    if (hn)
+        half_normal_counts(p, res, vid, cv);
+    else
+        zipf_mix_counts(p, res, vid, cv, img, ci);
     btrace *b = btrace_new(BT_2D);
     gsl_rng *r = ts_rng_new(p->seed, 0);
     if (!b || !r) {
         ts_errf(e, "out of memory");
         goto fail;
     }
-    for (int k = 0; k < 5; k++)
-        for (int64_t i = 0; i < ci[k]; i++)
-            if (btrace_add_video(b, img[k].frames, img[k].height, img[k].width, e))
-                goto fail;
-    for (int k = 0; k < 20; k++)
-        for (int64_t i = 0; i < cv[k]; i++)
-            if (btrace_add_video(b, vid[k].frames, vid[k].height, vid[k].width, e))
-                goto fail;
+    if ((!hn && add_shapes(b, img, ci, 5, e)) || add_shapes(b, vid, cv, hn ? 25 : 20, e))
+        goto fail;
+    if (b->n == 0) {
+        ts_errf(e, "video mix: the parameters give no samples");
+        goto fail;
+    }
     shuffle(b, r);
     gsl_rng_free(r);
     return b;
@@ -349,6 +419,22 @@ fail:
     gsl_rng_free(r);
     btrace_free(b);
     return NULL;
+}
+
+int64_t bt_videosys_positions(const bt_seq *q)
+{
+    if (q->frames <= 0)
+        return bt_tokens(q);
+    int64_t t = q->frames > 1 ? (int64_t)q->frames * 5 / 17 : 1;
+    return t * (q->height / 8) * (q->width / 8);
+}
+
+int64_t btrace_videosys_positions(const btrace *b)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < b->n; i++)
+        n += bt_videosys_positions(&b->seq[i]);
+    return n;
 }
 
 typedef struct lncomp {

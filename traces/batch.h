@@ -98,14 +98,44 @@ btrace *btrace_from_rollout(const trace *t, ts_err *e);
  * rank r (1-based) gets weight 1 / (r + offset)^alpha and a count rounded
  * half-to-even, the rounding remainder going to rank 1.  The data order is a
  * Fisher-Yates shuffle from ts_rng_new(seed, 0).  The paper's mixes:
- * alpha 3, offset 5, videos 2000, image_mix 1, 2 or 5. */
+ * alpha 3, offset 5, videos 2000, image_mix 1, 2 or 5.
+ *
+ * The fields after seed default to tailsim's first reading when zero:
+ * rank_height = 1 ranks the video buckets as VideoSys' code does, by frames
+ * x height (COMMON_AR[name][0] is the height), ties in bucket_config order
+ * (lower resolution first), instead of frames x pixels; inclusive = 1 is
+ * VideoSys' "inclusive" mixing: image_mix is then a fraction in [0, 1] of
+ * the `videos` samples that are images (floor), the rest videos; exclusive
+ * (0) adds image_mix x videos images to the videos (rounded; VideoSys
+ * truncates, the same for a whole image_mix).  res_scale and
+ * frame_scale both > 0 replace the Zipf counts by VideoSys' half-normal
+ * weighting over the 25 buckets (frame counts 1 = images, 51, ..., 408):
+ * bucket (h, f) weighs pdf(h / 720 x res_scale) x pdf((f / 408)^(1/4) x
+ * frame_scale) with pdf the standard half-normal, and gets
+ * floor(videos x its share) samples (image_mix, inclusive, alpha and offset
+ * unused). */
 typedef struct bt_video_mix {
-    int32_t videos;     /* videos (>= 1) */
-    double image_mix;   /* images per video (>= 0) */
+    int32_t videos;     /* videos (>= 1); the data size of the half-normal mode */
+    double image_mix;   /* images per video (>= 0); inclusive: image fraction in [0, 1] */
     double alpha;       /* Zipf exponent (> 0) */
     double offset;      /* Zipf rank offset (>= 0) */
     uint64_t seed;      /* data-order shuffle */
+    int inclusive;      /* 1: VideoSys' inclusive image mixing (default 0: exclusive) */
+    int rank_height;    /* 1: Zipf ranks by frames x height, VideoSys' key (0: x pixels) */
+    double res_scale;   /* half-normal mode when both > 0 (VideoSys res_scale) */
+    double frame_scale; /* half-normal mode when both > 0 (VideoSys frame_scale) */
 } bt_video_mix;
+
+/* Latent positions of a sequence as VideoSys' training loop counts its
+ * "tokens" (examples/training/open_sora/train.py: x.shape[0] x T x H x W of
+ * the VAE latent): a video of f frames has f x 5 / 17 latent frames
+ * (floor; an image 1) of (height / 8) x (width / 8) positions (floor), before
+ * STDiT3's 2 x 2 patching, so about 4 x bt_tokens().  A 1D sequence: its
+ * tokens.  Cannot fail. */
+int64_t bt_videosys_positions(const bt_seq *q);
+
+/* The sum of bt_videosys_positions() over the trace.  Cannot fail. */
+int64_t btrace_videosys_positions(const btrace *b);
 
 /* Returns the generated 2D trace, or NULL with a message on bad parameters
  * or allocation failure. */
