@@ -264,6 +264,19 @@ static int dcp_cmd_record(const dcp_opts *o, dcp_out *r, ts_err *e)
     return o->co.db ? store_save_run_to(o->co.db, rec, e) : 0;
 }
 
+/* VideoSys' latent positions per tailsim patch token over the trace (about
+ * 4: STDiT3 patches 2 x 2 latent positions), or 0 for a 1D trace, which has
+ * no second count.  Exact for a whole pass; with --steps it assumes the
+ * simulated steps hold the trace's mix. */
+static double dcp_positions_ratio(const dcp_out *r)
+{
+    const btrace *b = r->d.bt;
+    int64_t t = btrace_tokens(b);
+    if (b->kind != BT_2D || t <= 0)
+        return 0;
+    return (double)btrace_videosys_positions(b) / (double)t;
+}
+
 static void dcp_out_free(dcp_out *r)
 {
     free(r->psteps);
@@ -282,6 +295,9 @@ static void dcp_json_setup(json_t *root, const dcp_out *r)
     json_object_set_new(root, "sequences", json_integer((json_int_t)d->bt->n));
     json_object_set_new(root, "tokens", json_integer((json_int_t)btrace_tokens(d->bt)));
     json_object_set_new(root, "buckets", json_integer(d->bt->n_buckets));
+    if (d->bt->kind == BT_2D)
+        json_object_set_new(root, "videosys_positions",
+                            json_integer((json_int_t)btrace_videosys_positions(d->bt)));
     json_object_set_new(root, "mem_cap", json_real(d->cfg.mem_cap));
     json_object_set_new(root, "bucket_sp", json_integer(r->c.bucket_sp));
     json_object_set_new(root, "sync_s", json_real(r->c.sync_s));
@@ -307,6 +323,9 @@ static json_t *dcp_json_strategy(const dcp_out *r, int i, int no_wall)
     json_object_set_new(o, "step_s", json_real(x->step_s));
     json_object_set_new(o, "time_s", json_real(x->time_s));
     json_object_set_new(o, "tokens_per_s", json_real(x->tokens_per_s));
+    double pr = dcp_positions_ratio(r);
+    if (pr > 0)
+        json_object_set_new(o, "videosys_positions_per_s", json_real(x->tokens_per_s * pr));
     json_object_set_new(o, "speedup", json_real(x->tokens_per_s / r->ref.tokens_per_s));
     json_object_set_new(o, "imbalance", json_real(x->imbalance));
     json_object_set_new(o, "imbalance_plan", json_real(x->imbalance_plan));
@@ -405,6 +424,10 @@ static void dcp_text_setup(const dcp_out *r)
     printf("trace: %s\n", d->trace_desc);
     printf("       %zu sequences, %.4g tokens, %d buckets\n", d->bt->n,
            (double)btrace_tokens(d->bt), d->bt->n_buckets);
+    if (d->bt->kind == BT_2D)
+        printf("       %.4g latent positions as VideoSys counts tokens (B x T x H x W, "
+               "%.3f per patch token; pos/s below)\n",
+               (double)btrace_videosys_positions(d->bt), dcp_positions_ratio(r));
     printf("memory cap %.2f x %.0f GB, ZeRO %d, %s, SP sizes %s (bucket/packed SP %d), "
            "grad sync + optimizer %.4f s/step\n",
            d->cfg.mem_cap, d->hw.hbm_bytes / 1e9, d->cfg.zero_stage,
@@ -420,13 +443,18 @@ static void dcp_text_setup(const dcp_out *r)
 /* The table of strategies and their first step's plans. */
 static void dcp_text_strategies(const dcp_out *r)
 {
-    printf("%-15s %6s %9s %10s %11s %8s %7s %7s %7s %8s %5s\n", "strategy", "steps",
-           "step_s", "total_s", "tokens/s", "speedup", "imbal", "imb_pl", "idle", "peak_GB",
-           "gas");
+    double pr = dcp_positions_ratio(r);
+    printf("%-15s %6s %9s %10s %11s", "strategy", "steps", "step_s", "total_s", "tokens/s");
+    if (pr > 0)
+        printf(" %11s", "pos/s");
+    printf(" %8s %7s %7s %7s %8s %5s\n", "speedup", "imbal", "imb_pl", "idle", "peak_GB", "gas");
     for (int i = 0; i < r->ns; i++) {
         const dcp_result *x = &r->res[i];
-        printf("%-15s %6lld %9.4f %10.3f %11.4g %7.2fx %6.1f%% %6.1f%% %6.1f%% %8.1f %5.2f%s\n",
-               x->name, (long long)x->steps, x->step_s, x->time_s, x->tokens_per_s,
+        printf("%-15s %6lld %9.4f %10.3f %11.4g", x->name, (long long)x->steps, x->step_s,
+               x->time_s, x->tokens_per_s);
+        if (pr > 0)
+            printf(" %11.4g", x->tokens_per_s * pr);
+        printf(" %7.2fx %6.1f%% %6.1f%% %6.1f%% %8.1f %5.2f%s\n",
                x->tokens_per_s / r->ref.tokens_per_s, 100 * x->imbalance,
                100 * x->imbalance_plan, 100 * x->idle_fraction, x->peak_mem_bytes / 1e9,
                x->mean_gas, x->feasible ? "" : "  OVER CAP");
