@@ -29,6 +29,7 @@
 
 #include "common/util.h"
 #include "cli/cmd.h"
+#include "cli/cmd_dcp.h"
 #include "cli/opts.h"
 #include "cli/progress.h"
 #include "reports/dcp_report.h"
@@ -43,6 +44,7 @@ typedef struct dcp_opts {
     const char *strategies;  /* --strategies LIST, NULL: dcp.strategies */
     const char *per_step;    /* --per-step NAME, or NULL */
     int scale, buckets;      /* --scale, --buckets (0 or 1) */
+    int sweep_dist;          /* --sweep-dist (0 or 1) */
     int steps, have_steps;   /* --steps N (have_steps 0: dcp.steps) */
     int tl_steps;            /* --tl-steps N (default 4) */
 } dcp_opts;
@@ -83,6 +85,10 @@ static void dcp_usage(FILE *f)
             "  --set SEC.KEY=VAL  override a scenario key (repeatable), e.g. --set dcp.image_mix=5\n"
             "  --scale            also print imbalance at 8, 16, 32, 64 and 128 GPUs\n"
             "  --buckets          also print the per-bucket profile\n"
+            "  --sweep-dist       instead: the video mix moved from short- to long-dominated\n"
+            "                     (images 50..0 per video, then a flatter Zipf): each\n"
+            "                     strategy's speedup and bucket imbalance vs the share of\n"
+            "                     long sequences (-o DIR: dcp_dist.png)\n"
             "  --per-step NAME    also print every step of strategy NAME (groups, GPUs,\n"
             "                     micro-batches, mixed-bucket groups, compute time, imbalance)\n"
             "  --db FILE          save the run (metrics, per-GPU timelines) to SQLite\n"
@@ -111,6 +117,7 @@ static int dcp_cmd_parse(int argc, char **argv, dcp_opts *o)
         OPTS_LONG_NO_WALL,
         {"scale", no_argument, 0, 'g'},
         {"buckets", no_argument, 0, 'b'},
+        {"sweep-dist", no_argument, 0, 'W'},
         {"per-step", required_argument, 0, 'p'},
         OPTS_LONG_HELP,
         {0, 0, 0, 0}};
@@ -130,6 +137,7 @@ static int dcp_cmd_parse(int argc, char **argv, dcp_opts *o)
         case 'S': o->strategies = optarg; break;
         case 'g': o->scale = 1; break;
         case 'b': o->buckets = 1; break;
+        case 'W': o->sweep_dist = 1; break;
         case 'p': o->per_step = optarg; break;
         case 'n':
         case 'T':
@@ -545,7 +553,15 @@ int cmd_dcp(int argc, char **argv)
         fprintf(stderr, "tailsim dcp: -o %s: %s\n", o.co.out, e.msg);
         goto done;
     }
-    if (dcp_cmd_prepare(&o, &r, &e) || dcp_cmd_run(&o, &r, &e))
+    if (dcp_cmd_prepare(&o, &r, &e))
+        goto fail;
+    if (o.sweep_dist) {
+        if (dcp_cmd_sweep_dist(&r.s, &r.d, r.st, r.ns, o.co.json, o.co.out, &e))
+            goto fail;
+        rc = 0;
+        goto done;
+    }
+    if (dcp_cmd_run(&o, &r, &e))
         goto fail;
     r.wall = ts_wall_s() - w0;
     if (dcp_cmd_record(&o, &r, &e))

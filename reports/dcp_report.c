@@ -177,3 +177,34 @@ int dcp_report_write(const run_record *r, const char *dir, ts_err *e)
                  r->scenario);
     return report_gnuplot(script, dat, png, title, dir, e);
 }
+
+int dcp_dist_figure_write(const char *dir, const char *scenario, int npts,
+                          const double *long_share, int ns, const char (*names)[48],
+                          const double *speedup, const double *bucket_imb, ts_err *e)
+{
+    char dat[PATHN], png[PATHN], script[PATHN], title[400];
+    snprintf(dat, sizeof dat, "%s/dcp_dist.dat", dir);
+    snprintf(png, sizeof png, "%s/dcp_dist.png", dir);
+    ts_atomic a;
+    if (ts_atomic_open(&a, dat, e))
+        return -1;
+    int blocks = 0;
+    for (int i = 0; i < ns; i++) {
+        fputs(blocks++ ? "\n\n" : "", a.f);
+        put_word(a.f, names[i]);
+        fputs(" speedup\n", a.f);
+        for (int k = 0; k < npts; k++)
+            if (!isnan(speedup[k * ns + i]))
+                fprintf(a.f, "%.6g %.6g\n", 100 * long_share[k], speedup[k * ns + i]);
+    }
+    fputs(blocks ? "\n\n" : "", a.f);
+    fputs("bucket_imbalance imbalance_percent\n", a.f);
+    for (int k = 0; k < npts; k++)
+        fprintf(a.f, "%.6g %.6g\n", 100 * long_share[k], 100 * bucket_imb[k]);
+    if (ts_atomic_commit(&a, e))
+        return -1;
+    if (report_script("dcp_dist", script, sizeof script, e))
+        return -1;
+    snprintf(title, sizeof title, "%.200s - speedup and bucket imbalance vs long share", scenario);
+    return report_gnuplot(script, dat, png, title, dir, e);
+}

@@ -18,4 +18,17 @@
  * a file that cannot be written, gnuplot missing or failing). */
 int dcp_report_write(const run_record *r, const char *dir, ts_err *e);
 
+/* `tailsim dcp --sweep-dist -o DIR`: writes DIR/dcp_dist.dat (one block per
+ * strategy, "long_percent speedup" lines, NAN points left out, then a block
+ * "bucket_imbalance" of "long_percent imbalance_percent") and DIR/dcp_dist.png
+ * (reports/dcp_dist.gp through gnuplot: speedup over bucket above, bucket
+ * imbalance below, against the share of long sequences).  long_share and
+ * bucket_imb have npts entries (fractions), speedup npts x ns (point-major),
+ * names ns strategy names (each written as one word).  DIR must exist.
+ * Returns 0, or -1 with a message (a file that cannot be written, gnuplot
+ * missing or failing). */
+int dcp_dist_figure_write(const char *dir, const char *scenario, int npts,
+                          const double *long_share, int ns, const char (*names)[48],
+                          const double *speedup, const double *bucket_imb, ts_err *e);
+
 #endif

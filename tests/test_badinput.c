@@ -248,6 +248,7 @@ static const bad_case cases[] = {
     {"dcp_res_scale_alone", "v.ini", VID("res_scale = 2\n"), T "dcp $D/v.ini --db $D/r.db", 1, "v.ini: key 'dcp.frame_scale'", "go together", "r.db"},
     {"dcp_inclusive_over_one", NULL, NULL, T "dcp dcp-videosys-1x8-frac10 --set dcp.image_mixing=inclusive --db $D/r.db", 1, "dcp-videosys-1x8-frac10.ini: [dcp]: video mix: inclusive", "image_mix in [0, 1]", "r.db"},
     {"dcp_res_scale_range", "v.ini", VID("res_scale = 200\nframe_scale = 1\n"), T "dcp $D/v.ini --db $D/r.db", 1, "v.ini:8", "res_scale", "r.db"},
+    {"dcp_sweep_dist_no_video", NULL, NULL, T "dcp dcp-llama8b-32xh200 --sweep-dist -o $D/out", 1, "--sweep-dist", "dcp.dist = video-mix", "out/dcp_dist.png"},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

@@ -21,6 +21,7 @@
 #include "cli/cmd.h"
 #include "models/hw_calib.h"
 #include "sim/dcp/dcp_setup.h"
+#include "sim/dcp/dcp_sweep.h"
 #include "tests/helpers.h"
 
 static char tmpdir[256];
@@ -456,4 +457,42 @@ Test(dcp, command_exit_statuses, .init = cr_redirect_stderr)
     char *perx[] = {"dcp", "dcp-llama8b-32xh200", "--per-step", "fastest", NULL};
     cr_expect_eq(cmd_dcp(4, perx), 1);
     teardown();
+}
+
+Test(dcp, speedup_falls_as_long_sequences_dominate)
+{
+    /* the direction, not the numbers: along the shipped grid the share of long
+     * sequences rises, and DCP's gain over bucket parallel at a fixed SP size (and
+     * the model's bound on it) is larger on the short-dominated end, where bucket
+     * parallel pays SP communication and replicated cross-attention on work that
+     * fits one GPU, than on the long-dominated end (docs/dcp.md) */
+    ts_err e = {{0}};
+    scenario s;
+    cr_assert_eq(scenario_load("scenarios/dcp-videosys-1x8-frac1.ini", &s, &e), 0, "%s", e.msg);
+    cr_assert_eq(scenario_validate(&s, &e), 0, "%s", e.msg);
+    dcp_strategy st[3];
+    int ns = 0;
+    cr_assert_eq(dcp_parse_strategies("dcp-inter,dcp-inter+pac,bound", st, 3, &ns, &e), 0);
+    dcp_dist_row rows[DCP_DIST_N];
+    cr_assert_eq(dcp_sweep_dist(&s, dcp_dist_grid, DCP_DIST_N, st, ns, rows, &e), 0, "%s", e.msg);
+    for (int k = 1; k < DCP_DIST_N; k++)
+        cr_expect_gt(rows[k].long_share, rows[k - 1].long_share, "point %d", k);
+    int n = DCP_DIST_N;
+    for (int i = 0; i < ns; i++) {
+        /* both ends, and the rank correlation (Kendall) over the grid */
+        cr_expect_gt(rows[0].speedup[i], rows[n - 1].speedup[i], "%s", st[i].name);
+        cr_expect_gt(rows[1].speedup[i], rows[n - 2].speedup[i], "%s", st[i].name);
+        int conc = 0, disc = 0;
+        for (int a = 0; a < n; a++)
+            for (int b = a + 1; b < n; b++) {
+                conc += rows[b].speedup[i] > rows[a].speedup[i];
+                disc += rows[b].speedup[i] < rows[a].speedup[i];
+            }
+        cr_expect_gt(disc, 2 * conc, "%s: %d falling pairs, %d rising", st[i].name, disc, conc);
+    }
+    /* a scenario without a generated video mix is refused, naming the option */
+    scenario l;
+    cr_assert_eq(scenario_load("scenarios/dcp-llama8b-32xh200.ini", &l, &e), 0, "%s", e.msg);
+    cr_expect_eq(dcp_sweep_dist(&l, dcp_dist_grid, 1, st, ns, rows, &e), -1);
+    cr_expect(strstr(e.msg, "video-mix") != NULL, "%s", e.msg);
 }
