@@ -44,6 +44,10 @@
 /* Heights of the phase names over the Gantt chart (gantt.gp reserves a
  * band of this many lines). */
 #define GANTT_LEVELS 4
+/* Two CDF percentile points closer than this share of the length axis and
+ * this much in fraction would overlap their labels (~12 characters). */
+#define CDF_NEAR_X 0.15
+#define CDF_NEAR_Y 0.08
 
 /* "run ID (what, scenario)" in a .dat file's first comment line. */
 static void put_run(FILE *f, const run_record *r)
@@ -180,13 +184,21 @@ int rp_write_cdf_dat(const run_record *r, const int32_t *len, size_t n, const ch
     for (size_t i = 0; i < n; i++)
         if (i + 1 == n || len[i + 1] != len[i])
             fprintf(f, "%d %.9g\n", len[i], (double)(i + 1) / (double)n);
-    fprintf(f, "\n\n# block 1: label length_tokens fraction\n");
+    fprintf(f, "\n\n# block 1: label length_tokens fraction side   (side 0: the label left of "
+               "and above its point; 1: right of and below it, as the next label's point is "
+               "closer than %g of the axis and %g in fraction: p99 next to a capped max)\n",
+            CDF_NEAR_X, CDF_NEAR_Y);
     if (n) {
-        static const double ps[] = {0.5, 0.9, 0.99};
-        static const char *const names[] = {"p50", "p90", "p99"};
-        for (int i = 0; i < 3; i++)
-            fprintf(f, "%s %d %g\n", names[i], pct(len, n, ps[i]), ps[i]);
-        fprintf(f, "max %d 1\n", len[n - 1]);
+        static const double ps[] = {0.5, 0.9, 0.99, 1};
+        static const char *const names[] = {"p50", "p90", "p99", "max"};
+        int32_t x[4];
+        for (int i = 0; i < 4; i++)
+            x[i] = i < 3 ? pct(len, n, ps[i]) : len[n - 1];
+        for (int i = 0; i < 4; i++) {
+            int near = i < 3 && (double)(x[i + 1] - x[i]) < CDF_NEAR_X * (double)x[3] &&
+                       ps[i + 1] - ps[i] < CDF_NEAR_Y;
+            fprintf(f, "%s %d %g %d\n", names[i], x[i], ps[i], near);
+        }
     }
     return ts_atomic_commit(&a, e);
 }
