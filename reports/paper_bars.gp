@@ -65,7 +65,9 @@ set style fill solid 0.85 border lc rgb "#555555"
 set boxwidth 0.38
 set errorbars small
 
-# bar a (left), bar b (right); a bound row's a is no bar but a marker
+# bar a (left), bar b (right); a bound row's a is no bar but a marker.
+# (The "up to" text is "" on other rows rather than a NaN point: gnuplot 5.4
+# crashes on a labels plot of one NaN row.)
 bar(v, bound) = (bound > 0) ? NaN : v
 mark(v, bound) = (bound > 0) ? v : NaN
 # an error bar only where there is a range (none: no dot on the bar's top)
@@ -74,7 +76,7 @@ plot dat using ($0 - 0.2):(bar($2, $8)):xtic(1) with boxes lc rgb ca title la, \
      '' using ($0 - 0.2):(err(bar($2, $8), $3, $4)):3:4 with yerrorbars lc rgb "#333333" pt 7 ps 0 lw 1.5 notitle, \
      '' using ($0 - 0.2):(mark($2, $8)):(0):(mark($2, $8)) with yerrorbars \
          lc rgb ca pt 11 ps 2.2 lw 2 title (nbound > 0 ? "paper: \"up to\" bound (whisker from 0)" : ""), \
-     '' using ($0 - 0.2):(mark($2, $8)):(sprintf("up to %.2f", $2)) with labels \
+     '' using ($0 - 0.2):2:($8 > 0 ? sprintf("up to %.2f", $2) : "") with labels \
          offset 0, 1.3 font ",9" notitle, \
      '' using ($0 + 0.2):5 with boxes lc rgb cb title lb, \
      '' using ($0 + 0.2):(err($5, $6, $7)):6:7 with yerrorbars lc rgb "#333333" pt 7 ps 0 lw 1.5 notitle, \
