@@ -43,7 +43,7 @@
 
 /* Heights of the phase names over the Gantt chart (gantt.gp reserves a
  * band of this many lines). */
-#define GANTT_LEVELS 4
+#define GANTT_LEVELS 6
 /* Two CDF percentile points closer than this share of the length axis and
  * this much in fraction would overlap their labels (~12 characters). */
 #define CDF_NEAR_X 0.15
