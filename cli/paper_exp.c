@@ -206,15 +206,17 @@ static const char *const keys[] = {"step_s", "rollout_s", "bubble_fraction", "tr
                                    "tail_fraction", "accept_len", "off_policy_fraction"};
 #define NK (int)(sizeof keys / sizeof keys[0])
 
-/* Runs policy p on the n steps tr, records the Gantt chart and CDF (of all
- * n), fills v[NK] (means over the steps, as `tailsim compare` prints). */
+/* Runs policy p on the n steps tr into *out (its run record, with the
+ * timeline and responses of all n; the caller frees it with
+ * run_record_free()) and fills v[NK] (means over the steps, as `tailsim
+ * compare` prints).  Returns 0, or -1 with e set and *out NULL. */
 static int run_policy(const paper_exp *x, paper_ctx *c, const scenario *s, const policy *p,
-                      const hw_desc *hw, const llm_desc *m, trace *const *tr, int n, int first,
-                      double *v, ts_err *e)
+                      const hw_desc *hw, const llm_desc *m, trace *const *tr, int n, double *v,
+                      run_record **out, ts_err *e)
 {
     multistep_result r;
     run_record *rec = run_record_new();
-    char sub[64], dir[4200], path[128], cap[400];
+    *out = NULL;
     if (!rec)
         return ts_errf(e, "out of memory");
     int rc = -1;
@@ -252,25 +254,8 @@ static int run_policy(const paper_exp *x, paper_ctx *c, const scenario *s, const
         if (bad)
             goto done;
     }
-    snprintf(sub, sizeof sub, "%s-%s", x->id, p->name);
-    snprintf(dir, sizeof dir, "%s/%s", c->o->dir, sub);
-    if (report_write(rec, dir, e))
-        goto done;
-    snprintf(path, sizeof path, "%s/gantt.png", sub);
-    char what[32] = "one RL step";
-    if (n > 1)
-        snprintf(what, sizeof what, "%d RL steps", n);
-    snprintf(cap, sizeof cap, "%s, policy %s: per-GPU timeline of %s (busy, idle, drafter training)",
-             s->name, p->name, what);
-    if (paper_doc_fig(c->doc, c->adhoc ? "Per-GPU timelines" : x->title, path, cap, e))
-        goto done;
-    if (first && !c->adhoc) {
-        snprintf(path, sizeof path, "%s/cdf.png", sub);
-        snprintf(cap, sizeof cap, "%s: response-length CDF of the %s", s->name,
-                 n > 1 ? "steps" : "step");
-        if (paper_doc_fig(c->doc, x->title, path, cap, e))
-            goto done;
-    }
+    *out = rec;
+    rec = NULL;
     rc = 0;
 done:
     multistep_result_free(&r);
@@ -278,22 +263,114 @@ done:
     return rc;
 }
 
-/* The ad-hoc comparison's figures after the runs: the length CDF of every
- * policy (after the Gantt charts, so each kind sits side by side) and, when
- * one of the policies speculates, its drafter's accepted length vs draft
- * depth.  Returns 0, or -1 when the document is full. */
+/* The last end of rec's timeline (s; 0 without one).  Cannot fail. */
+static double makespan(const run_record *rec)
+{
+    double t = 0;
+    for (size_t i = 0; i < rec->n_tl; i++)
+        t = fmax(t, rec->tl[i].t1);
+    return t;
+}
+
+/* Writes policy p's report folder from rec (its run on the n steps), the
+ * Gantt chart's time axis up to xmax (every policy's longest makespan, so
+ * the comparison's charts share one axis), and adds its Gantt chart (full
+ * width, linked to its file) and, for the first policy of a paper
+ * experiment, its CDF to the document.  Returns 0, or -1 with e set. */
+static int policy_figures(const paper_exp *x, paper_ctx *c, const scenario *s, const policy *p,
+                          const run_record *rec, int n, int first, double xmax, ts_err *e)
+{
+    char sub[64], dir[4200], path[128], cap[400];
+    snprintf(sub, sizeof sub, "%s-%s", x->id, p->name);
+    snprintf(dir, sizeof dir, "%s/%s", c->o->dir, sub);
+    if (report_write_axis(rec, dir, xmax, e))
+        return -1;
+    snprintf(path, sizeof path, "%s/gantt.png", sub);
+    char what[32] = "one RL step";
+    if (n > 1)
+        snprintf(what, sizeof what, "%d RL steps", n);
+    snprintf(cap, sizeof cap, "%s, policy %s: per-GPU timeline of %s (busy, idle, drafter training)",
+             s->name, p->name, what);
+    if (paper_doc_fig(c->doc, c->adhoc ? "Per-GPU timelines" : x->title, path, cap, e))
+        return -1;
+    c->doc->figs[c->doc->n_figs - 1].wide = 1;
+    if (first && !c->adhoc) {
+        snprintf(path, sizeof path, "%s/cdf.png", sub);
+        snprintf(cap, sizeof cap, "%s: response-length CDF of the %s", s->name,
+                 n > 1 ? "steps" : "step");
+        if (paper_doc_fig(c->doc, x->title, path, cap, e))
+            return -1;
+    }
+    return 0;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* 1 when every record of rec[0..n) holds the same response lengths (as a
+ * multiset), 0 when not, -1 when out of memory. */
+static int same_lengths(run_record *const *rec, int n)
+{
+    size_t m = rec[0]->n_resp;
+    for (int i = 1; i < n; i++)
+        if (rec[i]->n_resp != m)
+            return 0;
+    int32_t *a = malloc((m ? m : 1) * sizeof *a), *b = malloc((m ? m : 1) * sizeof *b);
+    int same = a && b ? 1 : -1;
+    for (size_t k = 0; same == 1 && k < m; k++)
+        a[k] = rec[0]->resp[k].length;
+    if (same == 1)
+        qsort(a, m, sizeof *a, cmp_i32);
+    for (int i = 1; same == 1 && i < n; i++) {
+        for (size_t k = 0; k < m; k++)
+            b[k] = rec[i]->resp[k].length;
+        qsort(b, m, sizeof *b, cmp_i32);
+        same = !memcmp(a, b, m * sizeof *a);
+    }
+    free(a);
+    free(b);
+    return same;
+}
+
+/* The ad-hoc comparison's figures after the runs: the length CDF (after
+ * the Gantt charts, so each kind sits together): once when every policy
+ * produced the same response lengths (the usual case: the policies change
+ * when a response is generated, not its length), else one per policy, since
+ * the curves then differ (partial rollouts, tail batching); and, when one of
+ * the policies speculates, its drafter's accepted length vs draft depth.
+ * Returns 0, or -1 when the document is full or memory runs out. */
 static int adhoc_figures(const paper_exp *x, paper_ctx *c, const scenario *s,
-                         const policy *const *plist, int np, ts_err *e)
+                         const policy *const *plist, run_record *const *rec, int np, ts_err *e)
 {
     char path[128], cap[400];
     scenario sa; /* the first speculative policy's scenario */
-    int spec = 0;
+    int spec = 0, same = same_lengths(rec, np);
+    if (same < 0)
+        return ts_errf(e, "out of memory");
     for (int i = 0; i < np; i++) {
-        snprintf(path, sizeof path, "%s-%s/cdf.png", x->id, plist[i]->name);
-        snprintf(cap, sizeof cap, "%s, policy %s: response-length CDF of the %s", s->name,
-                 plist[i]->name, x->steps > 1 ? "steps" : "step");
-        if (paper_doc_fig(c->doc, "Length CDFs", path, cap, e))
-            return -1;
+        if (same && i == 0) {
+            size_t k = 0;
+            snprintf(path, sizeof path, "%s-%s/cdf.png", x->id, plist[i]->name);
+            k += (size_t)snprintf(cap, sizeof cap, "%s: response-length CDF of the %s, the same for "
+                                  "every policy (", s->name, x->steps > 1 ? "steps" : "step");
+            for (int j = 0; j < np && k < sizeof cap; j++)
+                k += (size_t)snprintf(cap + k, sizeof cap - k, "%s%s", j ? ", " : "",
+                                      plist[j]->name);
+            if (k < sizeof cap)
+                snprintf(cap + k, sizeof cap - k, "), so drawn once");
+            if (paper_doc_fig(c->doc, "Length CDF", path, cap, e))
+                return -1;
+        } else if (!same) {
+            snprintf(path, sizeof path, "%s-%s/cdf.png", x->id, plist[i]->name);
+            snprintf(cap, sizeof cap, "%s, policy %s: response-length CDF of the %s (the "
+                     "policies' lengths differ)", s->name, plist[i]->name,
+                     x->steps > 1 ? "steps" : "step");
+            if (paper_doc_fig(c->doc, "Length CDFs", path, cap, e))
+                return -1;
+        }
         scenario a = *s;
         if (plist[i]->apply)
             plist[i]->apply(&a);
@@ -327,6 +404,7 @@ typedef struct cmp_state {
     hw_desc hw;
     llm_desc m;
     const policy *plist[MAX_POL]; /* the policies, np of them; the first is the reference */
+    run_record *rec[MAX_POL];     /* each policy's run (owned), for its figures */
     int np;
     trace **tr;                   /* the steps every policy replays, ns of them */
     int ns;
@@ -485,11 +563,19 @@ static int cmp_run(cmp_state *st, ts_err *e)
 {
     if (policy_load_steps(&st->s, st->c->trace, st->ns, st->tr, e))
         return -1;
-    for (int i = 0; i < st->np; i++)
+    double xmax = 0;
+    for (int i = 0; i < st->np; i++) {
         if (run_policy(st->x, st->c, &st->s, st->plist[i], &st->hw, &st->m, st->tr, st->ns,
-                       i == 0, st->v[i], e))
+                       st->v[i], &st->rec[i], e))
             return -1;
-    if (st->c->adhoc && adhoc_figures(st->x, st->c, &st->s, st->plist, st->np, e))
+        xmax = fmax(xmax, makespan(st->rec[i]));
+    }
+    /* the figures after every run: their Gantt charts share one time axis */
+    for (int i = 0; i < st->np; i++)
+        if (policy_figures(st->x, st->c, &st->s, st->plist[i], st->rec[i], st->ns, i == 0, xmax,
+                           e))
+            return -1;
+    if (st->c->adhoc && adhoc_figures(st->x, st->c, &st->s, st->plist, st->rec, st->np, e))
         return -1;
     return cmp_bootstrap(st, e) || cmp_table(st, e) ? -1 : 0;
 }
@@ -527,5 +613,7 @@ done:
         trace_free(st.tr[k]);
     free(st.tr);
     free(st.v);
+    for (int i = 0; i < st.np; i++)
+        run_record_free(st.rec[i]);
     return rc;
 }

@@ -1,17 +1,22 @@
 # GPU timeline (Gantt chart) of one tailsim run: one row per GPU (GPU 0 at
 # the top), x = seconds from the start of the run, each interval coloured by
 # state (busy, idle, drafter training); dashed lines mark where each phase
-# starts (of the first step, and where each later step starts) and their
-# names label the top axis.  Written by report_write().
+# starts (of the first step, and where each later step starts); each name
+# sits in a band over the chart, centred over a grey line spanning its
+# phase, at the height gantt.dat gives it so that no two names overlap
+# (short phases such as old_logp and ref).
+# Written by report_write().
 #
-#   gnuplot -d -c reports/gantt.gp gantt.dat gantt.png ["title"]
+#   gnuplot -d -c reports/gantt.gp gantt.dat gantt.png ["title" [xmax_s]]
 #
+# xmax_s: the time axis runs to this (when beyond the run's end), so that a
+# comparison's charts share one axis; read as a number only.
 # gantt.dat, block 0 (index 0): gpu phase state t0_s t1_s phase_name state_name
 #                                 (state 0 = busy, 1 = idle, 2 = train)
-#            block 1 (index 1): phase name t_start_s t_end_s
+#            block 1 (index 1): phase name t_start_s t_end_s label_level
 #                                 (a run of several RL steps: the first
 #                                 step's phases, then -1 "step k" t t for
-#                                 where each later step starts)
+#                                 where each later step starts; by time)
 # Needs at least one interval.
 
 dat = ARG1
@@ -23,7 +28,10 @@ ngpu = int(STATS_max) + 1
 stats dat index 0 using 4:5 nooutput
 tmin = STATS_min_x
 tmax = STATS_max_y
+if (ARGC >= 4) { xm = ARG4 + 0.0; if (xm > tmax) { tmax = xm } }
 if (tmax <= tmin) { tmax = tmin + 1 }
+stats dat index 1 using 5 nooutput
+nlev = int(STATS_max) + 1
 
 # Rows shrink as GPUs are added; the image grows up to a limit.
 h = 300 + 8 * ngpu
@@ -44,16 +52,20 @@ col(s) = (s == 0) ? c_busy : (s == 1) ? c_idle : c_train
 # (the gaps would otherwise stripe the chart).
 hh = (ngpu > 48) ? 0.5 : 0.42
 
+# The names' band over GPU 0: nlev lines of ~17 px, in rows of the y axis
+# (the plot area is the image less ~170 px of title, labels and key).
+lr = 17.0 * ngpu / (h - 170 - 17.0 * nlev)
+top = -0.5 - lr * (nlev + 0.3)
+yl(lev) = -0.5 - lr * (lev + 0.5)
+
 set title ttl
 set xlabel "time from the start of the run (s)"
 set ylabel "GPU"
 set xrange [tmin : tmax]
-set yrange [ngpu - 0.5 : -0.5]
-set ytics out nomirror
-if (ngpu <= 16) { set ytics 1 }
+set yrange [ngpu - 0.5 : top]
 set xtics out nomirror
-set link x2
-set x2tics out rotate by 30 left font ",10"
+yinc = (ngpu <= 16) ? 1 : 10 ** floor(log10(ngpu / 4.0))
+set ytics 0, yinc, ngpu - 1 out nomirror
 set grid xtics lc rgb "#dddddd" lw 1
 set border 3
 set style fill solid 1.0 noborder
@@ -63,7 +75,9 @@ plot dat index 0 using (($4+$5)/2):1:(($5-$4)/2):(hh):(col($3)) \
          with boxxyerror lc rgb variable notitle, \
      dat index 1 using 3:(-0.5):(0):(ngpu) with vectors nohead dt 2 lw 1.5 \
          lc rgb "#333333" notitle, \
-     dat index 1 using (($3+$4)/2):(NaN):x2ticlabels(2) axes x2y1 notitle, \
+     dat index 1 using 3:(yl($5) + 0.42 * lr):($4 - $3):(0) with vectors nohead \
+         lw 2 lc rgb "#888888" notitle, \
+     dat index 1 using (($3+$4)/2):(yl($5)):2 with labels center font ",10" notitle, \
      keyentry with boxes fc rgb "#3b6fb6" title "busy", \
      keyentry with boxes fc rgb "#f0b4b4" title "idle (bubble)", \
      keyentry with boxes fc rgb "#2e9e4f" title "drafter training", \

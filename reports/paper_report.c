@@ -10,12 +10,14 @@
  *                            citation, tailsim's value and bootstrap range,
  *                            difference, within-tolerance mark), the result
  *                            tables and the figures.  The HTML is one file
- *                            with inline CSS and relative image links.
+ *                            with inline CSS and every image embedded as a
+ *                            data: URI (reports/report_html.c; the PNGs stay
+ *                            beside it, and a wide figure links to its file).
  * Every file appears atomically (ts_atomic_*, report_gnuplot's rename).
  * The document's text holds names (scenarios, policies, runs from the
  * database, paths): each goes into index.md through report_put_md() (a
  * table cell's '|' escaped, an image's link target percent-encoded), into
- * index.html through html_text() (an attribute's '"' escaped too), into a
+ * index.html through report_put_html() (an attribute's '"' escaped too), into a
  * .dat file as a gnuplot string, and into a script's "a|b|c" title argument
  * with '|' as '/', so none leaves its line, cell, attribute or field.
  * Nothing here prints or exits.
@@ -30,8 +32,12 @@
 
 #include "common/util.h"
 #include "reports/report.h"
+#include "reports/report_html.h"
 
 #define PATHN 4096
+
+const paper_colour paper_bars_colour[2] = {{"grey", "#9a9a9a"}, {"blue", "#3b6fb6"}};
+const paper_colour paper_speedup_colour[2] = {{"blue", "#3b6fb6"}, {"green", "#2e9e4f"}};
 
 double paper_row_diff(const paper_row *r)
 {
@@ -74,6 +80,7 @@ int paper_doc_fig(paper_doc *d, const char *section, const char *path, const cha
     snprintf(f->section, sizeof f->section, "%s", section);
     snprintf(f->path, sizeof f->path, "%s", path);
     snprintf(f->caption, sizeof f->caption, "%s", caption);
+    f->wide = 0;
     return 0;
 }
 
@@ -140,13 +147,14 @@ static int draw_bars(const paper_bar *b, int n, const char *dir, const char *ste
     snprintf(name, sizeof name, "%s.png", stem);
     if (path_in(png, dir, name, e) || ts_atomic_open(&a, dat, e))
         return -1;
-    fputs("# label a a_lo a_hi b b_lo b_hi (", a.f);
+    fputs("# label a a_lo a_hi b b_lo b_hi a_bound (1: a is an \"up to\" bound, drawn as a "
+          "marker) (", a.f);
     report_put_line(a.f, spec, strlen(spec));
     fputs(")\n", a.f);
     for (int i = 0; i < n; i++) {
         report_put_dat_string(a.f, b[i].label, sizeof b[i].label);
-        fprintf(a.f, " %.6g %.6g %.6g %.6g %.6g %.6g\n", b[i].a, b[i].a_lo, b[i].a_hi, b[i].b,
-                b[i].b_lo, b[i].b_hi);
+        fprintf(a.f, " %.6g %.6g %.6g %.6g %.6g %.6g %d\n", b[i].a, b[i].a_lo, b[i].a_hi,
+                b[i].b, b[i].b_lo, b[i].b_hi, b[i].a_bound ? 1 : 0);
     }
     if (ts_atomic_commit(&a, e))
         return -1;
@@ -171,18 +179,20 @@ static int write_bars(const paper_doc *d, const char *dir, int *drawn, ts_err *e
             continue;
         paper_bar *x = &b[(*drawn)++];
         snprintf(x->label, sizeof x->label, "%s", r->bar);
+        x->a_bound = !(r->lo > 0); /* "up to": lo 0 */
         x->a = r->lo > 0 ? (r->lo + r->hi) / 2 : r->hi;
-        x->a_lo = r->lo > 0 ? r->lo : r->hi;
+        x->a_lo = r->lo > 0 ? r->lo : 0;
         x->a_hi = r->hi;
         x->b = r->sim;
         x->b_lo = isnan(r->sim_lo) ? r->sim : r->sim_lo;
         x->b_hi = isnan(r->sim_hi) ? r->sim : r->sim_hi;
     }
-    int rc = *drawn ? draw_bars(b, *drawn, dir, "bars",
-                                "Speedups: published vs tailsim|paper (range or bound as error bar)"
-                                "|tailsim (bootstrap 5-95% as error bar)",
-                                e)
-                    : 0;
+    char spec[256];
+    snprintf(spec, sizeof spec,
+             "Speedups: published vs tailsim|paper (range as error bar)|tailsim (bootstrap 5-95%% "
+             "as error bar)|%s|%s",
+             paper_bars_colour[0].rgb, paper_bars_colour[1].rgb);
+    int rc = *drawn ? draw_bars(b, *drawn, dir, "bars", spec, e) : 0;
     free(b);
     return rc;
 }
@@ -192,8 +202,9 @@ static int write_speedups(const paper_doc *d, const char *dir, ts_err *e)
 {
     char spec[256], ref[sizeof d->speedup_ref];
     spec_part(ref, sizeof ref, d->speedup_ref);
-    snprintf(spec, sizeof spec, "Speedup over %s%s|RL step|rollout", ref,
-             d->bootstrap ? " (error bars: bootstrap 5-95%)" : "");
+    snprintf(spec, sizeof spec, "Speedup over %s%s|RL step|rollout|%s|%s", ref,
+             d->bootstrap ? " (error bars: bootstrap 5-95%)" : "", paper_speedup_colour[0].rgb,
+             paper_speedup_colour[1].rgb);
     return d->n_speedups ? draw_bars(d->speedups, d->n_speedups, dir, "speedup", spec, e) : 0;
 }
 
@@ -440,39 +451,9 @@ static int write_md(const paper_doc *d, const char *path, int bars, ts_err *e)
     return ts_atomic_commit(&a, e);
 }
 
-/* Writes s as HTML text: &, <, > escaped, control characters but newline
- * and tab as spaces; in an attribute (attr 1) also '"' as &quot; and newline
- * and tab as spaces. */
-static void html_text(FILE *f, const char *s, int attr)
-{
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '&')
-            fputs("&amp;", f);
-        else if (c == '<')
-            fputs("&lt;", f);
-        else if (c == '>')
-            fputs("&gt;", f);
-        else if (c == '"' && attr)
-            fputs("&quot;", f);
-        else
-            fputc((c < 0x20 && (attr || (c != '\n' && c != '\t'))) || c == 0x7f ? ' ' : c, f);
-    }
-}
-
 static void html(FILE *f, const char *s)
 {
-    html_text(f, s, 0);
-}
-
-/* <img src="url" alt="alt"> */
-static void html_img(FILE *f, const char *url, const char *alt)
-{
-    fputs("<img src=\"", f);
-    report_put_url(f, url, SIZE_MAX);
-    fputs("\" alt=\"", f);
-    html_text(f, alt, 1);
-    fputs("\">", f);
+    report_put_html(f, s, 0);
 }
 
 static const char css[] =
@@ -489,7 +470,8 @@ static const char css[] =
     ".yes{color:#1e7b34;font-weight:bold}.no{color:#b03a2e;font-weight:bold}"
     ".cite{color:#555;font-size:.92em}figure{margin:14px 0}img{max-width:100%;"
     "border:1px solid #e4e4e4}figcaption{color:#444;font-size:.9em}"
-    ".grid{display:grid;grid-template-columns:1fr 1fr;gap:10px}.grid figure{margin:0}";
+    ".grid{display:grid;grid-template-columns:1fr 1fr;gap:10px}.grid figure{margin:0}"
+    ".grid figure.wide{grid-column:1/-1}";
 
 static void html_table(FILE *f, const paper_table *tb)
 {
@@ -565,7 +547,74 @@ static void html_published(FILE *f, const paper_doc *d)
     fprintf(f, "</table>\n");
 }
 
-static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
+/* One figure: the image embedded (report_html_img()), a wide one across
+ * the grid and linked to its file, and its caption (none when NULL).
+ * Returns 0, or -1 naming the image. */
+static int html_figure(FILE *f, const char *dir, const char *rel, const char *alt, int wide,
+                       const char *caption, ts_err *e)
+{
+    fputs(wide ? "<figure class=wide>" : "<figure>", f);
+    if (report_html_img(f, dir, rel, alt, wide ? REPORT_IMG_LINK : 0, e))
+        return -1;
+    if (caption) {
+        fputs("<figcaption>", f);
+        html(f, caption);
+        fputs(wide ? " (click for the full-size image)" : "", f);
+        fputs("</figcaption>", f);
+    }
+    fputs("</figure>\n", f);
+    return 0;
+}
+
+/* The page's figures, from the speedup bars to the last section's: every
+ * image embedded, the bar charts' captions naming the colours the script
+ * was given (paper_bars_colour, paper_speedup_colour).  Returns 0, or -1
+ * naming an image that cannot be read. */
+static int html_figures(FILE *f, const paper_doc *d, const char *dir, int bars, ts_err *e)
+{
+    char cap[600];
+    if (bars) {
+        snprintf(cap, sizeof cap,
+                 "Every published speedup (%s; its range as the error bar; an \u201cup to\u201d "
+                 "bound as a %s marker on a whisker from 0, labelled \u201cup to\u201d, not a "
+                 "bar) next to tailsim's (%s; the bootstrap 5\u201395%% range as the error bar).",
+                 paper_bars_colour[0].name, paper_bars_colour[0].name,
+                 paper_bars_colour[1].name);
+        if (html_figure(f, dir, "bars.png", "speedup bars", 0, cap, e))
+            return -1;
+    }
+    fprintf(f, "<h2>Results</h2>\n");
+    for (int t = 0; t < d->n_tables; t++)
+        html_table(f, &d->tables[t]);
+    if (d->n_speedups) {
+        snprintf(cap, sizeof cap, "RL-step (%s) and rollout (%s) speedup of each policy over %s%s.",
+                 paper_speedup_colour[0].name, paper_speedup_colour[1].name, d->speedup_ref,
+                 d->bootstrap ? "; error bars: the bootstrap 5\u201395% range" : "");
+        if (html_figure(f, dir, "speedup.png", "speedup bars", 0, cap, e))
+            return -1;
+    }
+    fprintf(f, "<h2>Figures</h2>\n<div class=grid>\n");
+    for (int p = 0; p < d->n_plots; p++)
+        if (html_figure(f, dir, d->plots[p].file, d->plots[p].title, 0, NULL, e))
+            return -1;
+    fprintf(f, "</div>\n");
+    /* each section's figures side by side, two to a row (a wide one alone) */
+    for (int i = 0; i < d->n_figs; i++) {
+        if (!i || strcmp(d->figs[i - 1].section, d->figs[i].section)) {
+            fprintf(f, "%s<h3>", i ? "</div>\n" : "");
+            html(f, d->figs[i].section);
+            fprintf(f, "</h3>\n<div class=grid>\n");
+        }
+        if (html_figure(f, dir, d->figs[i].path, "", d->figs[i].wide, d->figs[i].caption, e))
+            return -1;
+    }
+    if (d->n_figs)
+        fprintf(f, "</div>\n");
+    return 0;
+}
+
+static int write_html(const paper_doc *d, const char *dir, const char *path, int bars,
+                      ts_err *e)
 {
     ts_atomic a;
     if (ts_atomic_open(&a, path, e))
@@ -606,43 +655,10 @@ static int write_html(const paper_doc *d, const char *path, int bars, ts_err *e)
     }
     if (d->n_rows)
         html_published(f, d);
-    if (bars)
-        fprintf(f, "<figure><img src=\"bars.png\" alt=\"speedup bars\"><figcaption>Every "
-                   "published speedup (grey; its range or bound as the error bar) next to "
-                   "tailsim's (blue; the bootstrap 5&ndash;95%% range as the error bar).</figcaption>"
-                   "</figure>\n");
-    fprintf(f, "<h2>Results</h2>\n");
-    for (int t = 0; t < d->n_tables; t++)
-        html_table(f, &d->tables[t]);
-    if (d->n_speedups) {
-        fprintf(f, "<figure><img src=\"speedup.png\" alt=\"speedup bars\"><figcaption>RL-step "
-                   "(blue) and rollout (green) speedup of each policy over ");
-        html(f, d->speedup_ref);
-        fprintf(f, "%s.</figcaption></figure>\n",
-                d->bootstrap ? "; error bars: the bootstrap 5&ndash;95% range" : "");
+    if (html_figures(f, d, dir, bars, e)) {
+        ts_atomic_abort(&a);
+        return -1;
     }
-    fprintf(f, "<h2>Figures</h2>\n<div class=grid>\n");
-    for (int p = 0; p < d->n_plots; p++) {
-        fputs("<figure>", f);
-        html_img(f, d->plots[p].file, d->plots[p].title);
-        fputs("</figure>\n", f);
-    }
-    fprintf(f, "</div>\n");
-    /* each section's figures side by side, two to a row */
-    for (int i = 0; i < d->n_figs; i++) {
-        if (!i || strcmp(d->figs[i - 1].section, d->figs[i].section)) {
-            fprintf(f, "%s<h3>", i ? "</div>\n" : "");
-            html(f, d->figs[i].section);
-            fprintf(f, "</h3>\n<div class=grid>\n");
-        }
-        fputs("<figure>", f);
-        html_img(f, d->figs[i].path, "");
-        fputs("<figcaption>", f);
-        html(f, d->figs[i].caption);
-        fprintf(f, "</figcaption></figure>\n");
-    }
-    if (d->n_figs)
-        fprintf(f, "</div>\n");
     if (d->n_missing) {
         fprintf(f, "<h2>Not reproduced here</h2>\n<ul>\n");
         for (int i = 0; i < d->n_missing; i++) {
@@ -678,12 +694,20 @@ int paper_report_write(const paper_doc *d, const char *dir, ts_err *e)
         return -1;
     if (path_in(path, dir, "index.md", e) || write_md(d, path, bars, e))
         return -1;
-    if (path_in(path, dir, "index.html", e) || write_html(d, path, bars, e))
+    if (path_in(path, dir, "index.html", e) || write_html(d, dir, path, bars, e))
         return -1;
     return 0;
 }
 
 int paper_report_write_html(const paper_doc *d, const char *path, ts_err *e)
 {
-    return write_html(d, path, 0, e);
+    char dir[PATHN];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path) >= (int)sizeof dir)
+        return ts_errf(e, "%s: output path too long", path);
+    else if (!dir[0])
+        snprintf(dir, sizeof dir, "/");
+    return write_html(d, dir, path, 0, e);
 }

@@ -2,7 +2,7 @@
  * The paper-reproduction report (`tailsim paper`) and the report of one
  * comparison (`tailsim compare -o`): what the experiments produced, as plain
  * data, and the writer that turns it into DIR/index.md, DIR/index.html
- * (self-contained: inline CSS, relative PNG links), the speedup-bar figures
+ * (self-contained: inline CSS, every PNG embedded as a data: URI), the speedup-bar figures
  * and the line figures (.dat files drawn by the static scripts
  * reports/paper_bars.gp and reports/paper_xy.gp).  The experiments
  * themselves run in cli/paper.c; this module knows nothing of the simulator.
@@ -70,6 +70,8 @@ typedef struct paper_fig {
     char section[48];
     char path[128];        /* relative to DIR */
     char caption[200];
+    int wide;              /* 1: drawn full width and linked to its full-size file (a
+                            * Gantt chart, whose time axis needs the width) */
 } paper_fig;
 
 /* A pair of bars under one label (reports/paper_bars.gp): published vs
@@ -79,7 +81,19 @@ typedef struct paper_bar {
     char label[48];
     double a, a_lo, a_hi;  /* first bar and its error bar (a_lo = a_hi = a: none) */
     double b, b_lo, b_hi;  /* second bar, the same */
+    int a_bound;           /* 1: a is an "up to" bound (a_lo 0, a = a_hi): drawn as a
+                            * marker on a whisker from 0, not as a bar */
 } paper_bar;
+
+/* The colours of the two bars and the names the page's caption gives them
+ * (one table, so the caption and the figure agree). */
+typedef struct paper_colour {
+    const char *name;      /* "grey" */
+    const char *rgb;       /* "#9a9a9a", as paper_bars.gp takes it */
+} paper_colour;
+/* The paper report's published (a) and tailsim (b) bars; a comparison's
+ * RL-step (a) and rollout (b) bars. */
+extern const paper_colour paper_bars_colour[2], paper_speedup_colour[2];
 
 #define PAPER_MAX_FIGS 64
 #define PAPER_MAX_TABLES 16

@@ -101,6 +101,13 @@ int plan_plot(const plan_point *p, size_t n, double target_s, long cheapest, con
         fprintf(a.f, " %.6g\n", target_s > 0 ? target_s : 0.0);
     } else
         fprintf(a.f, "NaN NaN \"none\" %.6g\n", target_s > 0 ? target_s : 0.0);
+    fprintf(a.f, "\n\n# the configurations off the front (labelled smaller, in grey)\n");
+    for (size_t i = 0; i < n; i++)
+        if (!p[i].front) {
+            fprintf(a.f, "%.6g %.6g ", p[i].gpu_h, p[i].step_s);
+            report_put_dat_string(a.f, p[i].label, sizeof p[i].label);
+            fputc('\n', a.f);
+        }
     if (ts_atomic_commit(&a, e))
         goto cleanup;
     if (!n) {

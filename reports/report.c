@@ -36,6 +36,7 @@
 #include "reports/report.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,11 @@ static int check_timeline(const run_record *r, ts_err *e)
 
 int report_write(const run_record *r, const char *dir, ts_err *e)
 {
+    return report_write_axis(r, dir, 0, e);
+}
+
+int report_write_axis(const run_record *r, const char *dir, double xmax, ts_err *e)
+{
     int rc = -1;
     int32_t *len = NULL;
     size_t n = r->n_resp;
@@ -165,13 +171,13 @@ int report_write(const run_record *r, const char *dir, ts_err *e)
 
     /* Gantt chart. */
     if (join(dat, dir, "gantt.dat", e) || join(png, dir, "gantt.png", e) ||
-        rp_write_gantt_dat(r, dat, e))
+        rp_write_gantt_dat(r, dat, xmax, e))
         goto cleanup;
     if (r->n_tl) {
         snprintf(title, sizeof title, "%s%s %.*s, %d GPUs - GPU timeline by phase", run_tag,
                  run_what(r, what, sizeof what), FIELD(r->scenario), r->gpus);
         if (report_script("gantt", gp, sizeof gp, e) ||
-            report_gnuplot(gp, dat, png, title, dir, e))
+            report_gnuplot_num(gp, dat, png, title, xmax > 0 ? xmax : NAN, dir, e))
             goto cleanup;
     } else {
         remove(png); /* no stale chart from an earlier report in this directory */

@@ -23,6 +23,12 @@
  * written; gnuplot missing or failing is an error naming the script). */
 int report_write(const run_record *r, const char *dir, ts_err *e);
 
+/* report_write(), with the Gantt chart's time axis running to xmax seconds
+ * (when beyond the run's own end), so that several runs' charts share one
+ * axis (a comparison passes its longest makespan).  xmax <= 0: the run's
+ * own end, as report_write().  Returns as report_write(). */
+int report_write_axis(const run_record *r, const char *dir, double xmax, ts_err *e);
+
 /* Creates dir and its missing parents (like mkdir -p).  Returns 0, or -1
  * naming the part that could not be created. */
 int report_mkdir_p(const char *dir, ts_err *e);
@@ -45,6 +51,13 @@ int report_script(const char *name, char *buf, size_t cap, ts_err *e);
  * failing, killed, writing no image) or png (refused by ts_output_check()). */
 int report_gnuplot(const char *script, const char *dat, const char *png, const char *title,
                    const char *dir, ts_err *e);
+
+/* report_gnuplot() with a fourth script argument, a number (ARG4: written
+ * with "%.9g", so it never starts with '<' or '|' and the script only reads
+ * it as a number); NaN: none (report_gnuplot()).  Returns as
+ * report_gnuplot(). */
+int report_gnuplot_num(const char *script, const char *dat, const char *png, const char *title,
+                       double arg4, const char *dir, ts_err *e);
 
 /* Names in report files.  A name (scenario, policy, strategy, plot label,
  * path: anything from a file, a flag or the database) may hold any byte; these

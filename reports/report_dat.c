@@ -10,7 +10,7 @@
  *                          drawn by reports/cdf.gp.
  * Scripts are found under ts_data_root()/reports/ only, never in the current
  * directory (report_script()), and run as `gnuplot -d -c SCRIPT DAT PNG
- * TITLE` through ts_spawn (posix_spawnp) with an argv (no shell); gnuplot's
+ * TITLE [NUMBER]` through ts_spawn (posix_spawnp) with an argv (no shell); gnuplot's
  * stderr goes to a temporary log whose last line becomes the error message
  * on failure.  report_gnuplot() and report_can_draw() serve the other
  * report writers too.
@@ -41,6 +41,14 @@
 #include "common/util.h"
 #include "reports/report_impl.h"
 
+/* Heights of the phase names over the Gantt chart (gantt.gp reserves a
+ * band of this many lines). */
+#define GANTT_LEVELS 6
+/* Two CDF percentile points closer than this share of the length axis and
+ * this much in fraction would overlap their labels (~12 characters). */
+#define CDF_NEAR_X 0.15
+#define CDF_NEAR_Y 0.08
+
 /* "run ID (what, scenario)" in a .dat file's first comment line. */
 static void put_run(FILE *f, const run_record *r)
 {
@@ -52,11 +60,87 @@ static void put_run(FILE *f, const run_record *r)
     fputc(')', f);
 }
 
-int rp_write_gantt_dat(const run_record *r, const char *path, ts_err *e)
+/* A label over the Gantt chart: a phase (of the first step) or where a
+ * later step starts. */
+typedef struct gantt_label {
+    int phase;          /* the phase, -1: a step's start */
+    size_t step;        /* that step (1-based) when phase is -1 */
+    double t0, t1;      /* s: the phase's span, or the step's start twice */
+    double mid;         /* s: where the label is centred */
+    int level;          /* 0 next to the chart, then upwards */
+} gantt_label;
+
+static int cmp_label(const void *a, const void *b)
+{
+    const gantt_label *x = a, *y = b;
+    return (x->mid > y->mid) - (x->mid < y->mid);
+}
+
+/* Gives each label (sorted by centre) the lowest level where it clears the
+ * labels already there, estimating its width from its length: gantt.gp
+ * draws ~7 px a character (",10" font) across ~1260 px for span seconds.
+ * When no level is free, the one whose last label ends first.  Cannot
+ * fail. */
+static void gantt_levels(gantt_label *l, size_t n, double span)
+{
+    double end[GANTT_LEVELS];
+    for (int k = 0; k < GANTT_LEVELS; k++)
+        end[k] = -INFINITY;
+    qsort(l, n, sizeof *l, cmp_label);
+    for (size_t i = 0; i < n; i++) {
+        char name[32];
+        if (l[i].phase >= 0)
+            snprintf(name, sizeof name, "%s", tl_phase_name[l[i].phase]);
+        else
+            snprintf(name, sizeof name, "step %zu", l[i].step);
+        double half = ((double)strlen(name) + 1.5) * 7.0 / 1260.0 * span / 2;
+        int best = -1;
+        for (int k = 0; k < GANTT_LEVELS && best < 0; k++)
+            if (end[k] <= l[i].mid - half)
+                best = k; /* the lowest free level */
+        if (best < 0)
+            for (int k = best = 0; k < GANTT_LEVELS; k++)
+                if (end[k] < end[best])
+                    best = k;
+        l[i].level = best;
+        end[best] = l[i].mid + half;
+    }
+}
+
+int rp_write_gantt_dat(const run_record *r, const char *path, double xmax, ts_err *e)
 {
     ts_atomic a;
-    if (ts_atomic_open(&a, path, e))
+    /* the phases of the first step (all of a one-step run), then the start
+     * of every later step */
+    double end = r->n_steps > 1 ? r->step_t0[1] : INFINITY, tmin = INFINITY, tmax = -INFINITY;
+    size_t nl = 0, cap = PH_COUNT + (r->n_steps > 1 ? r->n_steps - 1 : 0);
+    gantt_label *l = calloc(cap, sizeof *l);
+    if (!l)
+        return ts_errf(e, "out of memory labelling %zu phases", cap);
+    for (size_t i = 0; i < r->n_tl; i++) {
+        tmin = fmin(tmin, r->tl[i].t0);
+        tmax = fmax(tmax, r->tl[i].t1);
+    }
+    for (int p = 0; p < PH_COUNT; p++) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (size_t i = 0; i < r->n_tl; i++) {
+            if (r->tl[i].phase != p || r->tl[i].t0 >= end)
+                continue;
+            lo = fmin(lo, r->tl[i].t0);
+            hi = fmax(hi, r->tl[i].t1);
+        }
+        if (lo <= hi)
+            l[nl++] = (gantt_label){p, 0, lo, hi, (lo + hi) / 2, 0};
+    }
+    for (size_t k = 1; k < r->n_steps; k++)
+        l[nl++] = (gantt_label){-1, k + 1, r->step_t0[k], r->step_t0[k], r->step_t0[k], 0};
+    if (xmax > tmax)
+        tmax = xmax;
+    gantt_levels(l, nl, tmax > tmin ? tmax - tmin : 1);
+    if (ts_atomic_open(&a, path, e)) {
+        free(l);
         return -1;
+    }
     FILE *f = a.f;
     fputs("# tailsim GPU timeline, ", f);
     put_run(f, r);
@@ -68,25 +152,19 @@ int rp_write_gantt_dat(const run_record *r, const char *path, ts_err *e)
         fprintf(f, "%d %d %d %.9g %.9g %s %s\n", t->gpu, t->phase, t->state, t->t0, t->t1,
                 tl_phase_name[t->phase], tl_state_name[t->state]);
     }
-    /* the phases of the first step (all of a one-step run) */
-    double end = r->n_steps > 1 ? r->step_t0[1] : INFINITY;
-    fprintf(f, "\n\n# block 1: phase name t_start_s t_end_s%s\n",
+    fprintf(f, "\n\n# block 1: phase name t_start_s t_end_s label_level%s; by time; "
+               "label_level: the height of the name over the chart (0 lowest), so that no two "
+               "names overlap\n",
             r->n_steps > 1 ? " (the first RL step; then -1 \"step k\" t t: where step k starts)"
                            : "");
-    for (int p = 0; p < PH_COUNT; p++) {
-        double lo = INFINITY, hi = -INFINITY;
-        for (size_t i = 0; i < r->n_tl; i++) {
-            if (r->tl[i].phase != p || r->tl[i].t0 >= end)
-                continue;
-            lo = fmin(lo, r->tl[i].t0);
-            hi = fmax(hi, r->tl[i].t1);
-        }
-        if (lo <= hi)
-            fprintf(f, "%d %s %.9g %.9g\n", p, tl_phase_name[p], lo, hi);
+    for (size_t i = 0; i < nl; i++) {
+        if (l[i].phase >= 0)
+            fprintf(f, "%d %s", l[i].phase, tl_phase_name[l[i].phase]);
+        else
+            fprintf(f, "-1 \"step %zu\"", l[i].step);
+        fprintf(f, " %.9g %.9g %d\n", l[i].t0, l[i].t1, l[i].level);
     }
-    /* then the start of every later step, in the same columns (phase -1) */
-    for (size_t k = 1; k < r->n_steps; k++)
-        fprintf(f, "-1 \"step %zu\" %.9g %.9g\n", k + 1, r->step_t0[k], r->step_t0[k]);
+    free(l);
     return ts_atomic_commit(&a, e);
 }
 
@@ -106,13 +184,21 @@ int rp_write_cdf_dat(const run_record *r, const int32_t *len, size_t n, const ch
     for (size_t i = 0; i < n; i++)
         if (i + 1 == n || len[i + 1] != len[i])
             fprintf(f, "%d %.9g\n", len[i], (double)(i + 1) / (double)n);
-    fprintf(f, "\n\n# block 1: label length_tokens fraction\n");
+    fprintf(f, "\n\n# block 1: label length_tokens fraction side   (side 0: the label left of "
+               "and above its point; 1: right of and below it, as the next label's point is "
+               "closer than %g of the axis and %g in fraction: p99 next to a capped max)\n",
+            CDF_NEAR_X, CDF_NEAR_Y);
     if (n) {
-        static const double ps[] = {0.5, 0.9, 0.99};
-        static const char *const names[] = {"p50", "p90", "p99"};
-        for (int i = 0; i < 3; i++)
-            fprintf(f, "%s %d %g\n", names[i], pct(len, n, ps[i]), ps[i]);
-        fprintf(f, "max %d 1\n", len[n - 1]);
+        static const double ps[] = {0.5, 0.9, 0.99, 1};
+        static const char *const names[] = {"p50", "p90", "p99", "max"};
+        int32_t x[4];
+        for (int i = 0; i < 4; i++)
+            x[i] = i < 3 ? pct(len, n, ps[i]) : len[n - 1];
+        for (int i = 0; i < 4; i++) {
+            int near = i < 3 && (double)(x[i + 1] - x[i]) < CDF_NEAR_X * (double)x[3] &&
+                       ps[i + 1] - ps[i] < CDF_NEAR_Y;
+            fprintf(f, "%s %d %g %d\n", names[i], x[i], ps[i], near);
+        }
     }
     return ts_atomic_commit(&a, e);
 }
@@ -186,6 +272,12 @@ static int gp_path(char *buf, size_t cap, const char *path, ts_err *e)
 int report_gnuplot(const char *script, const char *dat, const char *png, const char *title,
                    const char *dir, ts_err *e)
 {
+    return report_gnuplot_num(script, dat, png, title, NAN, dir, e);
+}
+
+int report_gnuplot_num(const char *script, const char *dat, const char *png, const char *title,
+                       double arg4, const char *dir, ts_err *e)
+{
     int rc = -1, logfd = -1;
     char logbase[PATH_CAP + 16], log[PATH_CAP + 64], why[512], ttl[1024];
     char gp[PATH_CAP + 2], in[PATH_CAP + 2], out[PATH_CAP + 64];
@@ -206,7 +298,9 @@ int report_gnuplot(const char *script, const char *dat, const char *png, const c
     logfd = ts_tmp_open(logbase, 0600, log, sizeof log, e);
     if (logfd < 0)
         goto cleanup;
-    char *argv[] = {"gnuplot", "-d", "-c", gp, in, out, ttl, NULL};
+    char num[32];
+    snprintf(num, sizeof num, "%.9g", arg4); /* digits, '-', '.', 'e': never a command */
+    char *argv[] = {"gnuplot", "-d", "-c", gp, in, out, ttl, isnan(arg4) ? NULL : num, NULL};
     int err = ts_spawn("gnuplot", argv, logfd, &pid);
     if (err) {
         if (err == ENOENT)

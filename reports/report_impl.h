@@ -41,9 +41,11 @@ static inline const char *run_what(const run_record *r, char *buf, size_t n)
 }
 
 /* report_dat.c: writes path (atomically) as gantt.dat, the per-GPU
- * intervals and the phases of the first step, for reports/gantt.gp.
- * Returns 0 or -1. */
-int rp_write_gantt_dat(const run_record *r, const char *path, ts_err *e);
+ * intervals and the phases of the first step with the height of each
+ * phase's name (laid out for a time axis up to xmax seconds, or the run's
+ * own end when xmax is not beyond it), for reports/gantt.gp.  Returns 0 or
+ * -1. */
+int rp_write_gantt_dat(const run_record *r, const char *path, double xmax, ts_err *e);
 
 /* report_dat.c: writes path (atomically) as cdf.dat, the CDF of the n
  * sorted response lengths len and their percentiles, for reports/cdf.gp.

@@ -136,4 +136,26 @@ static inline int have_gnuplot(void)
     return 0;
 }
 
+/* Checks that every <img> of the HTML page html (read from path) holds its
+ * PNG as a data: URI (src="data:image/png;base64,<base64 of a PNG>") and
+ * that no src names a file; returns how many images it holds. */
+static inline int html_embedded_images(const char *path, const char *html)
+{
+    static const char pre[] = "<img src=\"data:image/png;base64,";
+    int n = 0;
+    for (const char *t = strstr(html, "<img "); t; t = strstr(t + 1, "<img ")) {
+        cr_assert(!strncmp(t, pre, sizeof pre - 1), "%s: an image not embedded: %.80s", path, t);
+        const char *b = t + sizeof pre - 1;
+        cr_assert(!strncmp(b, "iVBORw0KGgo", 11), "%s: an embedded image is no PNG: %.80s",
+                  path, b);
+        size_t k = strspn(b, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
+        k += strspn(b + k, "=");
+        cr_assert(b[k] == '"' && k % 4 == 0, "%s: bad base64 in an image: %.40s", path, b + k);
+        n++;
+    }
+    for (const char *t = strstr(html, "src=\""); t; t = strstr(t + 1, "src=\""))
+        cr_assert(!strncmp(t + 5, "data:", 5), "%s: a relative image source: %.60s", path, t);
+    return n;
+}
+
 #endif

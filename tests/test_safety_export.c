@@ -515,7 +515,7 @@ Test(export, report_write_all_files)
     free(md);
     char *html = slurp(dir, "index.html");
     cr_assert(strstr(html, "<title>tailsim rlstep tlt</title>") &&
-                  strstr(html, "<img src=\"gantt.png\"") && strstr(html, "<img src=\"cdf.png\"") &&
+                  html_embedded_images("index.html", html) == 2 &&
                   strstr(html, "<td>timeline.json</td>") && strstr(html, "<td>step_s</td>") &&
                   strstr(html, "<td>rollout</td>") && strstr(html, "</html>"),
               "%s", html);

@@ -244,6 +244,18 @@ static void check_dat(const char *path, const char *s)
     }
 }
 
+/* Writes dir/name as the smallest file the page writer embeds: a PNG
+ * signature and a few bytes. */
+static void plant_png(const char *dir, const char *name)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    cr_assert_not_null(f, "%s", p);
+    cr_assert_eq(fwrite("\x89PNG\r\n\x1a\nIHDR", 1, 12, f), 12);
+    cr_assert_eq(fclose(f), 0);
+}
+
 static void check_html(const char *path, const char *s)
 {
     cr_assert_null(strstr(s, "<script"), "%s: a name opens HTML", path);
@@ -255,12 +267,18 @@ static void check_html(const char *path, const char *s)
         cr_assert_eq(q, 4, "%s: a name adds attributes: %.*s", path, (int)n, t);
         cr_assert_eq(strcspn(t, "\n"), n + strcspn(t + n, "\n"), "%s: a tag over lines: %.*s",
                      path, (int)n, t);
-        cr_assert(!strncmp(t, "<img src=\"", 10), "%.*s", (int)n, t);
-        for (const char *u = t + 10; *u != '"'; u++)
-            cr_assert(strchr("-._~/+,=%", *u) || (*u >= '0' && *u <= '9') ||
+        cr_assert(!strncmp(t, "<img src=\"data:image/png;base64,", 32), "%.*s", (int)n, t);
+        for (const char *u = t + 32; *u != '"'; u++)
+            cr_assert(strchr("+/=", *u) || (*u >= '0' && *u <= '9') ||
                           ((*u | 0x20) >= 'a' && (*u | 0x20) <= 'z'),
                       "%s: an image source holds '%c': %.*s", path, *u, (int)n, t);
     }
+    /* a link to a full-size image names it percent-encoded */
+    for (const char *t = strstr(s, "<a href=\""); t; t = strstr(t + 1, "<a href=\""))
+        for (const char *u = t + 9; *u != '"'; u++)
+            cr_assert(strchr("-._~/+,=%", *u) || (*u >= '0' && *u <= '9') ||
+                          ((*u | 0x20) >= 'a' && (*u | 0x20) <= 'z'),
+                      "%s: a link holds '%c': %.60s", path, *u, t);
 }
 
 /* Checks every .dat, .md and .html file under root; returns how many. */
@@ -419,6 +437,7 @@ Test(safety_gp, names_stay_in_place_in_every_writer)
     doc->refs[doc->n_refs++] = PAY;
     snprintf(d, sizeof d, "%s/paper", dir);
     cr_assert_eq(report_mkdir_p(d, &e), 0, "%s", e.msg);
+    plant_png(d, "a b)(x\".png"); /* the figure the page embeds */
     cr_assert_eq(paper_report_write(doc, d, &e), 0, "%s", e.msg);
     assert_file(d, "bars.png");
     assert_file(d, "speedup.png");
@@ -427,6 +446,7 @@ Test(safety_gp, names_stay_in_place_in_every_writer)
     snprintf(doc->meta, sizeof doc->meta, "%s", PAY);
     snprintf(d, sizeof d, "%s/paper-meta", dir);
     cr_assert_eq(report_mkdir_p(d, &e), 0, "%s", e.msg);
+    plant_png(d, "a b)(x\".png");
     cr_assert_eq(paper_report_write(doc, d, &e), 0, "%s", e.msg);
 
     cr_assert_geq(check_tree(dir), 14, "fewer files written than expected");
