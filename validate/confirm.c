@@ -5,6 +5,7 @@
  *
  * Setup: a sample of long-tail responses (from --trace, or generated
  * lognormal lengths) on one replica: a stack of Qwen2.5-7B decoder layers
+ * (--model: another models/llm name or INI, e.g. a tiny one for emulation)
  * (--layers, default 28: the whole model) with the embedding and LM head, random weights,
  * one GPU.  tailsim simulates the rollout twice with its cost model and the
  * GPU's calibration (models/hw/<hw>.ini, or models/calib/<hw>.csv when
@@ -70,6 +71,7 @@
 
 typedef struct conf_opts {
     const char *trace, *out, *hw;
+    const char *model;  /* --model: models/llm name or INI path (a tiny one for emulation) */
     int quick, json, layers, responses, max_len;
     uint64_t seed;
     double budget;      /* s of replay at most; 0 none */
@@ -78,7 +80,8 @@ typedef struct conf_opts {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tailsim-validate confirm [--quick] [--trace FILE] [--responses N] [--max-len L]\n"
-               "                                [--layers L] [--hw h200] [--seed S] [--budget S] [-o DIR]\n"
+               "                                [--layers L] [--hw h200] [--model qwen2.5-7b|FILE.ini]\n"
+               "                                [--seed S] [--budget S] [-o DIR]\n"
                "                                [--json]\n");
 }
 
@@ -408,10 +411,11 @@ static int parse(int argc, char **argv, conf_opts *o)
         {"quick", no_argument, 0, 'q'},        {"trace", required_argument, 0, 't'},
         {"responses", required_argument, 0, 'n'}, {"max-len", required_argument, 0, 'L'},
         {"layers", required_argument, 0, 'l'}, {"hw", required_argument, 0, 'H'},
+        {"model", required_argument, 0, 'M'},
         {"seed", required_argument, 0, 's'},   {"json", no_argument, 0, 'j'},
         {"budget", required_argument, 0, 'B'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    *o = (conf_opts){NULL, NULL, "h200", 0, 0, 28, 256, 16384, 1, 0};
+    *o = (conf_opts){NULL, NULL, "h200", "qwen2.5-7b", 0, 0, 28, 256, 16384, 1, 0};
     int c, quick_n = 0, quick_l = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
@@ -421,6 +425,7 @@ static int parse(int argc, char **argv, conf_opts *o)
         case 't': o->trace = optarg; break;
         case 'o': o->out = optarg; break;
         case 'H': o->hw = optarg; break;
+        case 'M': o->model = optarg; break;
         case 'j': o->json = 1; break;
         case 'h': usage(stdout); return 0;
         case 'B':
@@ -459,7 +464,7 @@ static int parse(int argc, char **argv, conf_opts *o)
 /* Everything one run holds between its phases; run_free() releases it. */
 typedef struct conf_run {
     hw_desc hw;
-    llm_desc m;             /* Qwen2.5-7B with the --layers stack */
+    llm_desc m;             /* --model (Qwen2.5-7B) with the --layers stack */
     trace *t;               /* the workload */
     trace_stats ts;
     run_pred base, spec;    /* the simulator's plans: plain, tail speculation */
@@ -473,7 +478,7 @@ typedef struct conf_run {
  * predictions; 0, or -1 with e set. */
 static int predict(const conf_opts *o, conf_run *r, ts_err *e)
 {
-    if (hw_load(o->hw, &r->hw, e) || llm_load("qwen2.5-7b", &r->m, e))
+    if (hw_load(o->hw, &r->hw, e) || llm_load(o->model, &r->m, e))
         return -1;
     r->m.layers = o->layers;
     if (!(r->t = workload(o, e)))
@@ -482,11 +487,12 @@ static int predict(const conf_opts *o, conf_run *r, ts_err *e)
         simulate(&r->hw, &r->m, r->t, SPEC_ADAPTIVE, o->seed, &r->spec, e))
         return -1;
     trace_stats_compute(r->t, &r->ts, e);
-    printf("confirm: %lld responses (mean %.0f, max %lld tokens), Qwen2.5-7B x %d layers, hw %s\n"
+    printf("confirm: %lld responses (mean %.0f, max %lld tokens), %s x %d layers, hw %s\n"
            "calibration: %s\n"
            "predicted: baseline %.3f s (%lld iterations), tail speculation %.3f s (%lld iterations, "
            "%lld speculative, accept %.2f), speedup %.3f\n",
-           (long long)r->ts.responses, r->ts.mean, (long long)r->ts.max, o->layers, r->hw.name,
+           (long long)r->ts.responses, r->ts.mean, (long long)r->ts.max, o->model, o->layers,
+           r->hw.name,
            r->hw.calibration, r->base.makespan, (long long)r->base.iterations, r->spec.makespan,
            (long long)r->spec.iterations, (long long)r->spec.spec_iterations, r->spec.accept_len,
            r->base.makespan / r->spec.makespan);
