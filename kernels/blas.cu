@@ -226,6 +226,7 @@ static kb_plan *plan_get(kb_blas *b, const kb_mm *mm)
         b->next = (b->next + 1) % KB_PLANS;
         plan_drop(p);
     }
+    kt_note_plan_query(); /* a miss: host work, counted (kt_plan_queries_timed) */
     if (plan_make(b, p, mm, al)) {
         plan_drop(p);
         /* keep the table dense: move the last plan into the hole */

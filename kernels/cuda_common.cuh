@@ -22,6 +22,11 @@
 extern "C" int kt_seterr(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Counts one cuBLASLt heuristic query (a plan-cache miss); blas.cu calls it
+ * and devutil.cu tells kt_plan_queries_timed() whether a timed interval was
+ * open.  Cannot fail. */
+void kt_note_plan_query(void);
+
 #define CUDA_CHECK(call)                                                      \
     do {                                                                      \
         cudaError_t kt_e_ = (call);                                           \

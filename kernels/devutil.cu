@@ -254,6 +254,22 @@ extern "C" int kt_fill_bf16(kt_bf16 *d, size_t n, uint64_t seed, float scale)
 static uint4 *flush_buf;
 static size_t flush_n;
 
+/* The timed interval of kt_time (open between the first and the last event
+ * record of the timed repeats) and the plan queries counted by blas.cu.  The
+ * validation program is single-threaded on the host. */
+static int timing_open;
+static long long plan_queries, plan_queries_timed;
+
+void kt_note_plan_query(void)
+{
+    plan_queries++;
+    if (timing_open)
+        plan_queries_timed++;
+}
+
+extern "C" long long kt_plan_queries(void) { return plan_queries; }
+extern "C" long long kt_plan_queries_timed(void) { return plan_queries_timed; }
+
 static int flush_l2(unsigned salt)
 {
     if (!flush_buf) {
@@ -289,6 +305,7 @@ extern "C" int kt_time(kt_launch_fn fn, void *ctx, int warmup, int reps, float *
             kt_seterr(__FILE__, __LINE__, "cudaEventCreate failed");
             goto cleanup;
         }
+    timing_open = 1; /* until the last event is recorded (or an error) */
     for (int r = 0; r < reps; r++) {
         if (flush_l2((unsigned)r + 1))
             goto cleanup;
@@ -303,6 +320,7 @@ extern "C" int kt_time(kt_launch_fn fn, void *ctx, int warmup, int reps, float *
             goto cleanup;
         }
     }
+    timing_open = 0;
     {
         /* the error of any launch above shows here: report the one returned
          * (cudaGetLastError() may hold nothing for an asynchronous fault) */
@@ -323,6 +341,7 @@ extern "C" int kt_time(kt_launch_fn fn, void *ctx, int warmup, int reps, float *
     }
     rc = 0;
 cleanup:
+    timing_open = 0;
     for (int i = 0; i < made; i++)
         (void)cudaEventDestroy(ev[i]);
     return rc;

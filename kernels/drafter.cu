@@ -610,7 +610,7 @@ static kt_step *plan_depth(kt_draft *p, const int *seqs, int t)
             for (int j = 0; j < n; j++)
                 pos[i * n + j] = p->kv->len[seqs[i]] + t;
         }
-        st = kl_step_plan(p->d->dm, p->kv, seqs, q, b, extra, pos, 0);
+        st = kl_step_plan(p->d->dm, p->kv, seqs, q, b, extra, pos, 0, NULL);
     } else {
         kt_seterr(__FILE__, __LINE__, "draft plan: out of host memory");
     }
@@ -670,6 +670,13 @@ extern "C" kt_draft *kt_draft_plan(kt_drafter *d, kt_kv *kv, const int *seqs, in
     int ok = p->steps != NULL && draft_carve(p) == 0;
     for (int t = 0; ok && t < depth; t++)
         ok = (p->steps[t] = plan_depth(p, seqs, t)) != NULL;
+    /* the fc and LM head shapes of every step (b rows, then b * topk): a
+     * timed draft then queries no cuBLASLt heuristic */
+    const int D = d->target->s.hidden, V = d->target->s.vocab;
+    for (int t = 0; ok && t < (depth > 1 ? 2 : 1); t++) {
+        const int R = t ? p->rows : b;
+        ok = kt_gemm_plan(d->g_fc, R, D, 2 * D) == 0 && kt_gemm_plan(d->g_head, R, V, D) == 0;
+    }
     if (!ok) {
         if (!p->steps)
             kt_seterr(__FILE__, __LINE__, "kt_draft_plan: out of host memory");

@@ -86,6 +86,14 @@ typedef int (*kt_launch_fn)(void *ctx);
  * buffer three times the L2 size (so every rep starts with a cold L2), and
  * timed alone between two CUDA events.  us[0..reps-1] receive microseconds. */
 int kt_time(kt_launch_fn fn, void *ctx, int warmup, int reps, float *us);
+/* cuBLASLt heuristic queries (plan-cache misses of blas.cu) made since the
+ * program started: all of them, and those made while a timed interval was
+ * open (kt_time's timed repeats, between the first and the last event
+ * record; warm-up runs are not timed).  A timed interval with a query in it
+ * measured host work as GPU time: confirm treats a non-zero count as a
+ * failed measurement.  Cannot fail. */
+long long kt_plan_queries(void);
+long long kt_plan_queries_timed(void);
 
 /* ---- host helpers for selftests (devutil.cu) ----------------------------- */
 
@@ -228,6 +236,13 @@ int kt_kv_set_len(kt_kv *kv, int seq, int len);
 typedef struct kt_step kt_step;
 kt_step *kt_step_plan(kt_model *m, kt_kv *kv, const int *seqs, const int *q_len, int b,
                       int all_logits);
+/* kt_step_plan with n_logits[i] logit rows for sequence i (its last
+ * n_logits[i] new tokens, 0..q_len[i]; q_len NULL: decode, 0 or 1), as a
+ * speculative step with prefill chunks needs (every verified token, the
+ * last token of each chunk).  Plans every GEMM shape the step will run, so
+ * that kt_step_forward queries no cuBLASLt heuristic.  NULL on failure. */
+kt_step *kt_step_plan_rows(kt_model *m, kt_kv *kv, const int *seqs, const int *q_len, int b,
+                           const int *n_logits);
 void kt_step_free(kt_step *st);
 int kt_step_tokens(const kt_step *st);      /* new tokens T = sum q_len */
 int kt_step_logit_rows(const kt_step *st);  /* rows of logits */

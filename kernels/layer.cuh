@@ -86,9 +86,11 @@ int kl_add(kt_bf16 *out, const kt_bf16 *a, const kt_bf16 *b, size_t n);
 int kl_reserve(kt_model *m, size_t T, size_t R);
 /* Plans a step whose sequences have extra[i] cached rows beyond their
  * kt_kv_len (draft rows; NULL: none) and explicit RoPE positions pos [T]
- * (NULL: cache position).  logits: 0 none, 1 last token, 2 all tokens. */
+ * (NULL: cache position).  logits: 0 none, 1 last token, 2 all tokens;
+ * n_logits (NULL: use logits) the last n_logits[i] tokens of sequence i.
+ * Plans m's GEMMs for the step's shapes too (kt_gemm_plan). */
 kt_step *kl_step_plan(kt_model *m, kt_kv *kv, const int *seqs, const int *q_len, int b,
-                      const int *extra, const int *pos, int logits);
+                      const int *extra, const int *pos, int logits, const int *n_logits);
 /* Layer l of m on x [st->T, hidden] in place, with cache layer kv_layer of
  * st->kv (m and the cache may differ from st->m: the drafter). */
 int kl_layer_run(kt_model *m, int l, const kt_step *st, int kv_layer, kt_bf16 *x);

@@ -9,7 +9,10 @@
  *
  * Versions: 1 (see layer.cu).  Planning is host work: the attention plan
  * (kt_attn_plan, a dozen small allocations and uploads), one upload of the
- * positions / cache rows / logit rows, and growing the model's workspace.
+ * positions / cache rows / logit rows, growing the model's workspace, and
+ * the cuBLASLt plans of every GEMM shape the step runs (T token rows, R
+ * logit rows), so that the forward pass finds them all cached and a timed
+ * step queries no heuristic (kt_plan_queries_timed).
  * Roofline and measurements: layer.cu.
  */
 #include <stdlib.h>
@@ -43,9 +46,11 @@ extern "C" void kt_step_free(kt_step *st)
     free(st);
 }
 
-/* Host arrays of a plan; ctx and koff [b], pos and krow [T], lrow [R]. */
-static int plan_arrays(kt_step *st, const int *extra, const int *pos_in, int logits, int *ctx,
-                       long long *koff, int *host)
+/* Host arrays of a plan; ctx and koff [b], pos and krow [T], lrow [R].
+ * Logit rows: n_logits[i] last tokens of sequence i when n_logits is given,
+ * else by logits (0 none, 1 last token, 2 all tokens). */
+static int plan_arrays(kt_step *st, const int *extra, const int *pos_in, int logits,
+                       const int *n_logits, int *ctx, long long *koff, int *host)
 {
     const kt_kv *kv = st->kv;
     int *pos = host, *krow = host + st->T, *lrow = host + 2 * st->T;
@@ -56,13 +61,16 @@ static int plan_arrays(kt_step *st, const int *extra, const int *pos_in, int log
         KT_REQUIRE(qn >= 0 && base >= 0 && base + qn <= kv->cap[s],
                    "step: sequence %d: %d cached + %d new tokens exceed its capacity %d", s,
                    base, qn, kv->cap[s]);
+        const int nl = n_logits ? n_logits[i] : logits == 2 ? qn : logits == 1 ? 1 : 0;
+        KT_REQUIRE(!n_logits || (nl >= 0 && nl <= qn),
+                   "step: entry %d: %d logit rows of %d new tokens", i, nl, qn);
         ctx[i] = base + qn > 0 ? base + qn : 1; /* no queries: nothing is read */
         koff[i] = kv->off[s];
         st->ctx_sum += base + qn;
         for (int j = 0; j < qn; j++, t++) {
             pos[t] = pos_in ? pos_in[t] : base + j;
             krow[t] = (int)(kv->off[s] + base + j);
-            if (logits == 2 || (logits == 1 && j == qn - 1))
+            if (j >= qn - nl)
                 lrow[r++] = t;
         }
     }
@@ -70,8 +78,24 @@ static int plan_arrays(kt_step *st, const int *extra, const int *pos_in, int log
     return 0;
 }
 
+/* Plans every GEMM of a step of T tokens and R logit rows on m (host work:
+ * cuBLASLt's heuristic on a plan-cache miss), so that running the step
+ * finds every plan cached (kt_plan_queries_timed() stays 0). */
+static int plan_gemms(kt_model *m, int T, int R)
+{
+    const kt_model_shape *s = &m->s;
+    if (T > 0 && (kt_gemm_plan(m->g_qkv, T, m->nqkv, s->hidden) ||
+                  kt_gemm_plan(m->g_o, T, s->hidden, s->heads * s->head_dim) ||
+                  kt_gemm_plan(m->g_gu, T, 2 * s->ffn, s->hidden) ||
+                  kt_gemm_plan(m->g_down, T, s->hidden, s->ffn)))
+        return -1;
+    if (R > 0 && s->vocab > 0 && kt_gemm_plan(m->g_head, R, s->vocab, s->hidden))
+        return -1;
+    return 0;
+}
+
 kt_step *kl_step_plan(kt_model *m, kt_kv *kv, const int *seqs, const int *q_len, int b,
-                      const int *extra, const int *pos, int logits)
+                      const int *extra, const int *pos, int logits, const int *n_logits)
 {
     kt_step *st = (kt_step *)calloc(1, sizeof *st);
     int *ctx = NULL, *host = NULL;
@@ -113,9 +137,11 @@ kt_step *kl_step_plan(kt_model *m, kt_kv *kv, const int *seqs, const int *q_len,
         kt_seterr(__FILE__, __LINE__, "step: out of host memory");
         goto cleanup;
     }
-    if (m->s.vocab == 0) /* a bare stack (drafter layer, trainer): no LM head */
+    if (m->s.vocab == 0) { /* a bare stack (drafter layer, trainer): no LM head */
         logits = 0;
-    if (plan_arrays(st, extra, pos, logits, ctx, koff, host))
+        n_logits = NULL;
+    }
+    if (plan_arrays(st, extra, pos, logits, n_logits, ctx, koff, host))
         goto cleanup;
     st->attn = kt_attn_plan(ctx, q_len ? st->q_len : NULL, b, m->s.heads, m->s.kv_heads,
                             m->s.head_dim, 0);
@@ -125,7 +151,7 @@ kt_step *kl_step_plan(kt_model *m, kt_kv *kv, const int *seqs, const int *q_len,
     if (!st->d_pos ||
         kt_upload(st->d_pos, host, (size_t)(2 * st->T + st->R) * sizeof(int)) ||
         kt_upload(st->attn->d_kv_off, koff, b * sizeof(long long)) ||
-        kl_reserve(m, st->T, st->R))
+        kl_reserve(m, st->T, st->R) || plan_gemms(m, st->T, st->R))
         goto cleanup;
     st->d_krow = st->d_pos + st->T;
     st->d_lrow = st->d_pos + 2 * st->T;
@@ -142,7 +168,13 @@ cleanup:
 extern "C" kt_step *kt_step_plan(kt_model *m, kt_kv *kv, const int *seqs, const int *q_len,
                                  int b, int all_logits)
 {
-    return kl_step_plan(m, kv, seqs, q_len, b, NULL, NULL, all_logits ? 2 : 1);
+    return kl_step_plan(m, kv, seqs, q_len, b, NULL, NULL, all_logits ? 2 : 1, NULL);
+}
+
+extern "C" kt_step *kt_step_plan_rows(kt_model *m, kt_kv *kv, const int *seqs,
+                                      const int *q_len, int b, const int *n_logits)
+{
+    return kl_step_plan(m, kv, seqs, q_len, b, NULL, NULL, 1, n_logits);
 }
 
 extern "C" int kt_step_tokens(const kt_step *st) { return st->T; }

@@ -208,6 +208,13 @@ Test(validate, gpu_sh_dry_run_without_a_gpu, .timeout = 300)
     snprintf(want, sizeof want, "calib.csv: %zu rows", s.n);
     cr_expect(strstr(buf, want), "no '%s' in %s", want, buf);
     cr_expect(strstr(buf, "gemm_peak"), "%s", buf);
+    /* the dry run prints the first run's plan, which fits the window */
+    const char *pt = strstr(buf, "plan total: ");
+    cr_assert_not_null(pt, "no plan in %s", buf);
+    int total = -1;
+    cr_assert_eq(sscanf(pt, "plan total: %d s", &total), 1, "%s", pt);
+    cr_expect(total > 0 && total <= 300, "the first run's plan takes %d s (> 300)", total);
+    cr_expect(strstr(buf, "plan  calibrate") && strstr(buf, "calibrate --tail"), "%s", buf);
 
     /* at most 8 plain files, no folder: what the device tool returns */
     snprintf(cmd, sizeof cmd, "test $(find %s/out -mindepth 1 | wc -l) -le 8 && "
@@ -261,5 +268,79 @@ Test(validate, calib_db_leaves_foreign_files_untouched)
     cr_assert_eq(calib_write_db(&s, path, &e), 0, "%s", e.msg);
     cr_assert_eq(calib_write_db(&s, path, &e), 0, "%s", e.msg);
     calib_free(&s);
+    tmpdir_remove(dir);
+}
+
+/* The plan's total of `gpu.sh ARGS --plan` (-1 when none is printed), and
+ * its exit status in *rc. */
+static int plan_total(const char *args, int *rc)
+{
+    char cmd[256], out[4096] = {0};
+    snprintf(cmd, sizeof cmd, "sh validate/gpu.sh %s --plan 2>&1", args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    const char *t = strstr(out, "plan total: ");
+    int total = -1;
+    if (!t || sscanf(t, "plan total: %d s", &total) != 1)
+        cr_log_error("no plan total in: %s", out);
+    /* every step has a line with its seconds, and they add up */
+    int sum = 0, secs;
+    char name[32];
+    for (const char *l = strstr(out, "plan  "); l; l = strstr(l + 1, "\nplan  "))
+        if (sscanf(l[0] == '\n' ? l + 1 : l, "plan %31s %d s", name, &secs) == 2)
+            sum += secs;
+    cr_expect_eq(sum, total, "the steps add up to %d s, the total says %d s", sum, total);
+    return total;
+}
+
+/* A 15-minute device window: machine start (1-2 min) + the first run (at
+ * most 300 s of device time, build included) + the follow-up. */
+Test(validate, gpu_sh_plans_fit_the_device_window)
+{
+    int rc, first = plan_total("", &rc);
+    cr_expect_eq(rc, 0, "gpu.sh --plan exit %d", rc);
+    cr_expect(first > 0 && first <= 300, "the first run's plan takes %d s", first);
+    int more = plan_total("--more", &rc);
+    cr_expect_eq(rc, 0, "gpu.sh --more --plan exit %d", rc);
+    cr_expect(more > 0 && first + more <= 900 - 120, "first %d s + --more %d s leave no room "
+              "for two machine starts in 900 s", first, more);
+    cr_expect_eq(run_status("sh validate/gpu.sh --bogus >/dev/null 2>&1"), 2);
+}
+
+/* gpu.sh's libcublasLt fallback takes the exact soname the binary links,
+ * not another major version lying beside it. */
+Test(validate, gpu_sh_finds_the_cublas_soname_the_binary_links)
+{
+    if (access("build/tailsim-validate", X_OK) != 0)
+        cr_skip_test("build/tailsim-validate not built (no nvcc)");
+    char *need = run_capture(". validate/gpu-lib.sh && gpu_cublas_soname build/tailsim-validate");
+    need[strcspn(need, "\n")] = 0;
+    cr_assert(strncmp(need, "libcublasLt.so.", 15) == 0, "soname '%s'", need);
+    char dir[256], cmd[2048];
+    tmpdir_create(dir, sizeof dir, "cublas");
+    /* a wrong major version first in the search order, the right one later */
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/a/wrong %s/b/right && touch %s/a/wrong/libcublasLt.so.1 "
+             "%s/a/wrong/%s.99 %s/a/wrong/libcublasLt.so.99 %s/b/right/%s", dir, dir, dir, dir,
+             need, dir, dir, need);
+    cr_assert_eq(run_status(cmd), 0);
+    snprintf(cmd, sizeof cmd, "GPU_SH_LIBROOTS='%s/a %s/b' sh -c '. validate/gpu-lib.sh && "
+             "gpu_cublas_dir build/tailsim-validate' 2>/dev/null", dir, dir);
+    char *got = run_capture(cmd);
+    got[strcspn(got, "\n")] = 0;
+    char want[320];
+    snprintf(want, sizeof want, "%s/b/right", dir);
+    cr_expect_str_eq(got, want);
+    free(got);
+    /* none of the right name: nothing, and the reason names the soname */
+    snprintf(cmd, sizeof cmd, "GPU_SH_LIBROOTS='%s/a' sh -c '. validate/gpu-lib.sh && "
+             "gpu_cublas_dir build/tailsim-validate' 2>&1 >/dev/null; true", dir);
+    char *why = run_capture(cmd);
+    cr_expect(strstr(why, need) && strstr(why, "no file of that name"), "%s", why);
+    free(why);
+    free(need);
     tmpdir_remove(dir);
 }

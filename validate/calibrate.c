@@ -31,7 +31,13 @@
  * of the measured copy bandwidth and of gemm_peak).
  *
  * --quick (7 repeats, fewer shapes) is sized to finish in well under three
- * minutes on one H200; the full sweep takes several times longer.
+ * minutes on one H200; the full sweep takes several times longer.  --tail
+ * is --quick restricted to what the decode tail's cost needs, for the first
+ * run of a short device window (gpu.sh): Qwen2.5-7B at TP 1 only, groups
+ * copy, gemm (decode-sized rows upward, and the peak), decode_attn,
+ * chunk_attn (the verify chunks), rows, verify and drafter; host copies,
+ * the layer composites, training and the other TP degrees wait for
+ * `gpu.sh --more` (collectives cannot be measured on one GPU at all).
  *
  * Never run on a GPU yet, so every step is built to keep what it measured:
  * DIR is created before the first measurement, DIR/calib.csv is rewritten
@@ -179,11 +185,12 @@ typedef struct cal_opts {
 static const struct {
     const char *name;
     int (*fn)(calib *);
+    int tail;           /* measured by --tail: what the decode tail's model needs */
 } GROUPS[] = {
-    {"copy", sweep_copy}, {"host", sweep_host}, {"gemm", sweep_gemm}, {"decode_attn", NULL},
-    {"chunk_attn", NULL}, {"rows", sweep_rows}, {"verify", sweep_verify},
-    {"layer", calib_sweep_layer}, {"drafter", calib_sweep_drafter},
-    {"train", calib_sweep_train},
+    {"copy", sweep_copy, 1}, {"host", sweep_host, 0}, {"gemm", sweep_gemm, 1},
+    {"decode_attn", NULL, 1}, {"chunk_attn", NULL, 1}, {"rows", sweep_rows, 1},
+    {"verify", sweep_verify, 1}, {"layer", calib_sweep_layer, 0},
+    {"drafter", calib_sweep_drafter, 1}, {"train", calib_sweep_train, 0},
 };
 
 /* Parses argv into o and c->quick; -1 to go on, else the exit status. */
@@ -192,6 +199,8 @@ static int parse_options(int argc, char **argv, calib *c, cal_opts *o)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             c->quick = 1;
+        } else if (!strcmp(argv[i], "--tail")) {
+            c->quick = c->tail = 1;
         } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
             o->dir = argv[++i];
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
@@ -210,9 +219,10 @@ static int parse_options(int argc, char **argv, calib *c, cal_opts *o)
         } else if (!strcmp(argv[i], "--db") && i + 1 < argc) {
             o->db = argv[++i];
         } else {
-            fprintf(stderr, "calibrate: unknown option '%s' (--quick, --reps N, --only "
-                            "copy|gemm|decode_attn|chunk_attn|rows|verify|layer|drafter|train, "
-                            "--budget S, --db FILE, -o DIR)\n", argv[i]);
+            fprintf(stderr, "calibrate: unknown option '%s' (--quick, --tail, --reps N, --only "
+                            "GROUP[,GROUP...] of copy host gemm decode_attn chunk_attn rows "
+                            "verify layer drafter train, --budget S, --db FILE, -o DIR)\n",
+                    argv[i]);
             return 2;
         }
     }
@@ -252,7 +262,9 @@ static int set_up(calib *c, const kt_device *dev, int64_t reps)
         load_model(&BUILTIN[i], &c->models[i]);
     static const int tp7[] = {1, 2, 4}, tp32[] = {1, 2, 4, 8};
     int rc = 0;
-    if (c->quick)
+    if (c->tail)
+        rc = add_cfg(c, &c->models[0], 1);
+    else if (c->quick)
         rc = add_cfg(c, &c->models[0], 1) || add_cfg(c, &c->models[1], 4);
     for (size_t i = 0; !c->quick && rc == 0 && i < NELEM(tp7); i++)
         rc = add_cfg(c, &c->models[0], tp7[i]);
@@ -261,16 +273,18 @@ static int set_up(calib *c, const kt_device *dev, int64_t reps)
     return rc;
 }
 
-/* Whether only is NULL (every group) or names one of GROUPS. */
-static int known_group(const char *only)
+/* The first name of the list only that is not a group, into bad; 0 when
+ * all are (or only is NULL). */
+static int unknown_group(const char *only, char *bad, size_t bn)
 {
-    int known = only == NULL;
+    const char *names[NELEM(GROUPS)];
     for (size_t g = 0; g < NELEM(GROUPS); g++)
-        known |= only && !strcmp(only, GROUPS[g].name);
-    return known;
+        names[g] = GROUPS[g].name;
+    return val_unknown_name(only, names, NELEM(GROUPS), bad, bn);
 }
 
-/* Runs the groups (only that one and copy, when only is set).  A group that
+/* Runs the groups (those listed in only, and copy, when only is set; with
+ * --tail the decode tail's groups).  A group that
  * fails is reported and the next one runs (one bad kernel must not cost the
  * other ops' rows), unless the CUDA context is broken or the budget is
  * spent: then -1.  *failed counts the groups that failed. */
@@ -278,7 +292,7 @@ static int run_groups(calib *c, const char *only, int *failed)
 {
     int rc = 0;
     for (size_t g = 0; rc == 0 && g < NELEM(GROUPS); g++) {
-        if (only && strcmp(only, GROUPS[g].name) && g != 0)
+        if ((!val_in_list(only, GROUPS[g].name) || (c->tail && !GROUPS[g].tail)) && g != 0)
             continue; /* the copy ceiling always runs: the fractions need it */
         double tg = ts_wall_s();
         printf("== %s\n", GROUPS[g].name);
@@ -333,6 +347,11 @@ int val_calibrate(int argc, char **argv)
     int rc = parse_options(argc, argv, &c, &o);
     if (rc >= 0)
         return rc;
+    char bad[64];
+    if (unknown_group(o.only, bad, sizeof bad)) {
+        fprintf(stderr, "calibrate: --only: no group named '%s'\n", bad);
+        return 2;
+    }
     if (set_outputs(&c, &o))
         return 2;
     kt_device dev;
@@ -340,10 +359,6 @@ int val_calibrate(int argc, char **argv)
     if (rc <= 0)
         return rc == 0 ? VAL_EXIT_SKIP : 2;
     rc = set_up(&c, &dev, o.reps);
-    if (!known_group(o.only)) {
-        fprintf(stderr, "calibrate: --only: no group named '%s'\n", o.only);
-        return 2;
-    }
     double t0 = ts_wall_s();
     c.deadline = o.budget > 0 ? t0 + o.budget : 0;
     int failed = 0;

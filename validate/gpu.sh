@@ -2,25 +2,34 @@
 # validate/gpu.sh: the one script for a machine with an NVIDIA GPU (an H200
 # for the numbers in models/calib/).  From the repository root:
 #
-#   OUT=/some/dir sh validate/gpu.sh       (OUT defaults to validate/results/local)
+#   OUT=/some/dir sh validate/gpu.sh          the first run: at most 300 s
+#   OUT=/other/dir sh validate/gpu.sh --more  the follow-up: at most 420 s
+#   sh validate/gpu.sh [--more] --plan        print the plan and exit (1: over its cap)
 #
-# Steps, each under its own time limit inside one budget (GPU_SH_SECONDS,
-# default 480 s, so that a 540 s slot ends with a margin):
-#   setup      device.txt-style facts (nvidia-smi, nvcc, uname) and the binary:
-#              `make validate` when the build's -dev headers (gsl, sqlite3,
-#              inih, jansson) are present (at most 150 s), else a carried
-#              build/tailsim-validate-portable (`make validate-portable` made
-#              elsewhere: those libraries and cudart linked in); when the
-#              loader cannot find libcublasLt it is looked for on the machine
-#              and LD_LIBRARY_PATH set
-#   selftest   every kernel against its C reference (at most 90 s)
-#   calibrate  --quick with --budget, rewriting calib.csv after every row
-#   check      the cost model fitted on half of the CSV's shapes, the other
-#              half predicted (CPU only)
-#   confirm    the mini rollout replayed on the GPU, predicted with the
-#              calibration just measured (through a copy of models/hw/<gpu>.ini
-#              and the CSV under the work folder: the working tree's
-#              models/calib/ is never touched), with --budget: what is left
+# Made for a 15-minute device window: machine start (1-2 min) + the first run
+# (300 s) leaves room for the follow-up on the still-warm machine, or for the
+# first run again.  The plan (validate/gpu-lib.sh) gives each step a fixed
+# allotment, the most it can take (run under timeout, with calibrate's and
+# confirm's --budget inside it); the plan is printed first and the script
+# refuses to start when its total exceeds the cap.
+#   first run (what the decode tail's calibration needs):
+#     setup      90 s  device facts and the binary: `make validate` when the
+#                      build's -dev headers (gsl, sqlite3, inih, jansson) are
+#                      present, else a carried build/tailsim-validate-portable
+#                      (`make validate-portable` made elsewhere); when the
+#                      loader cannot find libcublasLt, the exact soname the
+#                      binary links (its NEEDED entry) is looked for
+#     selftest   40 s  every kernel but the trainer against its C reference
+#     calibrate  95 s  calibrate --tail: Qwen2.5-7B at TP 1, decode-sized
+#                      GEMMs and the peak, decode attention by batch and KV
+#                      length, verify chunks, row ops, verify, the drafter step
+#     check      15 s  the cost model fitted on half the rows (CPU)
+#     confirm    55 s  a small replay (32 responses up to 2048 tokens),
+#                      predicted with the calibration just measured
+#     summary     5 s
+#   --more: the trainer's selftest, calibrate --quick (every group, 7B at
+#     TP 1 and 32B at TP 4), check, confirm --quick (budgeted): 420 s.
+# Collectives cannot be measured on one GPU: hw INIs keep their NVLink/IB.
 #
 # $OUT receives at most 8 files, none in a subfolder (the device tool of
 # this workplace returns 8 files at most): setup.log, selftest.log,
@@ -28,8 +37,10 @@
 # summary.txt.  summary.txt grows as the steps finish, so a run cut short
 # still leaves one.  Everything else (calib.db, check.json, check-fit.ini,
 # the confirm copies) goes to GPU_SH_WORK (default build/gpu-work).  Commit
-# $OUT/calib.csv as models/calib/<gpu>.csv (hw_load("<gpu>") then fits the
-# hardware model to it) and the summary under validate/results/.
+# the first run's $OUT/calib.csv as models/calib/<gpu>.csv (hw_load("<gpu>")
+# then fits the hardware model to it; after --more, its calib.csv, which
+# holds the first run's groups too) and the summaries under
+# validate/results/.
 #
 # With this workplace's device tool: build here with `make validate-portable`,
 # then run `sh validate/gpu.sh` with carry ["build/tailsim-validate-portable"]
@@ -38,15 +49,32 @@
 # Dry run without a GPU: GPU_SH_CSV=FILE uses FILE in place of the
 # calibration (it is copied to $OUT/calib.csv) and the existing
 # build/tailsim-validate (or GPU_SH_BIN) without building, so that every step
-# after calibrate runs on the CPU; tests/test_validate.c does this.
+# after calibrate runs on the CPU; tests/test_validate.c does this and checks
+# the plan's total.
 #
 # Exit status: 0 when selftest passed, calibration wrote rows (all of them,
 # or those measured before its budget ran out) and check ran (whether or not
-# the accuracy targets were met: check.txt says), 1 otherwise.
+# the accuracy targets were met: check.txt says), 1 otherwise (and when the
+# plan exceeds its cap), 2 on a bad argument.
 set -u
-OUT=${OUT:-validate/results/local}
+MODE=first
+PLAN_ONLY=0
+for a in "$@"; do
+    case $a in
+    --more) MODE=more ;;
+    --plan) PLAN_ONLY=1 ;;
+    *) echo "usage: sh validate/gpu.sh [--more] [--plan]" >&2; exit 2 ;;
+    esac
+done
+. "$(dirname "$0")/gpu-lib.sh" || { echo "gpu.sh: cannot read gpu-lib.sh" >&2; exit 1; }
+gpu_plan "$MODE" || exit 2
+if [ "$PLAN_ONLY" = 1 ]; then
+    echo "gpu.sh $MODE run:"
+    gpu_plan_print
+    exit $?
+fi
+if [ "$MODE" = more ]; then OUT=${OUT:-validate/results/local-more}; else OUT=${OUT:-validate/results/local}; fi
 WORK=${GPU_SH_WORK:-build/gpu-work}
-TOTAL=${GPU_SH_SECONDS:-480}
 DRY_CSV=${GPU_SH_CSV:-}
 t0=$(date +%s)
 mkdir -p "$OUT" || { echo "gpu.sh: cannot create OUT=$OUT" >&2; exit 1; }
@@ -55,23 +83,32 @@ rm -rf "$WORK" && mkdir -p "$WORK/models/hw" "$WORK/models/calib" ||
 S="$OUT/summary.txt"
 : >"$S"
 elapsed() { echo $(($(date +%s) - t0)); }
-left() { echo $((TOTAL - $(elapsed))); }
 say() { echo "[gpu.sh +$(elapsed)s] $*" | tee -a "$S"; }
-lim() { m=$1; [ "$2" -lt "$m" ] && m=$2; [ "$m" -lt 5 ] && m=5; echo "$m"; } # the smaller of two, >= 5
+# seconds left of a step that started at $1 with allotment $2, less $3 (>= 5)
+until_end() { r=$(($1 + $2 - $(date +%s) - $3)); [ "$r" -lt 5 ] && r=5; echo "$r"; }
+
+# ---- the plan -----------------------------------------------------------------
+echo "gpu.sh $MODE run:" | tee -a "$S"
+gpu_plan_print | tee -a "$S"
+if [ "$PLAN_TOTAL" -gt "$PLAN_CAP" ]; then
+    say "FATAL: the plan takes $PLAN_TOTAL s, over its cap of $PLAN_CAP s"
+    exit 1
+fi
 
 # ---- setup: facts about the machine, then the binary ------------------------
 L="$OUT/setup.log"
+ts=$(date +%s)
 {
     echo "== date"; date -u
     echo "== uname"; uname -a
-    echo "== nvidia-smi"; timeout -k 5 20 nvidia-smi
-    timeout -k 5 20 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu,memory.used,memory.total --format=csv
+    echo "== nvidia-smi"; timeout -k 2 8 nvidia-smi
+    timeout -k 2 8 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.draw,temperature.gpu,memory.used,memory.total --format=csv
     echo "== nvcc"; nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version
     echo "== libc"; ldd --version 2>&1 | head -n 1
     echo "== source"; git rev-parse HEAD 2>/dev/null || echo "no git here"
     git status --short 2>/dev/null | head -n 20
 } >"$L" 2>&1
-say "device: $(timeout -k 5 20 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
+say "device: $(timeout -k 2 8 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
 
 deps_present() { # the headers `make validate` needs
     printf '#include <gsl/gsl_rng.h>\n#include <sqlite3.h>\n#include <ini.h>\n#include <jansson.h>\n' |
@@ -87,7 +124,7 @@ if [ -n "${GPU_SH_BIN:-}" ] || [ -n "$DRY_CSV" ]; then
 elif deps_present; then
     BIN=build/tailsim-validate
     echo "== make validate" >>"$L"
-    if timeout -k 5 150 make -j"$(nproc)" validate >>"$L" 2>&1; then
+    if timeout -k 5 "$(until_end "$ts" "$A_setup" 25)" make -j"$(nproc)" validate >>"$L" 2>&1; then
         say "built $BIN"
     elif [ -x "$PORTABLE" ]; then
         BIN=$PORTABLE
@@ -109,13 +146,15 @@ echo "== $BIN" >>"$L"
 ls -l "$BIN" >>"$L" 2>&1
 sha256sum "$BIN" >>"$L" 2>&1
 if ! "$BIN" --help >/dev/null 2>>"$L"; then
-    # most likely the loader cannot find libcublasLt.so.13: look for it
-    lib=$(timeout -k 5 60 find /usr/local /usr/lib /usr/lib64 /opt -name 'libcublasLt.so.1[0-9]*' \
-          2>/dev/null | head -n 1)
-    echo "== $BIN does not start; libcublasLt found at: ${lib:-nowhere}" >>"$L"
-    if [ -n "$lib" ]; then
-        LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # most likely the loader cannot find libcublasLt: look for the exact
+    # soname the binary links (a .so.12 does not serve a binary built for 13)
+    dir=$(gpu_cublas_dir "$BIN" 2>>"$L")
+    echo "== $BIN does not start; $(gpu_cublas_soname "$BIN") found in: ${dir:-nowhere}" >>"$L"
+    if [ -n "$dir" ]; then
+        LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
         export LD_LIBRARY_PATH
+    else
+        say "$(tail -n 2 "$L" | head -n 1)"
     fi
     if ! "$BIN" --help >/dev/null 2>>"$L"; then
         say "FATAL: $BIN does not start (see setup.log):"
@@ -126,28 +165,29 @@ if ! "$BIN" --help >/dev/null 2>>"$L"; then
     say "$BIN starts with LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 fi
 
-# a binary older than this script (a stale carried copy) lacks --budget
-if ! "$BIN" --help 2>/dev/null | grep -q -- '--budget'; then
-    say "FATAL: $BIN predates this gpu.sh (its calibrate has no --budget): rebuild it" \
+# a binary older than this script (a stale carried copy) lacks --tail
+if ! "$BIN" --help 2>/dev/null | grep -q -- '--tail'; then
+    say "FATAL: $BIN predates this gpu.sh (its calibrate has no --tail): rebuild it" \
         "(make validate-portable) from this tree and carry it again"
     exit 1
 fi
 
 # ---- selftest ---------------------------------------------------------------
-timeout -k 10 "$(lim 90 "$(left)")" "$BIN" selftest >"$OUT/selftest.log" 2>&1
+# shellcheck disable=SC2086 # the arguments are a word list
+timeout -k 5 $((A_selftest - 5)) "$BIN" selftest $SELFTEST_ARGS >"$OUT/selftest.log" 2>&1
 st=$?
 say "selftest exit $st (0 pass, 1 mismatch, 2 CUDA error, 77 no GPU, 124 out of time):" \
     "$(tail -n 1 "$OUT/selftest.log")"
 grep -E '^(FAIL|ERROR)|mismatch at' "$OUT/selftest.log" | head -n 20 | tee -a "$S"
 
 # ---- calibrate ----------------------------------------------------------------
-# What confirm and the rest need after it: 150 s.  The budget stops new rows;
-# the timeout (20 s later) is for a kernel that never returns.
+# The budget stops new rows 25 s before the allotment ends; the timeout (at
+# the allotment less 5 s) is for a kernel that never returns.
 CSV="$OUT/calib.csv"
-cb=$(lim 200 $(($(left) - 150)))
-[ "$cb" -lt 30 ] && cb=30
-timeout -k 10 $((cb + 20)) "$BIN" calibrate --quick --budget "$cb" --db "$WORK/calib.db" \
-    -o "$OUT" >"$OUT/calibrate.log" 2>&1
+cb=$((A_calibrate - 25))
+# shellcheck disable=SC2086
+timeout -k 5 $((A_calibrate - 5)) "$BIN" calibrate $CALIB_ARGS --budget "$cb" \
+    --db "$WORK/calib.db" -o "$OUT" >"$OUT/calibrate.log" 2>&1
 ca=$?
 say "calibrate exit $ca (0 all rows, 3 budget of ${cb}s spent, 2 error, 77 no GPU," \
     "124 killed): $(tail -n 1 "$OUT/calibrate.log")"
@@ -163,9 +203,11 @@ rows=0
 ck=skipped
 gpu=
 if [ "$rows" -gt 0 ]; then
-    timeout -k 5 30 "$BIN" check "$CSV" -o "$WORK/check-fit.ini" >"$OUT/check.txt" 2>&1
+    tc=$(date +%s)
+    timeout -k 2 $((A_check - 5)) "$BIN" check "$CSV" -o "$WORK/check-fit.ini" >"$OUT/check.txt" 2>&1
     ck=$?
-    timeout -k 5 30 "$BIN" check "$CSV" --json >"$WORK/check.json" 2>>"$OUT/check.txt"
+    timeout -k 2 "$(until_end "$tc" "$A_check" 3)" "$BIN" check "$CSV" --json >"$WORK/check.json" \
+        2>>"$OUT/check.txt"
     say "check exit $ck (0 targets met, 1 missed, 2 error) on $rows rows; report in check.txt"
     sed -n '/^held-out/,$p' "$OUT/check.txt"
     gpu=$(sed -n '2{s/^"\([^"]*\)".*/\1/p}' "$CSV" | tr 'A-Z' 'a-z' |
@@ -176,36 +218,32 @@ fi
 
 # ---- confirm: the mini rollout on the GPU ----------------------------------------
 cf=skipped
-cl=$(($(left) - 25))
-if [ "$cl" -lt 60 ]; then
-    say "confirm skipped: ${cl}s left"
-else
-    hw=h200
-    how="uncalibrated models/hw/h200.ini (no calibration rows)"
-    if [ -n "$gpu" ] && [ -f "models/hw/$gpu.ini" ]; then
-        cp "models/hw/$gpu.ini" "$WORK/models/hw/$gpu.ini" &&
-            cp "$CSV" "$WORK/models/calib/$gpu.csv" &&
-            hw="$WORK/models/hw/$gpu.ini" && how="models/hw/$gpu.ini fitted to calib.csv"
-    elif [ -n "$gpu" ]; then
-        how="uncalibrated models/hw/h200.ini (no models/hw/$gpu.ini)"
-    fi
-    say "confirm: predictions from $how; replay budget $((cl - 15))s"
-    timeout -k 10 "$cl" "$BIN" confirm --quick --hw "$hw" --budget $((cl - 15)) -o "$OUT" \
-        >"$OUT/confirm.txt" 2>&1
-    cf=$?
-    if [ "$cf" = 2 ] && grep -q 'calibration of' "$OUT/confirm.txt"; then
-        # the fit failed: measure anyway, with the INI's own parameters
-        cl=$(($(left) - 25))
-        say "confirm: the fit to calib.csv failed; again with the uncalibrated INI (${cl}s)"
-        if [ "$cl" -ge 60 ]; then
-            TAILSIM_NO_CALIB=1 timeout -k 10 "$cl" "$BIN" confirm --quick --hw h200 \
-                --budget $((cl - 15)) -o "$OUT" >>"$OUT/confirm.txt" 2>&1
-            cf=$?
-        fi
-    fi
-    say "confirm exit $cf (0 targets met, 1 missed, 3 out of time: partial, 77 no GPU, 2 error)"
-    tail -n 14 "$OUT/confirm.txt"
+hw=h200
+how="uncalibrated models/hw/h200.ini (no calibration rows)"
+if [ -n "$gpu" ] && [ -f "models/hw/$gpu.ini" ]; then
+    cp "models/hw/$gpu.ini" "$WORK/models/hw/$gpu.ini" &&
+        cp "$CSV" "$WORK/models/calib/$gpu.csv" &&
+        hw="$WORK/models/hw/$gpu.ini" && how="models/hw/$gpu.ini fitted to calib.csv"
+elif [ -n "$gpu" ]; then
+    how="uncalibrated models/hw/h200.ini (no models/hw/$gpu.ini)"
 fi
+tc=$(date +%s)
+say "confirm: predictions from $how; replay budget $((A_confirm - 25))s"
+# shellcheck disable=SC2086
+timeout -k 5 $((A_confirm - 5)) "$BIN" confirm $CONFIRM_ARGS --hw "$hw" \
+    --budget $((A_confirm - 25)) -o "$OUT" >"$OUT/confirm.txt" 2>&1
+cf=$?
+cl=$(until_end "$tc" "$A_confirm" 5)
+if [ "$cf" = 2 ] && grep -q 'calibration of' "$OUT/confirm.txt" && [ "$cl" -ge 20 ]; then
+    # the fit failed before any replay: measure anyway, with the INI's own parameters
+    say "confirm: the fit to calib.csv failed; again with the uncalibrated INI (${cl}s)"
+    # shellcheck disable=SC2086
+    TAILSIM_NO_CALIB=1 timeout -k 2 "$cl" "$BIN" confirm $CONFIRM_ARGS --hw h200 \
+        --budget $((cl - 10)) -o "$OUT" >>"$OUT/confirm.txt" 2>&1
+    cf=$?
+fi
+say "confirm exit $cf (0 targets met, 1 missed, 3 out of time: partial, 77 no GPU, 2 error)"
+tail -n 14 "$OUT/confirm.txt"
 
 # ---- summary: per op, rows and the best achieved bandwidth and FLOP rate, as
 # fractions of the measured copy bandwidth and gemm_peak ----------------------------
@@ -232,7 +270,7 @@ fi
 [ -s "$OUT/confirm.txt" ] && grep -E '(makespan|speedup|targets:)' "$OUT/confirm.txt" >>"$S"
 nfiles=$(find "$OUT" -type f | wc -l)
 [ "$nfiles" -gt 8 ] && echo "note: $nfiles files under $OUT (the device tool returns 8)" >>"$S"
-echo "selftest exit $st, calibrate exit $ca, check exit $ck, confirm exit $cf, $(elapsed) s" >>"$S"
+echo "selftest exit $st, calibrate exit $ca, check exit $ck, confirm exit $cf, $(elapsed) s of a plan of $PLAN_TOTAL s" >>"$S"
 cat "$S"
 [ "$st" = 0 ] && { [ "$ca" = 0 ] || [ "$ca" = 3 ]; } && [ "$rows" -gt 0 ] &&
     { [ "$ck" = 0 ] || [ "$ck" = 1 ]; }

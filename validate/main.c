@@ -2,8 +2,8 @@
  * tailsim-validate: measures on a real GPU the operations tailsim's cost
  * model prices, so that the model can be fitted and checked against them.
  *
- *   tailsim-validate selftest [--seed N]      every kernel vs its C reference
- *   tailsim-validate calibrate [--quick] [--budget S] -o DIR   timings -> DIR/calib.csv, calib.db
+ *   tailsim-validate selftest [--seed N] [--only OP,...]   every kernel vs its C reference
+ *   tailsim-validate calibrate [--quick|--tail] [--budget S] -o DIR   timings -> DIR/calib.csv, calib.db
  *   tailsim-validate check CSV [--json] [-o FILE.ini]   fit and hold-out error
  *   tailsim-validate confirm [--quick] [--trace FILE] [-o DIR]   mini rollout on the GPU
  *
@@ -25,18 +25,22 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tailsim-validate COMMAND [options]\n"
-            "  selftest [--seed N]          run every kernel on random data and compare\n"
+            "  selftest [--seed N] [--only OP,...]\n"
+            "                               run every kernel on random data and compare\n"
             "                               with the C reference (exit 0 when all pass)\n"
-            "  calibrate [--quick] [--reps N] [--only GROUP] [--budget S] [--db FILE] -o DIR\n"
-            "                               time every op over the model shapes; writes\n"
+            "  calibrate [--quick|--tail] [--reps N] [--only GROUP,...] [--budget S] [--db FILE]\n"
+            "            -o DIR             time every op over the model shapes (--tail: what\n"
+            "                               the decode tail needs, 7B at TP 1); writes\n"
             "                               DIR/calib.csv (after every row) and DIR/calib.db;\n"
             "                               exit 3 when --budget S ran out (rows kept)\n"
             "  check CSV [--json] [--hw NAME] [-o FILE.ini]\n"
             "                               fit the cost model on half of the CSV's shapes\n"
             "                               and report the other half (no GPU needed)\n"
-            "  confirm [--quick] [--trace FILE] [-o DIR]\n"
+            "  confirm [--quick] [--trace FILE] [--budget S] [-o DIR]\n"
             "                               mini rollout on the GPU, baseline and tail\n"
             "                               speculation, against tailsim's prediction\n"
+            "                               (GPU time by CUDA events; exit 2 when a part\n"
+            "                               failed, 3 when one ran out of time)\n"
             "Exit status 77: no CUDA device (skipped).\n");
 }
 

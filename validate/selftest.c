@@ -3,7 +3,7 @@
  * compares it with its C reference (kernels/ref/), tolerance
  * abs + |ref| * eps(bf16), through the kt_<op>_selftest functions that sit in
  * each kernel file's "C reference" section.  Prints per-op results with the
- * first few mismatches; exit 0 when all pass, 1 on a mismatch, 2 on a CUDA
+ * first few mismatches (--only OP,OP,...: those ops alone); exit 0 when all pass, 1 on a mismatch, 2 on a CUDA
  * error, 77 without a GPU.
  */
 #include <stdint.h>
@@ -45,9 +45,17 @@ int val_selftest(int argc, char **argv)
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             only = argv[++i];
         } else {
-            fprintf(stderr, "selftest: unknown option '%s' (--seed N, --only OP)\n", argv[i]);
+            fprintf(stderr, "selftest: unknown option '%s' (--seed N, --only OP[,OP...])\n", argv[i]);
             return 2;
         }
+    }
+    const char *names[sizeof OPS / sizeof OPS[0]];
+    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+        names[i] = OPS[i].name;
+    char bad[64];
+    if (val_unknown_name(only, names, sizeof OPS / sizeof OPS[0], bad, sizeof bad)) {
+        fprintf(stderr, "selftest: --only: no op named '%s'\n", bad);
+        return 2;
     }
     kt_device dev;
     int rc = val_open_device(&dev);
@@ -55,7 +63,7 @@ int val_selftest(int argc, char **argv)
         return rc == 0 ? VAL_EXIT_SKIP : 2;
     int passed = 0, failed = 0, errors = 0;
     for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
-        if (only && strcmp(only, OPS[i].name))
+        if (!val_in_list(only, OPS[i].name))
             continue;
         printf("== %s\n", OPS[i].name);
         fflush(stdout);
@@ -79,9 +87,5 @@ int val_selftest(int argc, char **argv)
     }
     printf("selftest: %d passed, %d failed, %d errors (seed %lld)\n", passed, failed, errors,
            (long long)seed);
-    if (only && passed + failed + errors == 0) {
-        fprintf(stderr, "selftest: no op named '%s'\n", only);
-        return 2;
-    }
     return errors ? 2 : failed ? 1 : 0;
 }

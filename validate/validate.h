@@ -39,6 +39,8 @@
 #define TS_VALIDATE_H
 
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "common/err.h"
 #include "kernels/kernels.h"
@@ -100,6 +102,7 @@ typedef struct vcfg { /* a model at one tensor-parallel degree, local shapes */
 
 typedef struct calib {
     int quick, warmup, reps;
+    int tail;            /* --tail: the decode tail's groups at TP 1 (implies quick) */
     size_t cap_tokens;   /* most KV tokens in one attention batch */
     double copy_bw;      /* bytes/s, measured; 0 before */
     double peak_flops;   /* FLOP/s of gemm_peak; 0 before */
@@ -131,6 +134,47 @@ kt_bf16 *calib_dev_random(calib *c, size_t n, uint64_t seed);
 int calib_sweep_layer(calib *c);
 int calib_sweep_drafter(calib *c);
 int calib_sweep_train(calib *c);
+
+/* Whether name is one of the comma-separated names of list ("a,b,c");
+ * a NULL list holds every name.  Cannot fail. */
+static inline int val_in_list(const char *list, const char *name)
+{
+    if (!list)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *q = strchr(p, ',');
+        size_t len = q ? (size_t)(q - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n))
+            return 1;
+        if (!q)
+            break;
+        p = q + 1;
+    }
+    return 0;
+}
+
+/* The first name of the comma-separated list that names[0..n-1] lacks,
+ * copied into bad (size bn); 0 when every name is known.  Cannot fail. */
+static inline int val_unknown_name(const char *list, const char *const *names, size_t n,
+                                   char *bad, size_t bn)
+{
+    for (const char *p = list; p && *p;) {
+        const char *q = strchr(p, ',');
+        size_t len = q ? (size_t)(q - p) : strlen(p);
+        int known = 0;
+        for (size_t i = 0; i < n; i++)
+            known |= strlen(names[i]) == len && !strncmp(p, names[i], len);
+        if (!known) {
+            snprintf(bad, bn, "%.*s", (int)len, p);
+            return 1;
+        }
+        if (!q)
+            break;
+        p = q + 1;
+    }
+    return 0;
+}
 
 /* Subcommands: return the process exit status. */
 int val_selftest(int argc, char **argv);
