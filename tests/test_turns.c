@@ -3,7 +3,8 @@
  * Search-R1 PolyTrace steps (skipped when $TAILSIM_SHARED/traces is absent)
  * against counts made independently here by scanning the raw text, a small
  * hand-written file read field by field, and a single-turn trace that stays
- * single-turn.
+ * single-turn; the rollout of hand-built multi-turn trajectories against step
+ * times and bubbles computed here from the cost model's iteration prices.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -11,6 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "models/cost.h"
+#include "models/cost_spec.h"
+#include "models/hw.h"
+#include "sim/rollout.h"
 #include "tests/helpers.h"
 #include "traces/trace.h"
 
@@ -147,4 +152,151 @@ Test(turns, single_turn_trace_has_no_turns)
     trace_free(t);
     unlink(path);
     rmdir(dir);
+}
+
+/* ---- the rollout of turns: hand-built cases ------------------------------ */
+
+static hw_desc hw;
+static llm_desc m7;
+
+static void load_models(void)
+{
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load("h100", &hw, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load("qwen2.5-7b", &m7, &e), 0, "%s", e.msg);
+}
+
+/* One iteration's price as the replica computes it (GPU time only: host mode
+ * off): prefill chunks of c tokens after d cached ones, plus n_dec decodes of
+ * context sum dsum. */
+static double iter_s(int n_pre, double c, double d, int n_dec, double dsum)
+{
+    cost_batch b = {0};
+    b.n_decode = n_dec;
+    b.decode_ctx_sum = dsum;
+    if (n_pre) {
+        b.n_prefill_seqs = 1;
+        b.prefill_tokens = (int)c;
+        b.prefill_attn = c * (d + (c + 1) / 2);
+        b.prefill_kv_sum = d + c;
+    }
+    return cost_iter(&hw, &m7, 1, &b) + cost_sample(&hw, &m7, n_dec + n_pre);
+}
+
+/* Trajectory A: turn 0 (context 500, 1 token), a 10 s tool appending 300
+ * tokens, turn 1 (context 810, 2 tokens).  B: one turn (context 500, 1
+ * token), no tool. */
+static trace *two_trajectories(void)
+{
+    trace *t = trace_new();
+    trace_turn a[2] = {{500, 0, 1, 1, 300, 10.0, -1}, {810, 500, 2, 0, 0, 0, -1}};
+    trace_turn b[1] = {{500, 0, 1, 0, 0, 0, -1}};
+    int32_t na = 2, nb = 1, ra = 312, rb = 1;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_add_turns(t, 0, 0, -1, 500, &ra, 1, &na, a, &e), 0, "%s", e.msg);
+    cr_assert_eq(trace_add_turns(t, 0, 1, -1, 500, &rb, 1, &nb, b, &e), 0, "%s", e.msg);
+    return t;
+}
+
+static rollout_cfg two_cfg(int keep)
+{
+    rollout_cfg c = {.hw = &hw, .llm = &m7, .tp = 1, .replicas = 2, .max_running = 256,
+                     .chunk_tokens = 8192, .kv_tokens = 400000, .tail_threshold = 32,
+                     .keep_kv_during_tool = keep};
+    return c;
+}
+
+Test(turns, two_trajectories_one_waits_on_a_10s_tool, .init = load_models)
+{
+    for (int keep = 0; keep < 2; keep++) {
+        trace *t = two_trajectories();
+        rollout_cfg c = two_cfg(keep);
+        rollout_result r;
+        ts_err e = {{0}};
+        cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+        /* A on replica 0: prefill 500 -> token 1 (turn 0 done, 500 tokens stay in KV);
+         * 10 s tool; prefill the 310 new tokens after 500 cached -> token 1; one
+         * decode at context 811 -> token 2.  B on replica 1: prefill 500 -> done. */
+        double c0 = iter_s(1, 500, 0, 0, 0);
+        double c1 = iter_s(1, 310, 500, 0, 0);
+        double d1 = iter_s(0, 0, 0, 1, 811);
+        double T = c0 + 10.0 + c1 + d1;
+        cr_assert_float_eq(r.makespan_s, T, 1e-9, "keep %d: %.9f vs %.9f", keep, r.makespan_s, T);
+        cr_assert_float_eq(r.finish_s[0], T, 1e-9);
+        cr_assert_float_eq(r.finish_s[1], c0, 1e-12);
+        /* tool wait: replica 0 idle 10 s; tail bubble: replica 1 idle after c0 */
+        cr_assert_float_eq(r.tool_wait_fraction, 10.0 / (2 * T), 1e-9);
+        cr_assert_float_eq(r.bubble_fraction, (T - c0) / (2 * T), 1e-9);
+        cr_assert_eq(r.turns, 1);
+        cr_assert_eq(r.tool_calls, 1);
+        cr_assert_float_eq(r.tool_s, 10.0, 1e-12);
+        cr_assert_eq(r.cached_tokens, 500);
+        cr_assert_eq(r.prefill_tokens, 500 + 310 + 500);
+        cr_assert_eq(r.decode_tokens, 1 + 2 + 1);
+        cr_assert_eq(r.crit_resp, 0);
+        cr_assert_eq(r.crit_turns, 2);
+        cr_assert_float_eq(r.crit_tool_s, 10.0, 1e-9);
+        cr_assert_eq(r.gen[0], 312); /* a finished trajectory: its trace length */
+        rollout_result_free(&r);
+        trace_free(t);
+    }
+}
+
+/* One tool slot: two trajectories (one a replica) call 10 s tools at the same
+ * moment; the second waits 10 s for the slot. */
+Test(turns, tool_concurrency_queues_calls, .init = load_models)
+{
+    trace *t = trace_new();
+    trace_turn a[2] = {{500, 0, 1, 1, 300, 10.0, -1}, {810, 500, 2, 0, 0, 0, -1}};
+    int32_t na = 2, ra = 312;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_add_turns(t, 0, 0, -1, 500, &ra, 1, &na, a, &e), 0);
+    cr_assert_eq(trace_add_turns(t, 0, 1, -1, 500, &ra, 1, &na, a, &e), 0);
+    rollout_cfg c = two_cfg(1);
+    c.tool_concurrency = 1;
+    rollout_result r;
+    cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+    double c0 = iter_s(1, 500, 0, 0, 0), c1 = iter_s(1, 310, 500, 0, 0);
+    double d1 = iter_s(0, 0, 0, 1, 811);
+    double T = c0 + 20.0 + c1 + d1;
+    cr_assert_float_eq(r.makespan_s, T, 1e-9);
+    cr_assert_float_eq(r.tool_queue_s, 10.0, 1e-9);
+    cr_assert_float_eq(r.tool_wait_fraction, (10.0 + 20.0) / (2 * T), 1e-9);
+    cr_assert_float_eq(r.crit_tool_s, 20.0, 1e-9);
+    rollout_result_free(&r);
+    c.tool_concurrency = 0; /* unlimited: both finish together */
+    cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+    cr_assert_float_eq(r.makespan_s, c0 + 10.0 + c1 + d1, 1e-9);
+    rollout_result_free(&r);
+    trace_free(t);
+}
+
+/* Under KV pressure the prefix cache of a trajectory out on its tool is
+ * evicted (keep_kv_during_tool = false) and its whole context prefilled
+ * again; kept KV (true) survives the same load, which instead waits. */
+Test(turns, eviction_recomputes_the_context, .init = load_models)
+{
+    trace *t = trace_new();
+    trace_turn a[2] = {{500, 0, 1, 1, 300, 1.0, -1}, {810, 500, 2, 0, 0, 0, -1}};
+    trace_turn b[1] = {{900, 0, 400, 0, 0, 0, -1}};
+    int32_t na = 2, nb = 1, ra = 312, rb = 400;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_add_turns(t, 0, 0, -1, 500, &ra, 1, &na, a, &e), 0);
+    cr_assert_eq(trace_add_turns(t, 0, 1, -1, 900, &rb, 1, &nb, b, &e), 0);
+    rollout_cfg c = two_cfg(0);
+    c.replicas = 1;
+    c.kv_tokens = 1500; /* A's 500 held + B's 900..1300 do not fit together */
+    rollout_result r;
+    cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.evictions, 1);
+    cr_assert_eq(r.cached_tokens, 0);
+    cr_assert_eq(r.prefill_tokens, 500 + 900 + 810);
+    rollout_result_free(&r);
+    c.kv_tokens = 400000; /* no pressure: the cache survives */
+    cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.evictions, 0);
+    cr_assert_eq(r.cached_tokens, 500);
+    cr_assert_eq(r.prefill_tokens, 500 + 900 + 310);
+    rollout_result_free(&r);
+    trace_free(t);
 }
