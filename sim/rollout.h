@@ -171,6 +171,9 @@ typedef struct rollout_result {
     double crit_tool_s;       /* its time in tool calls, slot waits included, s */
     double crit_turn_s;       /* its longest turn, admission to last token, s */
     int32_t crit_turn;        /* which turn that was (0-based) */
+    double turn_mean_s, turn_p50_s, turn_p90_s, turn_max_s; /* every turn's latency:
+                               * from joining the waiting queue (the rollout's start, or
+                               * its tool's return) to its last token, s */
 } rollout_result;
 
 /* The rollout ranks trace t records: its largest dp_rank + 1, 0 when no

@@ -110,6 +110,8 @@ typedef struct sim {
     int64_t tq_head, tq_n, tq_cap;
     int64_t tool_calls, cached_tokens, evictions;
     double tool_s, tool_queue_s;
+    double *turn_lat;   /* every finished turn's latency, s (n_turn_lat of them) */
+    int64_t n_turn_lat;
 } sim;
 
 /* KV tokens a decoding request holds: prompt + generated tokens that have

@@ -78,12 +78,13 @@ static int run_check(const rollout_cfg *cfg, size_t n, ts_err *e)
     return 0;
 }
 
-/* Allocates the state of a rollout of n responses over n_prompts prompts:
+/* Allocates the state of a rollout of t's n responses:
  * s's requests, replicas, engine, cost memo and stop-condition groups, and
  * res's arrays.  Returns 0, or -1 with e set (allocation failure); run_free()
  * and rollout_result_free() free what was allocated. */
-static int run_alloc(sim *s, size_t n, size_t n_prompts, rollout_result *res)
+static int run_alloc(sim *s, const trace *t, size_t n, rollout_result *res)
 {
+    size_t n_prompts = t->n_prompts;
     const rollout_cfg *cfg = s->cfg;
     s->reqs = calloc(n, sizeof *s->reqs);
     s->reps = calloc((size_t)cfg->replicas, sizeof *s->reps);
@@ -95,6 +96,16 @@ static int run_alloc(sim *s, size_t n, size_t n_prompts, rollout_result *res)
     s->cc = cost_cache_new(cfg->hw, cfg->llm, cfg->tp);
     if (s->tq_cap > 0 && !(s->tq = malloc((size_t)s->tq_cap * sizeof *s->tq)))
         return ts_errf(s->e, "out of memory for %zu responses", n);
+    if (res->turns) {
+        size_t nt = 0;
+        for (size_t i = 0; i < n_prompts; i++)
+            if (t->prompts[i].turn0)
+                nt += (size_t)t->prompts[i].turn0[t->prompts[i].n_resp];
+            else
+                nt += (size_t)t->prompts[i].n_resp;
+        if (!(s->turn_lat = malloc((nt ? nt : 1) * sizeof *s->turn_lat)))
+            return ts_errf(s->e, "out of memory for %zu turns", nt);
+    }
     if (cfg->stop_groups > 0) {
         s->grp = malloc(n * sizeof *s->grp);
         s->grp_left = calloc(n_prompts, sizeof *s->grp_left);
@@ -242,7 +253,14 @@ static void run_draw(sim *s, size_t n)
     }
 }
 
-/* A multi-turn run's totals and critical path into res.  Cannot fail. */
+static int dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A multi-turn run's totals, critical path and turn latencies (lower order
+ * statistics) into res.  Cannot fail. */
 static void run_collect_turns(const sim *s, size_t n, rollout_result *res)
 {
     if (!res->turns)
@@ -261,6 +279,17 @@ static void run_collect_turns(const sim *s, size_t n, rollout_result *res)
     res->crit_tool_s = c->tool_sum;
     res->crit_turn_s = c->turn_max;
     res->crit_turn = c->turn_arg;
+    double *x = s->turn_lat, sum = 0;
+    int64_t m = s->n_turn_lat;
+    if (m == 0)
+        return;
+    qsort(x, (size_t)m, sizeof *x, dbl_cmp);
+    for (int64_t i = 0; i < m; i++)
+        sum += x[i];
+    res->turn_mean_s = sum / (double)m;
+    res->turn_p50_s = x[(m - 1) / 2];
+    res->turn_p90_s = x[(int64_t)(0.9 * (double)(m - 1))];
+    res->turn_max_s = x[m - 1];
 }
 
 /* Collects where the run ended into res: complete groups, a stopped run's
@@ -367,6 +396,7 @@ static void run_free(sim *s)
     free(s->grp);
     free(s->grp_left);
     free(s->tq);
+    free(s->turn_lat);
     engine_free(s->eng);
     cost_cache_free(s->cc);
 }
@@ -395,7 +425,7 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
             return ts_errf(e, "tool_concurrency is %d (0: unlimited)", cfg->tool_concurrency);
         s.tq_cap = (int64_t)n;
     }
-    if (run_alloc(&s, n, t->n_prompts, res) || run_load(&s, t, n, res))
+    if (run_alloc(&s, t, n, res) || run_load(&s, t, n, res))
         goto cleanup;
     for (int r = 0; r < cfg->replicas; r++)
         if (replica_init(&s, r, res))

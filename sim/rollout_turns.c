@@ -134,6 +134,7 @@ void ro_turn_end(sim *s, replica *rp, int32_t r, double now, double kv)
     req *q = &s->reqs[r];
     const trace_turn *u = &q->tt[q->k];
     double span = now - q->t_turn;
+    s->turn_lat[s->n_turn_lat++] = span;
     if (span > q->turn_max) {
         q->turn_max = span;
         q->turn_arg = q->k;

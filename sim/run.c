@@ -64,6 +64,10 @@ static int step_metrics(run_record *rec, const rlstep_result *res, const trace *
         add(rec, "critical_tool_s", ro->crit_tool_s, &oom);
         add(rec, "critical_turn", ro->crit_turn, &oom);
         add(rec, "critical_turn_s", ro->crit_turn_s, &oom);
+        add(rec, "turn_mean_s", ro->turn_mean_s, &oom);
+        add(rec, "turn_p50_s", ro->turn_p50_s, &oom);
+        add(rec, "turn_p90_s", ro->turn_p90_s, &oom);
+        add(rec, "turn_max_s", ro->turn_max_s, &oom);
     }
     if (full)
         add(rec, "train_imbalance", res->train_imbalance, &oom);
