@@ -54,7 +54,7 @@ static int step_metrics(run_record *rec, const rlstep_result *res, const trace *
     add(rec, "rollout_utilization", ro->utilization, &oom);
     if (ro->turns) { /* a multi-turn trace (sim/rollout_turns.c) */
         add(rec, "tool_wait_fraction", ro->tool_wait_fraction, &oom);
-        add(rec, "tool_calls", (double)ro->tool_calls, &oom);
+        add(rec, "tool_turns", (double)ro->tool_calls, &oom);
         add(rec, "tool_s", ro->tool_s, &oom);
         add(rec, "tool_queue_s", ro->tool_queue_s, &oom);
         add(rec, "cached_tokens", (double)ro->cached_tokens, &oom);

@@ -300,3 +300,37 @@ Test(turns, eviction_recomputes_the_context, .init = load_models)
     rollout_result_free(&r);
     trace_free(t);
 }
+
+/* ---- single-turn outputs unchanged -------------------------------------- */
+
+/* `rlstep SCENARIO --json --no-wall` byte for byte as the build before
+ * multi-turn support printed it (tests/golden/, taken from that build):
+ * a generated trace and the real PolyTrace DAPO step. */
+static void same_as_golden(const char *scn)
+{
+    char cmd[512], golden[256];
+    snprintf(golden, sizeof golden, "tests/golden/rlstep-%s.json", scn);
+    snprintf(cmd, sizeof cmd, "build/tailsim rlstep %s --json --no-wall 2>/dev/null", scn);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    static char out[1 << 20];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    cr_assert_eq(pclose(p), 0, "%s failed", cmd);
+    char *want = slurp_file(golden);
+    cr_assert_not_null(want, "%s", golden);
+    cr_assert_str_eq(out, want, "%s differs from %s", cmd, golden);
+    free(want);
+}
+
+Test(turns, single_turn_outputs_unchanged_generated)
+{
+    same_as_golden("qwen7b-64gpu");
+}
+
+Test(turns, single_turn_outputs_unchanged_polytrace)
+{
+    char path[512];
+    shared_path(path, sizeof path, "traces/polytrace-dapo-32b");
+    same_as_golden("dapo-32b-polytrace");
+}
