@@ -252,7 +252,8 @@ static int is_integer_metric(const char *k)
                                  "prefill_tokens", "preemptions", "events", "kv_tokens_per_replica",
                                  "spec_iterations", "drafter_gpu_steps", "trained_tokens",
                                  "truncated_responses", "truncated_tokens",
-                                 "reward_ranks"};
+                                 "reward_ranks", "tool_turns", "cached_tokens", "kv_evictions",
+                                 "critical_response", "critical_turns", "critical_turn"};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(k, ints[i]))
             return 1;

@@ -171,8 +171,10 @@ static int stats_load(const char *path, trace **out, ts_err *e)
 
 /* Loads and concatenates o's files, keeps --step's step and computes the
  * statistics into *s and the recorded reward times' spread over steps into
- * *rw.  Returns 0, or -1 with e set. */
-static int stats_compute(const stats_opts *o, trace_stats *s, reward_summary *rw, ts_err *e)
+ * *rw, and a multi-turn trace's turn statistics into *ts.  Returns 0, or -1
+ * with e set. */
+static int stats_compute(const stats_opts *o, trace_stats *s, reward_summary *rw,
+                         trace_turn_stats *ts, ts_err *e)
 {
     trace *all = NULL, *one = NULL, *sel = NULL;
     int rc = -1;
@@ -189,7 +191,8 @@ static int stats_compute(const stats_opts *o, trace_stats *s, reward_summary *rw
     if (o->step >= 0 && !(sel = trace_select_step(all, (int32_t)o->step, e)))
         goto done;
     rc = trace_stats_compute(sel ? sel : all, s, e) ||
-         reward_steps(sel ? sel : all, rw, e) < 0 ? -1 : 0;
+         reward_steps(sel ? sel : all, rw, e) < 0 ||
+         trace_turn_stats_compute(sel ? sel : all, ts, e) ? -1 : 0;
 done:
     trace_free(one);
     trace_free(all);
@@ -199,7 +202,8 @@ done:
 
 /* Prints s (and rw, when steps have recorded reward times) as one JSON
  * object.  Returns 0, or 1 after saying so. */
-static int stats_emit_json(const trace_stats *s, const reward_summary *rw, const stats_opts *o)
+static int stats_emit_json(const trace_stats *s, const reward_summary *rw,
+                           const trace_turn_stats *ts, const stats_opts *o)
 {
     json_t *j = json_object(), *fa = json_array();
     if (!j || !fa) {
@@ -231,6 +235,24 @@ static int stats_emit_json(const trace_stats *s, const reward_summary *rw, const
         json_object_set_new(j, "reward_median_s", json_real(round_to(rw->median_s, 0.001)));
         json_object_set_new(j, "reward_max_s", json_real(round_to(rw->max_s, 0.001)));
     }
+    if (ts->trajectories > 0) { /* a multi-turn trace */
+        json_object_set_new(j, "turns", json_integer(ts->turns));
+        json_object_set_new(j, "turns_mean", json_real(round_to(ts->mean_turns, 0.001)));
+        json_object_set_new(j, "turns_max", json_integer(ts->max_turns));
+        json_object_set_new(j, "tool_calls", json_integer(ts->tool_calls));
+        json_object_set_new(j, "tool_turns", json_integer(ts->tool_turns));
+        json_object_set_new(j, "tool_mean_s", json_real(round_to(ts->tool_mean_s, 0.0001)));
+        json_object_set_new(j, "tool_p50_s", json_real(round_to(ts->tool_p50_s, 0.0001)));
+        json_object_set_new(j, "tool_p99_s", json_real(round_to(ts->tool_p99_s, 0.0001)));
+        json_object_set_new(j, "tool_max_s", json_real(round_to(ts->tool_max_s, 0.0001)));
+        json_object_set_new(j, "turn_prompt_tokens", json_integer(ts->prompt_tokens));
+        json_object_set_new(j, "cached_tokens", json_integer(ts->cached_tokens));
+        json_object_set_new(j, "cached_fraction", json_real(round_to(ts->cached_fraction, 0.0001)));
+        json_object_set_new(j, "generated_tokens", json_integer(ts->gen_tokens));
+        json_object_set_new(j, "appended_tokens", json_integer(ts->append_tokens));
+        json_object_set_new(j, "engine_latency_mean_s",
+                            json_real(round_to(ts->engine_mean_s, 0.001)));
+    }
     char *txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(j);
     if (!txt) {
@@ -244,7 +266,8 @@ static int stats_emit_json(const trace_stats *s, const reward_summary *rw, const
 
 /* Prints s (and rw, when steps have recorded reward times) as a table.
  * Cannot fail. */
-static void stats_emit_text(const trace_stats *s, const reward_summary *rw, const stats_opts *o)
+static void stats_emit_text(const trace_stats *s, const reward_summary *rw,
+                            const trace_turn_stats *ts, const stats_opts *o)
 {
     for (int i = 0; i < o->nfiles; i++)
         printf("%-12s %s\n", i ? "" : "files", o->files[i]);
@@ -267,6 +290,22 @@ static void stats_emit_text(const trace_stats *s, const reward_summary *rw, cons
         printf("%-12s %12.3f  s over those steps\n", "reward_min", rw->min_s);
         printf("%-12s %12.3f  s\n", "reward_med", rw->median_s);
         printf("%-12s %12.3f  s\n", "reward_max", rw->max_s);
+    }
+    if (ts->trajectories > 0) { /* a multi-turn trace */
+        printf("%-12s %12lld  (%.3f a trajectory, at most %d)\n", "turns", (long long)ts->turns,
+               ts->mean_turns, ts->max_turns);
+        printf("%-12s %12lld  (after %lld turns)\n", "tool_calls", (long long)ts->tool_calls,
+               (long long)ts->tool_turns);
+        printf("%-12s %12.4f  s a tool turn (p50 %.4f, p99 %.4f, max %.4f)\n", "tool_mean",
+               ts->tool_mean_s, ts->tool_p50_s, ts->tool_p99_s, ts->tool_max_s);
+        printf("%-12s %12lld  tokens of %lld turn prompt tokens (%.2f%%)\n", "cached",
+               (long long)ts->cached_tokens, (long long)ts->prompt_tokens,
+               100.0 * ts->cached_fraction);
+        printf("%-12s %12lld  tokens over all turns\n", "generated", (long long)ts->gen_tokens);
+        printf("%-12s %12lld  tokens of tool results\n", "appended", (long long)ts->append_tokens);
+        if (ts->engine_turns > 0)
+            printf("%-12s %12.3f  s a turn, recorded (queueing included)\n", "engine_mean",
+                   ts->engine_mean_s);
     }
 }
 
@@ -291,16 +330,17 @@ static int cmd_stats(int argc, char **argv)
         ts_err e = {{0}};
         trace_stats s;
         reward_summary rw;
-        if (stats_compute(&o, &s, &rw, &e)) {
+        trace_turn_stats ts;
+        if (stats_compute(&o, &s, &rw, &ts, &e)) {
             if (e.msg[0])
                 fprintf(stderr, "tailsim: %s\n", e.msg);
             rc = 1;
         } else if (o.json) {
             stats_warn_capped(&s);
-            rc = stats_emit_json(&s, &rw, &o);
+            rc = stats_emit_json(&s, &rw, &ts, &o);
         } else {
             stats_warn_capped(&s);
-            stats_emit_text(&s, &rw, &o);
+            stats_emit_text(&s, &rw, &ts, &o);
             rc = 0;
         }
     }

@@ -34,10 +34,11 @@ trace *boot_resample(const trace *t, gsl_rng *r, ts_err *e)
     }
     for (size_t i = 0; i < t->n_prompts; i++) {
         const trace_prompt *p = &t->prompts[gsl_rng_uniform_int(r, t->n_prompts)];
-        if (trace_add(o, p->step, (int32_t)i, p->dp_rank, p->prompt_tokens, p->resp, p->n_resp, e)) {
+        if (trace_add_prompt(o, p, e)) {
             trace_free(o);
             return NULL;
         }
+        o->prompts[o->n_prompts - 1].prompt_id = (int32_t)i;
     }
     if (reward_copy(o, t, e)) { /* the step's recorded reward times stay the step's */
         trace_free(o);

@@ -65,6 +65,8 @@ int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
     cfg->kv_tokens = floor(kv);
     cfg->tail_threshold = s->tail_threshold;
     cfg->max_response = s->max_response;
+    cfg->keep_kv_during_tool = s->keep_kv_during_tool;
+    cfg->tool_concurrency = s->tool_concurrency;
     if (rollout_placement_parse(s->placement, &cfg->placement))
         return ts_errf(e, "%s: key 'rollout.placement': not balanced, trace or round-robin",
                        s->path);

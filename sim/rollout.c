@@ -130,6 +130,11 @@ static void wq_push_front(replica *rp, int32_t r)
     rp->wn++;
 }
 
+void ro_wq_push_back(replica *rp, int32_t r)
+{
+    wq_push_back(rp, r);
+}
+
 static int32_t wq_pop_front(replica *rp)
 {
     int32_t r = rp->wq[rp->whead];
@@ -237,14 +242,16 @@ static void report_iter(sim *s, replica *rp, double t0, double dt, int32_t n_dec
 }
 
 /* Plans the next iteration of rp and schedules its completion.  Returns 0
- * when an iteration was scheduled, 1 when the replica has nothing left. */
-static int plan(sim *s, engine *e, replica *rp)
+ * when an iteration was scheduled, 1 when the replica has nothing to run now
+ * (it is then idle until a tool call returns, or done). */
+int ro_plan(sim *s, engine *e, replica *rp)
 {
     const rollout_cfg *cfg = s->cfg;
     double cap = cfg->kv_tokens;
-    /* decode tokens must fit: preempt until they do */
+    /* decode tokens must fit: evict held contexts (multi-turn), then preempt */
     while (rp->nheap + rp->nsp > 0 && rp->kv_used + decode_kv_need(s, rp) > cap)
-        preempt_latest(s, rp);
+        if (rp->lhead < 0 || !ro_turn_evict(s, rp, 0))
+            preempt_latest(s, rp);
     for (;;) {
         int32_t n_dec = rp->spec_on ? rp->nsp : rp->nheap;
         int32_t V = rp->spec_on ? ro_spec_budget(s, n_dec) : 1;
@@ -270,12 +277,13 @@ static int plan(sim *s, engine *e, replica *rp)
                         * SGLang's PrefillAdder): else a preempted request re-enters at
                         * once and is preempted again, recomputing its context each time */
                        kv_free >= (double)(s->reqs[rp->wq[rp->whead]].prompt +
-                                           s->reqs[rp->wq[rp->whead]].gen)) {
+                                           s->reqs[rp->wq[rp->whead]].gen -
+                                           s->reqs[rp->wq[rp->whead]].held)) {
                 r = wq_pop_front(rp);
                 req *q = &s->reqs[r];
                 q->state = R_PREFILL;
                 q->need = q->prompt + q->gen;
-                q->done = 0;
+                q->done = q->held ? ro_turn_admit(s, rp, r) : 0;
                 q->admit = s->admit_seq++;
                 rp->pre[rp->npre++] = r;
                 i = rp->npre;
@@ -310,6 +318,7 @@ static int plan(sim *s, engine *e, replica *rp)
             rp->sp_budget = V;
             rp->running_at_plan = rp->npre + n_dec;
             rp->t_last = engine_now(e);
+            rp->idle = 0;
             TS_CHECK(dt > 0 && isfinite(dt));
             if (engine_schedule(e, engine_now(e) + dt, iter_done, s, (uint64_t)rp->id) == 0) {
                 s->failed = 1;
@@ -319,11 +328,17 @@ static int plan(sim *s, engine *e, replica *rp)
             return 0;
         }
         if (rp->npre == 0 && rp->wn == 0)
-            return 1;
-        /* KV is held by partial prefills that cannot progress: free the latest */
+            break;
+        /* KV is held by contexts out on tools or by partial prefills that
+         * cannot progress: evict the oldest held context, else free the latest */
+        if (rp->lhead >= 0 && ro_turn_evict(s, rp, 0))
+            continue;
         if (preempt_latest(s, rp))
-            return 1;
+            break;
     }
+    rp->idle = 1;
+    rp->idle_t = engine_now(e);
+    return 1;
 }
 
 static void iter_done(engine *e, void *ctx, uint64_t arg)
@@ -353,7 +368,10 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
             rp->kv_used -= kv;
             rp->dsum -= kv;
             heap_remove(s, rp, 0);
-            ro_finish(s, rp, r, now);
+            if (s->reqs[r].tt)
+                ro_turn_end(s, rp, r, now, kv);
+            else
+                ro_finish(s, rp, r, now);
         }
     }
     /* prefill chunks: a completed prefill yields the request's next token */
@@ -375,7 +393,10 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
         rp->st->decode_tokens++;
         if (q->gen >= q->target) {
             rp->kv_used -= q->need;
-            ro_finish(s, rp, r, now);
+            if (q->tt)
+                ro_turn_end(s, rp, r, now, q->need);
+            else
+                ro_finish(s, rp, r, now);
             continue;
         }
         q->state = R_DECODE;
@@ -389,6 +410,10 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
         }
     }
     rp->npre = keep;
+    /* multi-turn: prefix cache gives way to the KV the iteration took */
+    while (rp->kv_soft > 0 && rp->kv_used + rp->kv_soft > cfg->kv_tokens + 0.5 &&
+           ro_turn_evict(s, rp, 1))
+        ;
     assert(rp->kv_used <= cfg->kv_tokens + 0.5);
     /* TLT's adaptive switch: consecutive decode iterations in the tail */
     if (cfg->spec == SPEC_ADAPTIVE && !rp->spec_on && rp->sched_dec > 0) {
@@ -396,7 +421,7 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
         if (rp->patience >= cfg->spec_patience && rp->nheap + rp->npre > 0)
             ro_spec_switch(s, rp, now);
     }
-    plan(s, e, rp);
+    ro_plan(s, e, rp);
 }
 
 /* ---- the run's queues and event loop (driven by sim/rollout_run.c) ------ */
@@ -435,7 +460,7 @@ int ro_run_events(sim *s, size_t n_prompts, size_t n)
             s->must_left += cfg->must_finish && cfg->must_finish[i];
     s->unfinished = (int64_t)n;
     for (int r = 0; r < cfg->replicas; r++)
-        plan(s, s->eng, &s->reps[r]);
+        ro_plan(s, s->eng, &s->reps[r]);
     engine_run(s->eng, INFINITY);
     if (s->failed)
         return -1;

@@ -97,6 +97,12 @@ typedef struct rollout_cfg {
                              * their responses finished, and every must_finish
                              * one; the rest are aborted where they stand */
     const uint8_t *must_finish; /* per prompt: 1 if the stop waits for it (NULL: none) */
+    /* Multi-turn traces (trace_prompt.turns; sim/rollout_turns.c): a trajectory's
+     * turns run in order on its replica, leaving the batch while its tool runs. */
+    int keep_kv_during_tool;/* 1: a trajectory keeps its KV while its tool runs (evicted
+                             * only when the replica could not progress otherwise); 0:
+                             * its KV becomes prefix cache that new work may evict */
+    int tool_concurrency;   /* tool calls running at once, all replicas (0: unlimited) */
 } rollout_cfg;
 
 /* Per-replica outcome. */
@@ -119,6 +125,8 @@ typedef struct replica_stats {
     int64_t drafter_steps;  /* spot trainer: drafter steps, summed over the replica's GPUs */
     int32_t responses;      /* responses placed on it */
     int32_t peak_running;
+    double tool_wait_s;     /* multi-turn: idle before end_s, every trajectory it holds
+                             * out on a tool call, s */
 } replica_stats;
 
 typedef struct rollout_result {
@@ -149,6 +157,23 @@ typedef struct rollout_result {
                                * training excluded, over replicas*makespan */
     double tail_fraction;     /* sum tail_s over replicas*makespan */
     double utilization;       /* decode tokens over replicas*makespan*full_rate */
+    /* multi-turn traces only (zero otherwise; sim/rollout_turns.c) */
+    int turns;                /* 1: the trace had turns */
+    int64_t tool_calls;       /* tool-call turns run (several calls after a turn: one) */
+    double tool_s;            /* their summed latency, s */
+    double tool_queue_s;      /* summed wait for a tool slot (tool_concurrency), s */
+    int64_t cached_tokens;    /* context tokens a later turn found in KV (not prefilled) */
+    int64_t evictions;        /* held contexts evicted under KV pressure */
+    double tool_wait_fraction;/* sum tool_wait_s over replicas*makespan (a bubble of its
+                               * own; bubble_fraction is then the tail bubble only) */
+    int32_t crit_resp;        /* the trajectory that finished last (response index) */
+    int32_t crit_turns;       /* its turns */
+    double crit_tool_s;       /* its time in tool calls, slot waits included, s */
+    double crit_turn_s;       /* its longest turn, admission to last token, s */
+    int32_t crit_turn;        /* which turn that was (0-based) */
+    double turn_mean_s, turn_p50_s, turn_p90_s, turn_max_s; /* every turn's latency:
+                               * from joining the waiting queue (the rollout's start, or
+                               * its tool's return) to its last token, s */
 } rollout_result;
 
 /* The rollout ranks trace t records: its largest dp_rank + 1, 0 when no

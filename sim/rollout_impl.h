@@ -30,6 +30,19 @@ typedef struct req {
     int32_t acc;        /* speculative decoding: tokens of the verify in flight */
     double q;           /* drafter quality for this sequence */
     double rep;         /* n-gram repetitiveness of this sequence */
+    /* multi-turn (sim/rollout_turns.c); tt NULL for a single-turn response */
+    const trace_turn *tt; /* its turns */
+    int32_t nt, k;      /* turn count, current turn */
+    int32_t full;       /* its trace length (rollout_result.gen when done) */
+    int32_t held;       /* context tokens in KV while out of the batch (counted in
+                         * kv_used, or kv_soft when soft) */
+    int32_t lprev, lnext; /* the replica's list of held contexts, oldest first (-1) */
+    int32_t soft;       /* 1: held is evictable prefix cache (kv_soft) */
+    double t_turn;      /* when the current turn entered the waiting queue, s */
+    double t_tool;      /* when its tool call was issued, s */
+    double tool_sum;    /* time in tool calls, slot waits included, s */
+    double turn_max;    /* longest turn so far, s */
+    int32_t turn_arg;   /* which */
 } req;
 
 typedef struct chunk {
@@ -65,6 +78,10 @@ typedef struct replica {
     struct spec_bandit *bandit; /* draft-configuration bandit, or NULL (table) */
     int sp_arm;         /* bandit arm of the iteration in flight (-1: table) */
     int sp_ngram;       /* the iteration in flight drafts by n-gram retrieval */
+    double kv_soft;     /* tokens of evictable prefix cache (multi-turn) */
+    int32_t lhead, ltail; /* held contexts, oldest first (-1: none) */
+    int idle;           /* no iteration in flight (nothing to run now) */
+    double idle_t;      /* since when, s */
     gsl_rng *rng;       /* acceptance draws */
     int32_t *it_buf;    /* scratch for rollout_iter callbacks (6 x wcap), or NULL */
     replica_stats *st;
@@ -87,6 +104,14 @@ typedef struct sim {
     int64_t groups_done, must_left;
     engine *eng;
     cost_cache *cc;     /* memo of cost_iter() on (hw, llm, tp), owned by rollout_run */
+    /* multi-turn: tool calls running, and those waiting for a slot (FIFO) */
+    int32_t tools_running;
+    int32_t *tq;
+    int64_t tq_head, tq_n, tq_cap;
+    int64_t tool_calls, cached_tokens, evictions;
+    double tool_s, tool_queue_s;
+    double *turn_lat;   /* every finished turn's latency, s (n_turn_lat of them) */
+    int64_t n_turn_lat;
 } sim;
 
 /* KV tokens a decoding request holds: prompt + generated tokens that have
@@ -112,6 +137,24 @@ int ro_run_queue(sim *s, size_t n);
  * holds.  Returns 0, or -1 with e set when an iteration could not be
  * scheduled. */
 int ro_run_events(sim *s, size_t n_prompts, size_t n);
+
+/* sim/rollout.c: plans rp's next iteration.  Returns 0 when one was
+ * scheduled, 1 when the replica has nothing to run now (it is then idle). */
+int ro_plan(sim *s, engine *e, replica *rp);
+/* sim/rollout.c: appends r to rp's waiting deque. */
+void ro_wq_push_back(replica *rp, int32_t r);
+
+/* sim/rollout_turns.c: the multi-turn path. */
+/* Request r (with turns) has generated its turn's last token at time now; it
+ * held kv tokens, already taken out of kv_used (and dsum).  Finishes it, or
+ * keeps its context (held) and sends it to its tool. */
+void ro_turn_end(sim *s, replica *rp, int32_t r, double now, double kv);
+/* Evicts the oldest held context of rp (soft_only: only prefix cache).
+ * Returns 1 if one was evicted, 0 if none could be. */
+int ro_turn_evict(sim *s, replica *rp, int soft_only);
+/* Takes r's held context off the list as it is admitted; returns the held
+ * tokens (now prefilled, in kv_used). */
+int32_t ro_turn_admit(sim *s, replica *rp, int32_t r);
 
 /* sim/rollout_spec.c: the speculative path of a replica. */
 /* TLT's adaptive switch: flush the KV cache, re-prefill every running

@@ -78,12 +78,13 @@ static int run_check(const rollout_cfg *cfg, size_t n, ts_err *e)
     return 0;
 }
 
-/* Allocates the state of a rollout of n responses over n_prompts prompts:
+/* Allocates the state of a rollout of t's n responses:
  * s's requests, replicas, engine, cost memo and stop-condition groups, and
  * res's arrays.  Returns 0, or -1 with e set (allocation failure); run_free()
  * and rollout_result_free() free what was allocated. */
-static int run_alloc(sim *s, size_t n, size_t n_prompts, rollout_result *res)
+static int run_alloc(sim *s, const trace *t, size_t n, rollout_result *res)
 {
+    size_t n_prompts = t->n_prompts;
     const rollout_cfg *cfg = s->cfg;
     s->reqs = calloc(n, sizeof *s->reqs);
     s->reps = calloc((size_t)cfg->replicas, sizeof *s->reps);
@@ -93,6 +94,18 @@ static int run_alloc(sim *s, size_t n, size_t n_prompts, rollout_result *res)
     res->gen = calloc(n, sizeof *res->gen);
     s->eng = engine_new();
     s->cc = cost_cache_new(cfg->hw, cfg->llm, cfg->tp);
+    if (s->tq_cap > 0 && !(s->tq = malloc((size_t)s->tq_cap * sizeof *s->tq)))
+        return ts_errf(s->e, "out of memory for %zu responses", n);
+    if (res->turns) {
+        size_t nt = 0;
+        for (size_t i = 0; i < n_prompts; i++)
+            if (t->prompts[i].turn0)
+                nt += (size_t)t->prompts[i].turn0[t->prompts[i].n_resp];
+            else
+                nt += (size_t)t->prompts[i].n_resp;
+        if (!(s->turn_lat = malloc((nt ? nt : 1) * sizeof *s->turn_lat)))
+            return ts_errf(s->e, "out of memory for %zu turns", nt);
+    }
     if (cfg->stop_groups > 0) {
         s->grp = malloc(n * sizeof *s->grp);
         s->grp_left = calloc(n_prompts, sizeof *s->grp_left);
@@ -103,6 +116,27 @@ static int run_alloc(sim *s, size_t n, size_t n_prompts, rollout_result *res)
     s->finish_s = res->finish_s;
     res->replicas = cfg->replicas;
     res->responses = (int64_t)n;
+    return 0;
+}
+
+/* Sets up response j of multi-turn prompt p as request k on replica rep: its
+ * first turn queued, the others to follow (sim/rollout_turns.c).  Returns 0,
+ * or -1 with e set: a turn that can never fit in the KV cache. */
+static int load_turns(sim *s, const trace_prompt *p, int32_t j, size_t k, int32_t rep,
+                      rollout_result *res)
+{
+    const trace_turn *tt = p->turns + p->turn0[j];
+    int32_t nt = p->turn0[j + 1] - p->turn0[j];
+    for (int32_t u = 0; u < nt; u++)
+        if ((double)tt[u].context + tt[u].gen > s->cfg->kv_tokens)
+            return ts_errf(s->e, "prompt %d response %d turn %d: context + generation = %d "
+                                 "tokens exceed the KV cache capacity of one replica (%.0f "
+                                 "tokens)", p->prompt_id, j, u, tt[u].context + tt[u].gen,
+                           s->cfg->kv_tokens);
+    s->reqs[k] = (req){.prompt = tt[0].context, .target = tt[0].gen, .replica = rep, .tt = tt,
+                       .nt = nt, .full = p->resp[j], .lprev = -1, .lnext = -1};
+    res->resp_replica[k] = rep;
+    res->rep[rep].responses++;
     return 0;
 }
 
@@ -136,6 +170,11 @@ static int run_load(sim *s, const trace *t, size_t n, rollout_result *res)
     for (size_t i = 0; i < t->n_prompts; i++) {
         const trace_prompt *p = &t->prompts[i];
         for (int32_t j = 0; j < p->n_resp; j++, k++) {
+            if (p->turn0) {
+                if (load_turns(s, p, j, k, place[i], res))
+                    goto done;
+                continue;
+            }
             int32_t len = p->resp[j];
             if (cfg->max_response > 0 && len > cfg->max_response)
                 len = cfg->max_response;
@@ -191,6 +230,7 @@ static int replica_init(sim *s, int r, rollout_result *res)
     if (cfg->on_iter && !(rp->it_buf = malloc(6 * (size_t)rp->wcap * sizeof *rp->it_buf)))
         return ts_errf(s->e, "out of memory for replica %d", r);
     rp->rng = ts_rng_new(cfg->seed, (uint64_t)r);
+    rp->lhead = rp->ltail = -1;
     rp->chunk = cfg->chunk_tokens;
     rp->spec_on = cfg->spec == SPEC_ALWAYS;
     rp->st->spec_on_s = rp->spec_on ? 0.0 : -1.0;
@@ -211,6 +251,45 @@ static void run_draw(sim *s, size_t n)
         s->reqs[q].rep =
             cfg->spec != SPEC_OFF && cfg->sp.ngram ? ngram_draw_rep(&cfg->sp, rp->rng) : 0.0;
     }
+}
+
+static int dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A multi-turn run's totals, critical path and turn latencies (lower order
+ * statistics) into res.  Cannot fail. */
+static void run_collect_turns(const sim *s, size_t n, rollout_result *res)
+{
+    if (!res->turns)
+        return;
+    res->tool_calls = s->tool_calls;
+    res->tool_s = s->tool_s;
+    res->tool_queue_s = s->tool_queue_s;
+    res->cached_tokens = s->cached_tokens;
+    res->evictions = s->evictions;
+    res->crit_resp = 0;
+    for (size_t q = 1; q < n; q++)
+        if (res->finish_s[q] > res->finish_s[res->crit_resp])
+            res->crit_resp = (int32_t)q;
+    const req *c = &s->reqs[res->crit_resp];
+    res->crit_turns = c->tt ? c->nt : 1;
+    res->crit_tool_s = c->tool_sum;
+    res->crit_turn_s = c->turn_max;
+    res->crit_turn = c->turn_arg;
+    double *x = s->turn_lat, sum = 0;
+    int64_t m = s->n_turn_lat;
+    if (m == 0)
+        return;
+    qsort(x, (size_t)m, sizeof *x, dbl_cmp);
+    for (int64_t i = 0; i < m; i++)
+        sum += x[i];
+    res->turn_mean_s = sum / (double)m;
+    res->turn_p50_s = x[(m - 1) / 2];
+    res->turn_p90_s = x[(int64_t)(0.9 * (double)(m - 1))];
+    res->turn_max_s = x[m - 1];
 }
 
 /* Collects where the run ended into res: complete groups, a stopped run's
@@ -241,6 +320,7 @@ static void run_collect(const sim *s, size_t n, rollout_result *res)
             res->finish_s[q] = -1;
     }
     res->events = engine_events(s->eng);
+    run_collect_turns(s, n, res);
 }
 
 /* The run's metrics from the per-replica figures in res: makespan, token,
@@ -249,7 +329,7 @@ static void run_collect(const sim *s, size_t n, rollout_result *res)
  * fail. */
 static void run_metrics(const rollout_cfg *cfg, const trace *t, rollout_result *res)
 {
-    double idle = 0, tail = 0;
+    double idle = 0, tail = 0, wait = 0;
     int64_t seq_steps = 0, accepted = 0;
     for (int r = 0; r < cfg->replicas; r++) {
         replica_stats *st = &res->rep[r];
@@ -263,6 +343,7 @@ static void run_metrics(const rollout_cfg *cfg, const trace *t, rollout_result *
         seq_steps += st->spec_seq_steps;
         accepted += st->spec_accepted;
         tail += st->tail_s;
+        wait += st->tool_wait_s;
     }
     /* TLT's spot trainer: a finished replica releases its KV cache, loads the
      * drafter and trains it until the last replica finishes (a step cut off
@@ -286,7 +367,8 @@ static void run_metrics(const rollout_cfg *cfg, const trace *t, rollout_result *
     res->accept_len = seq_steps > 0 ? (double)accepted / (double)seq_steps : 0.0;
     rollout_full_rate(cfg, t, &res->full_rate, &res->full_batch);
     double span = res->makespan_s * cfg->replicas;
-    res->bubble_fraction = span > 0 ? (idle - train) / span : 0;
+    res->bubble_fraction = span > 0 ? (idle - train - wait) / span : 0;
+    res->tool_wait_fraction = span > 0 ? wait / span : 0;
     res->train_fraction = span > 0 ? train / span : 0;
     res->tail_fraction = span > 0 ? tail / span : 0;
     res->utilization = span > 0 ? (double)res->decode_tokens / (span * res->full_rate) : 0;
@@ -313,6 +395,8 @@ static void run_free(sim *s)
     free(s->reqs);
     free(s->grp);
     free(s->grp_left);
+    free(s->tq);
+    free(s->turn_lat);
     engine_free(s->eng);
     cost_cache_free(s->cc);
 }
@@ -330,7 +414,18 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         (s.n_arms = spec_arms_parse(cfg->sp.arms, s.arms, e)) < 0)
         return -1;
     int rc = -1;
-    if (run_alloc(&s, n, t->n_prompts, res) || run_load(&s, t, n, res))
+    if ((res->turns = trace_has_turns(t))) {
+        if (cfg->spec != SPEC_OFF || cfg->start_gen || cfg->stop_groups > 0)
+            return ts_errf(e, "this rollout does not support multi-turn trajectories yet: %s "
+                              "(the trace has turns)",
+                           cfg->spec != SPEC_OFF ? "speculative decoding"
+                                                 : "resuming or stopping part-way (a policy "
+                                                   "that carries work across steps)");
+        if (cfg->tool_concurrency < 0)
+            return ts_errf(e, "tool_concurrency is %d (0: unlimited)", cfg->tool_concurrency);
+        s.tq_cap = (int64_t)n;
+    }
+    if (run_alloc(&s, t, n, res) || run_load(&s, t, n, res))
         goto cleanup;
     for (int r = 0; r < cfg->replicas; r++)
         if (replica_init(&s, r, res))

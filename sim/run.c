@@ -52,6 +52,23 @@ static int step_metrics(run_record *rec, const rlstep_result *res, const trace *
     add(rec, "train_fraction", ro->train_fraction, &oom);
     add(rec, "tail_fraction", ro->tail_fraction, &oom);
     add(rec, "rollout_utilization", ro->utilization, &oom);
+    if (ro->turns) { /* a multi-turn trace (sim/rollout_turns.c) */
+        add(rec, "tool_wait_fraction", ro->tool_wait_fraction, &oom);
+        add(rec, "tool_turns", (double)ro->tool_calls, &oom);
+        add(rec, "tool_s", ro->tool_s, &oom);
+        add(rec, "tool_queue_s", ro->tool_queue_s, &oom);
+        add(rec, "cached_tokens", (double)ro->cached_tokens, &oom);
+        add(rec, "kv_evictions", (double)ro->evictions, &oom);
+        add(rec, "critical_response", ro->crit_resp, &oom);
+        add(rec, "critical_turns", ro->crit_turns, &oom);
+        add(rec, "critical_tool_s", ro->crit_tool_s, &oom);
+        add(rec, "critical_turn", ro->crit_turn, &oom);
+        add(rec, "critical_turn_s", ro->crit_turn_s, &oom);
+        add(rec, "turn_mean_s", ro->turn_mean_s, &oom);
+        add(rec, "turn_p50_s", ro->turn_p50_s, &oom);
+        add(rec, "turn_p90_s", ro->turn_p90_s, &oom);
+        add(rec, "turn_max_s", ro->turn_max_s, &oom);
+    }
     if (full)
         add(rec, "train_imbalance", res->train_imbalance, &oom);
     if (full && !res->train_dcp)

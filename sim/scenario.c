@@ -54,6 +54,8 @@ static const key_def keys[] = {
     {"rollout", "graph_max_bs", K_INT, OFF(graph_max_bs), 0, 65536, "largest CUDA-graph batch (0: SGLang default)"},
     {"rollout", "overlap", K_BOOL, OFF(overlap), 0, 1, "overlap scheduler"},
     {"rollout", "placement", K_STR, OFF(placement), 0, 16, "prompts to replicas: balanced (VeRL's equal chunks) | trace (recorded dp_rank) | round-robin"},
+    {"rollout", "keep_kv_during_tool", K_BOOL, OFF(keep_kv_during_tool), 0, 1, "multi-turn: a trajectory keeps its KV while its tool runs (false: it becomes evictable prefix cache)"},
+    {"rollout", "tool_concurrency", K_INT, OFF(tool_concurrency), 0, 1 << 20, "multi-turn: tool calls running at once, all replicas (0: unlimited)"},
     {"train", "reward_per_response_s", K_DBL, OFF(reward_per_response_s), 0, 3600, "reward time per response, s"},
     {"train", "reward_step_s", K_DBL, OFF(reward_step_s), 0, 86400, "reward time per step, s"},
     {"train", "micro_batch_tokens", K_INT, OFF(micro_batch_tokens), 256, 16777216, "tokens per micro-batch"},
@@ -710,6 +712,11 @@ char *scenario_to_ini(const scenario *s, ts_err *e)
         const key_def *k = &keys[i];
         const char *p = (const char *)s + k->off;
         char val[2 * SCN_STR + 8], line[2 * SCN_STR + 128];
+        /* the multi-turn keys (issue 20) only when set: a single-turn run's
+         * effective INI stays what it was before they existed */
+        if ((k->off == OFF(keep_kv_during_tool) || k->off == OFF(tool_concurrency)) &&
+            *(const int *)p == 0)
+            continue;
         switch (k->type) {
         case K_INT:
             snprintf(val, sizeof val, "%d", *(const int *)p);

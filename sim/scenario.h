@@ -86,6 +86,8 @@ typedef struct scenario {
     int overlap;             /* 1: overlap scheduler on */
     char placement[16];      /* prompts to replicas: balanced | trace | round-robin
                               * (sim/rollout.h rollout_placement) */
+    int keep_kv_during_tool; /* multi-turn: 1 keeps a trajectory's KV during its tool call */
+    int tool_concurrency;    /* multi-turn: tool calls at once, all replicas (0: unlimited) */
     /* [train] */
     double reward_per_response_s; /* reward time per response, s */
     double reward_step_s;    /* fixed reward time per step, s */

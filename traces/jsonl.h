@@ -21,4 +21,10 @@ const char *jsonl_kind(const json_t *v);
  * -1. */
 int jsonl_syntax_error(const ts_lines *r, const json_error_t *jerr, ts_err *e);
 
+/* Reads integer field key of obj in [lo, hi] into *out.  Returns 0 (stored),
+ * 1 (absent or null, only when !required) or -1 with "file:line: field
+ * 'key': ..." in e. */
+int jsonl_int_field(const json_t *obj, const char *key, int required, json_int_t lo,
+                    json_int_t hi, json_int_t *out, const ts_lines *r, ts_err *e);
+
 #endif

@@ -112,8 +112,7 @@ trace *trace_select_step(const trace *t, int32_t step, ts_err *e)
     }
     for (size_t i = 0; i < t->n_prompts; i++) {
         const trace_prompt *p = &t->prompts[i];
-        if (p->step == step && trace_add(s, p->step, p->prompt_id, p->dp_rank,
-                                         p->prompt_tokens, p->resp, p->n_resp, e)) {
+        if (p->step == step && trace_add_prompt(s, p, e)) {
             trace_free(s);
             return NULL;
         }

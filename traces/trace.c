@@ -53,8 +53,11 @@ void trace_free(trace *t)
 {
     if (!t)
         return;
-    for (size_t i = 0; i < t->n_prompts; i++)
+    for (size_t i = 0; i < t->n_prompts; i++) {
         free(t->prompts[i].resp);
+        free(t->prompts[i].turn0);
+        free(t->prompts[i].turns);
+    }
     free(t->prompts);
     free(t->reward);
     free(t);
@@ -100,7 +103,69 @@ int trace_add(trace *t, int32_t step, int32_t prompt_id, int32_t dp_rank,
         return ts_errf(e, "trace: out of memory (%d responses)", n_resp);
     memcpy(copy, resp, (size_t)n_resp * sizeof *copy);
     t->prompts[t->n_prompts++] = (trace_prompt){step, prompt_id, dp_rank, prompt_tokens,
-                                                n_resp, copy};
+                                                n_resp, copy, NULL, NULL};
+    return 0;
+}
+
+int trace_add_turns(trace *t, int32_t step, int32_t prompt_id, int32_t dp_rank,
+                    int32_t prompt_tokens, const int32_t *resp, int32_t n_resp,
+                    const int32_t *n_turns, const trace_turn *turns, ts_err *e)
+{
+    size_t nt = 0;
+    for (int32_t j = 0; j < n_resp; j++) {
+        if (n_turns[j] < 1)
+            return ts_errf(e, "trace_add_turns: response %d has %d turns", j, n_turns[j]);
+        nt += (size_t)n_turns[j];
+    }
+    if (nt > INT32_MAX)
+        return ts_errf(e, "trace_add_turns: too many turns (%zu)", nt);
+    for (size_t k = 0; k < nt; k++) {
+        const trace_turn *u = &turns[k];
+        if (u->context < 1 || u->context > TRACE_MAX_TOKENS || u->cached < 0 ||
+            u->cached > u->context || u->gen < 1 || u->gen > TRACE_MAX_TOKENS ||
+            u->tools < 0 || u->append < 0 || u->append > TRACE_MAX_TOKENS || !(u->tool_s >= 0))
+            return ts_errf(e, "trace_add_turns: turn %zu is out of range", k);
+    }
+    if (trace_add(t, step, prompt_id, dp_rank, prompt_tokens, resp, n_resp, e))
+        return -1;
+    trace_prompt *p = &t->prompts[t->n_prompts - 1];
+    p->turn0 = malloc(((size_t)n_resp + 1) * sizeof *p->turn0);
+    p->turns = malloc(nt * sizeof *p->turns);
+    if (!p->turn0 || !p->turns) {
+        free(p->turn0);
+        free(p->turns);
+        free(p->resp);
+        t->n_prompts--;
+        return ts_errf(e, "trace: out of memory (%zu turns)", nt);
+    }
+    p->turn0[0] = 0;
+    for (int32_t j = 0; j < n_resp; j++)
+        p->turn0[j + 1] = p->turn0[j] + n_turns[j];
+    memcpy(p->turns, turns, nt * sizeof *p->turns);
+    return 0;
+}
+
+int trace_add_prompt(trace *t, const trace_prompt *p, ts_err *e)
+{
+    if (!p->turn0)
+        return trace_add(t, p->step, p->prompt_id, p->dp_rank, p->prompt_tokens, p->resp,
+                         p->n_resp, e);
+    int32_t *nt = malloc((size_t)p->n_resp * sizeof *nt);
+    if (!nt)
+        return ts_errf(e, "trace: out of memory (%d responses)", p->n_resp);
+    for (int32_t j = 0; j < p->n_resp; j++)
+        nt[j] = p->turn0[j + 1] - p->turn0[j];
+    int rc = trace_add_turns(t, p->step, p->prompt_id, p->dp_rank, p->prompt_tokens, p->resp,
+                             p->n_resp, nt, p->turns, e);
+    free(nt);
+    return rc;
+}
+
+int trace_has_turns(const trace *t)
+{
+    for (size_t i = 0; i < t->n_prompts; i++)
+        if (t->prompts[i].turn0)
+            return 1;
     return 0;
 }
 
@@ -144,11 +209,14 @@ int trace_append(trace *dst, const trace *src, ts_err *e)
         return -1;
     for (size_t i = 0; i < src->n_prompts; i++) {
         const trace_prompt *p = &src->prompts[i];
-        if (trace_add(dst, p->step, p->prompt_id, p->dp_rank, p->prompt_tokens, p->resp,
-                      p->n_resp, e)) {
+        if (trace_add_prompt(dst, p, e)) {
             dst->n_reward = r0;
-            while (dst->n_prompts > n0) /* roll back: all or nothing */
-                free(dst->prompts[--dst->n_prompts].resp);
+            while (dst->n_prompts > n0) { /* roll back: all or nothing */
+                trace_prompt *q = &dst->prompts[--dst->n_prompts];
+                free(q->resp);
+                free(q->turn0);
+                free(q->turns);
+            }
             return -1;
         }
     }
@@ -276,6 +344,7 @@ static void loader_free(loader *L)
     free(L->resp);
     free(L->g.resp);
     free(L->lines);
+    tr_turns_free(L->mt);
     lr_close(&L->r);
 }
 

@@ -20,13 +20,32 @@
 
 #define TRACE_MAX_TOKENS 16777216 /* 16M tokens: any longer length is rejected */
 
+/* One generation turn of a multi-turn (agentic) response, and the tool
+ * call(s) that follow it.  A single-turn response has no turns. */
+typedef struct trace_turn {
+    int32_t context;       /* tokens in context when the turn starts: the prompt, earlier
+                            * turns and tool results (>= 1) */
+    int32_t cached;        /* of them, prefix-cache hits the engine recorded (0..context) */
+    int32_t gen;           /* tokens the turn generates (>= 1) */
+    int32_t tools;         /* tool calls after the turn (0: none) */
+    int32_t append;        /* tokens those calls' results append to the context (>= 0) */
+    double tool_s;         /* those calls' latency, summed (run one after another), s */
+    double engine_s;       /* the engine's recorded latency of the turn, queueing
+                            * included, s (-1: not recorded) */
+} trace_turn;
+
 typedef struct trace_prompt {
     int32_t step;          /* RL step index (>= 0) */
     int32_t prompt_id;     /* id within the step (>= 0) */
     int32_t dp_rank;       /* rollout data-parallel rank that served it, -1 if unknown */
     int32_t prompt_tokens; /* prompt length, tokens (>= 0) */
     int32_t n_resp;        /* responses in the group (>= 1) */
-    int32_t *resp;         /* response lengths, tokens (>= 1 each), n_resp entries */
+    int32_t *resp;         /* response lengths, tokens (>= 1 each), n_resp entries; of a
+                            * multi-turn response the whole trained response: its turns'
+                            * tokens and the tool results between them */
+    int32_t *turn0;        /* multi-turn: n_resp + 1 offsets, response j's turns are
+                            * turns[turn0[j] .. turn0[j+1]); NULL: single-turn */
+    trace_turn *turns;     /* multi-turn: turn0[n_resp] entries; NULL: single-turn */
 } trace_prompt;
 
 /* One rollout rank's recorded reward time for one RL step (PolyTrace's
@@ -54,6 +73,20 @@ void trace_free(trace *t);
 /* Appends a prompt, copying `resp`.  Returns 0, or -1 on allocation failure. */
 int trace_add(trace *t, int32_t step, int32_t prompt_id, int32_t dp_rank,
               int32_t prompt_tokens, const int32_t *resp, int32_t n_resp, ts_err *e);
+
+/* Appends a prompt whose responses have turns: response j has n_turns[j]
+ * (>= 1) consecutive entries of turns.  Copies everything.  Returns 0, or -1
+ * on allocation failure or a turn outside the trace_turn ranges. */
+int trace_add_turns(trace *t, int32_t step, int32_t prompt_id, int32_t dp_rank,
+                    int32_t prompt_tokens, const int32_t *resp, int32_t n_resp,
+                    const int32_t *n_turns, const trace_turn *turns, ts_err *e);
+
+/* Appends a copy of prompt p (its turns too) to t.  Returns 0, or -1 on
+ * allocation failure. */
+int trace_add_prompt(trace *t, const trace_prompt *p, ts_err *e);
+
+/* 1 when any prompt of t has turns (a multi-turn trace), else 0.  Cannot fail. */
+int trace_has_turns(const trace *t);
 
 /* Appends every prompt and recorded reward time of src to dst (used to
  * concatenate several files).  All or nothing: returns 0, or -1 on
@@ -130,6 +163,29 @@ typedef struct trace_stats {
 
 /* Fills *s.  Returns 0, or -1 on allocation failure or an empty trace. */
 int trace_stats_compute(const trace *t, trace_stats *s, ts_err *e);
+
+/* Statistics over the turns of a multi-turn trace (all zero for a
+ * single-turn one). */
+typedef struct trace_turn_stats {
+    int64_t trajectories;   /* responses with turns */
+    int64_t turns;
+    int32_t max_turns;      /* of one trajectory */
+    double mean_turns;      /* turns per trajectory */
+    int64_t tool_calls;     /* every call (several may follow one turn) */
+    int64_t tool_turns;     /* turns followed by at least one call */
+    double tool_s;          /* their summed latency, s */
+    double tool_mean_s, tool_p50_s, tool_p99_s, tool_max_s; /* per tool turn, s */
+    int64_t prompt_tokens;  /* sum over turns of the context each starts from */
+    int64_t cached_tokens;  /* of them, recorded prefix-cache hits */
+    double cached_fraction; /* cached_tokens / prompt_tokens */
+    int64_t gen_tokens;     /* generated over all turns */
+    int64_t append_tokens;  /* appended by tool results */
+    int64_t engine_turns;   /* turns with a recorded engine latency */
+    double engine_mean_s;   /* their mean engine latency, s */
+} trace_turn_stats;
+
+/* Fills *s (traces/trace_turns.c).  Returns 0, or -1 on allocation failure. */
+int trace_turn_stats_compute(const trace *t, trace_turn_stats *s, ts_err *e);
 
 /* What a response cap of cap tokens (0: none) cuts from t: the responses
  * longer than cap into *responses, the tokens beyond it into *tokens.

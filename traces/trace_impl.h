@@ -54,6 +54,9 @@ typedef struct loader {
     csv_group g;       /* plain CSV: the prompt being gathered */
     long *lines;       /* plain CSV: first line of each prompt */
     size_t lines_cap;
+    long nrec;         /* JSONL: records read */
+    int multi;         /* JSONL: the records are multi-turn (trace_turns.c) */
+    struct mt_group *mt; /* JSONL multi-turn: the prompt group being gathered */
 } loader;
 
 typedef int (*load_fn)(loader *L, ts_err *e);
@@ -65,6 +68,17 @@ int tr_load_run(const char *path, trace **out, load_fn row, load_fn end, int csv
 /* JSONL (trace_jsonl.c): one record per line, then prompt ids numbered. */
 int tr_jsonl_record(loader *L, ts_err *e);
 int tr_jsonl_end(loader *L, ts_err *e);
+
+/* Multi-turn JSONL (trace_turns.c): whether a record is one (it has "turns",
+ * "tool_calls" or "turn_count"); one record (a trajectory) gathered into its
+ * prompt group (consecutive records of one step and prompt_group_id); the
+ * end (last group flushed, a group id repeated after others refused); the
+ * gathering state's destructor (NULL-safe). */
+struct json_t;
+int tr_turns_is_record(const struct json_t *root);
+int tr_turns_record(loader *L, const struct json_t *root, ts_err *e);
+int tr_turns_end(loader *L, ts_err *e);
+void tr_turns_free(struct mt_group *g);
 
 /* Plain CSV (trace_csv.c): the header's column count (4 or 5, else 0), one
  * row, and the end (last prompt flushed, repeated (step, prompt_id) refused). */

@@ -61,6 +61,12 @@ static int json_int_field(const json_t *obj, const char *key, int required,
     return 0;
 }
 
+int jsonl_int_field(const json_t *obj, const char *key, int required, json_int_t lo,
+                    json_int_t hi, json_int_t *out, const ts_lines *r, ts_err *e)
+{
+    return json_int_field(obj, key, required, lo, hi, out, r, e);
+}
+
 /* Which top-level field a JSON syntax error lies in.  Scans line s (len
  * bytes) as JSON tokens up to the offending one: the token that ends at byte
  * `pos` (jansson's error position), or the end of the line when the line
@@ -220,6 +226,19 @@ int tr_jsonl_record(loader *L, ts_err *e)
                 json_kind(root));
         goto cleanup;
     }
+    int multi = tr_turns_is_record(root);
+    if (L->nrec > 0 && multi != L->multi) {
+        ts_errf(e, "%s:%ld: field '%s': a %s record after %s ones (one format per file)",
+                r->path, r->lineno, multi ? "turns" : "output",
+                multi ? "multi-turn" : "single-turn", multi ? "single-turn" : "multi-turn");
+        goto cleanup;
+    }
+    L->multi = multi;
+    L->nrec++;
+    if (multi) {
+        rc = tr_turns_record(L, root, e);
+        goto cleanup;
+    }
     if (json_int_field(root, "step", 1, 0, INT32_MAX, &step, r, e) < 0 ||
         json_int_field(root, "dp_rank", 0, -1, INT32_MAX, &dp, r, e) < 0 ||
         json_int_field(root, "input", 1, 0, TRACE_MAX_TOKENS, &input, r, e) < 0)
@@ -280,6 +299,8 @@ cleanup:
 int tr_jsonl_end(loader *L, ts_err *e)
 {
     trace *t = L->t;
+    if (L->multi && tr_turns_end(L, e))
+        return -1;
     key3 *k = tr_sorted_ids(t, 0);
     if (!k)
         return ts_errf(e, "%s: out of memory", L->r.path);

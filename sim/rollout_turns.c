@@ -1,0 +1,210 @@
+/*
+ * Multi-turn (agentic) trajectories on a rollout replica (issue 20): a
+ * trajectory's turns (trace_prompt.turns) run in order on its replica.  A
+ * turn is admitted, prefilled and decoded like any request (sim/rollout.c);
+ * when it has generated its tokens it leaves the batch and, if a tool call
+ * follows, waits for the tool off the GPU: tool calls of every replica run
+ * in parallel, at most rollout.tool_concurrency at once (0: unlimited), the
+ * others queue FIFO for a slot.  When the tool returns, the next turn joins
+ * the back of the replica's waiting queue with the context the trace
+ * records for it, and only the tokens not already in KV are prefilled.
+ *
+ * The context a trajectory leaves in KV (its "held" tokens: the turn's
+ * context + generation, less the last token) is kept while its tool runs
+ * (rollout.keep_kv_during_tool = true: counted in kv_used, evicted only when
+ * the replica could not progress otherwise), or becomes prefix cache
+ * (false: counted in kv_soft, evicted oldest first as soon as the running
+ * batch needs the room).  An evicted trajectory prefills its whole context
+ * again.  At least one token of a turn's context is always prefilled (the
+ * engine recomputes the last one), so a context the trace records shorter
+ * than what is held gives the excess back.
+ *
+ * A replica with nothing to run while some of its trajectories are out on
+ * tools is idle; that time, up to its end, is its tool wait
+ * (replica_stats.tool_wait_s), a bubble of its own next to the tail bubble
+ * after the replica's end.  A trajectory whose last turn is followed by a
+ * tool call finishes when that call returns.  The simulator counts its own
+ * cache hits (rollout_result.cached_tokens); the trace's recorded ones are
+ * for comparison (`tailsim trace stats`).
+ *
+ * Cost: O(1) per turn end and tool return, O(held contexts) per eviction
+ * scan in the worst case (it stops at the first evictable one).
+ */
+#include "sim/rollout.h"
+
+#include <math.h>
+
+#include "common/util.h"
+#include "sim/rollout_impl.h"
+
+static void tool_done(engine *e, void *ctx, uint64_t arg);
+
+/* Appends r to rp's list of held contexts. */
+static void held_push(sim *s, replica *rp, int32_t r)
+{
+    req *q = &s->reqs[r];
+    q->lprev = rp->ltail;
+    q->lnext = -1;
+    if (rp->ltail >= 0)
+        s->reqs[rp->ltail].lnext = r;
+    else
+        rp->lhead = r;
+    rp->ltail = r;
+}
+
+/* Takes r off rp's list of held contexts. */
+static void held_remove(sim *s, replica *rp, int32_t r)
+{
+    req *q = &s->reqs[r];
+    if (q->lprev >= 0)
+        s->reqs[q->lprev].lnext = q->lnext;
+    else
+        rp->lhead = q->lnext;
+    if (q->lnext >= 0)
+        s->reqs[q->lnext].lprev = q->lprev;
+    else
+        rp->ltail = q->lprev;
+    q->lprev = q->lnext = -1;
+}
+
+/* Frees r's held context from the pool that counts it. */
+static void held_drop(sim *s, replica *rp, int32_t r)
+{
+    req *q = &s->reqs[r];
+    if (q->soft)
+        rp->kv_soft -= q->held;
+    else
+        rp->kv_used -= q->held;
+    q->held = 0;
+    q->soft = 0;
+    held_remove(s, rp, r);
+}
+
+int ro_turn_evict(sim *s, replica *rp, int soft_only)
+{
+    for (int32_t r = rp->lhead; r >= 0; r = s->reqs[r].lnext)
+        if (!soft_only || s->reqs[r].soft) {
+            held_drop(s, rp, r);
+            s->evictions++;
+            return 1;
+        }
+    return 0;
+}
+
+int32_t ro_turn_admit(sim *s, replica *rp, int32_t r)
+{
+    req *q = &s->reqs[r];
+    int32_t h = q->held;
+    TS_CHECK(!q->soft);
+    held_remove(s, rp, r);
+    q->held = 0;
+    s->cached_tokens += h;
+    return h;
+}
+
+/* Starts r's tool call at time now (a slot is free).  Sets s->failed when
+ * the event cannot be scheduled. */
+static void tool_start(sim *s, int32_t r, double now)
+{
+    req *q = &s->reqs[r];
+    const trace_turn *u = &q->tt[q->k];
+    s->tools_running++;
+    s->tool_calls++;
+    s->tool_s += u->tool_s;
+    s->tool_queue_s += now - q->t_tool;
+    if (engine_schedule(s->eng, now + u->tool_s, tool_done, s, (uint64_t)r) == 0) {
+        s->failed = 1;
+        ts_errf(s->e, "out of memory scheduling a tool call");
+        engine_stop(s->eng);
+    }
+}
+
+/* The replica was idle with trajectories out on tools: that time is tool wait. */
+static void charge_wait(replica *rp, double now)
+{
+    if (rp->idle) {
+        rp->st->tool_wait_s += now - rp->idle_t;
+        rp->idle_t = now;
+    }
+}
+
+void ro_turn_end(sim *s, replica *rp, int32_t r, double now, double kv)
+{
+    const rollout_cfg *cfg = s->cfg;
+    req *q = &s->reqs[r];
+    const trace_turn *u = &q->tt[q->k];
+    double span = now - q->t_turn;
+    s->turn_lat[s->n_turn_lat++] = span;
+    if (span > q->turn_max) {
+        q->turn_max = span;
+        q->turn_arg = q->k;
+    }
+    if (u->tools == 0) { /* its last turn (the reader ends a trajectory without a tool) */
+        q->target = q->full;
+        ro_finish(s, rp, r, now);
+        return;
+    }
+    q->state = R_WAIT;
+    if (q->k + 1 < q->nt) { /* keep the context for the next turn */
+        q->held = (int32_t)kv;
+        q->soft = !cfg->keep_kv_during_tool;
+        if (q->soft)
+            rp->kv_soft += q->held;
+        else
+            rp->kv_used += q->held;
+        held_push(s, rp, r);
+    }
+    q->t_tool = now;
+    if (cfg->tool_concurrency > 0 && s->tools_running >= cfg->tool_concurrency) {
+        s->tq[(s->tq_head + s->tq_n++) % s->tq_cap] = r;
+        return;
+    }
+    tool_start(s, r, now);
+}
+
+/* A tool call of request arg returned: the next turn queues on its replica
+ * (which plans again if it was idle), or the trajectory finishes; a waiting
+ * call takes the freed slot. */
+static void tool_done(engine *e, void *ctx, uint64_t arg)
+{
+    sim *s = ctx;
+    double now = engine_now(e);
+    int32_t r = (int32_t)arg;
+    req *q = &s->reqs[r];
+    replica *rp = &s->reps[q->replica];
+    s->tools_running--;
+    q->tool_sum += now - q->t_tool;
+    if (s->tq_n > 0) {
+        int32_t w = s->tq[s->tq_head];
+        s->tq_head = (s->tq_head + 1) % s->tq_cap;
+        s->tq_n--;
+        tool_start(s, w, now);
+    }
+    charge_wait(rp, now);
+    if (++q->k >= q->nt) { /* a tool call after the last turn */
+        q->target = q->full;
+        ro_finish(s, rp, r, now);
+        return;
+    }
+    const trace_turn *u = &q->tt[q->k];
+    if (q->held > 0) {
+        if (q->soft) { /* the prefix cache survived: it is pinned again */
+            rp->kv_soft -= q->held;
+            rp->kv_used += q->held;
+            q->soft = 0;
+        }
+        if (q->held > u->context - 1) { /* the recorded context is shorter */
+            rp->kv_used -= q->held - (u->context - 1);
+            q->held = u->context - 1;
+        }
+        if (q->held == 0)
+            held_remove(s, rp, r);
+    }
+    q->prompt = u->context;
+    q->target = u->gen;
+    q->gen = 0;
+    q->t_turn = now;
+    ro_wq_push_back(rp, r);
+    if (rp->idle)
+        ro_plan(s, e, rp);
+}

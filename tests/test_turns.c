@@ -1,0 +1,336 @@
+/*
+ * Multi-turn (agentic) trajectories (issue 20): the reader on the real
+ * Search-R1 PolyTrace steps (skipped when $TAILSIM_SHARED/traces is absent)
+ * against counts made independently here by scanning the raw text, a small
+ * hand-written file read field by field, and a single-turn trace that stays
+ * single-turn; the rollout of hand-built multi-turn trajectories against step
+ * times and bubbles computed here from the cost model's iteration prices.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "models/cost.h"
+#include "models/cost_spec.h"
+#include "models/hw.h"
+#include "sim/rollout.h"
+#include "tests/helpers.h"
+#include "traces/trace.h"
+
+/* Occurrences of needle in the file at path; lines into *lines. */
+static long count_in_file(const char *path, const char *needle, long *lines)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    static char buf[1 << 20];
+    long n = 0;
+    *lines = 0;
+    while (fgets(buf, sizeof buf, f)) {
+        cr_assert(strchr(buf, '\n'), "line longer than the test's buffer");
+        (*lines)++;
+        for (const char *p = buf; (p = strstr(p, needle)); p += strlen(needle))
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+Test(turns, real_steps_match_an_independent_count)
+{
+    for (int step = 0; step < 4; step++) {
+        char path[512], rel[128];
+        snprintf(rel, sizeof rel, "traces/polytrace-search-r1-7b/step_%d.jsonl", step);
+        shared_path(path, sizeof path, rel);
+        long lines, lines2;
+        long calls = count_in_file(path, "\"tool_name\"", &lines);
+        long turns = count_in_file(path, "\"completion_tokens\"", &lines2);
+        trace *t = NULL;
+        ts_err e = {{0}};
+        cr_assert_eq(trace_load(path, &t, &e), 0, "%s", e.msg);
+        trace_turn_stats s;
+        cr_assert_eq(trace_turn_stats_compute(t, &s, &e), 0);
+        cr_assert_eq(s.trajectories, lines);
+        cr_assert_eq((long)trace_n_responses(t), lines);
+        cr_assert_eq(s.tool_calls, calls, "step %d: %lld calls, counted %ld", step,
+                     (long long)s.tool_calls, calls);
+        cr_assert_eq(s.turns, turns);
+        cr_assert_eq(t->n_prompts, 256u); /* 256 prompts x 8 samples */
+        cr_assert(s.max_turns <= 5 && s.max_turns >= 2);
+        cr_assert(s.cached_tokens > 0 && s.cached_tokens < s.prompt_tokens);
+        if (step == 0) { /* the figures the data's README states */
+            cr_assert_eq(lines, 2048);
+            cr_assert_eq(calls, 3469);
+        }
+        trace_free(t);
+    }
+}
+
+Test(turns, hand_written_record_read_field_by_field)
+{
+    char dir[] = "/tmp/tailsim-turns-XXXXXX", path[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    /* two samples of one prompt, then a second prompt; sample 0 calls two tools
+     * after turn 0 (their latencies and appends add up) */
+    fputs("{\"step\":3,\"prompt_len\":100,\"prompt_group_id\":7,\"turn_count\":2,\"turns\":["
+          "{\"turn\":0,\"prompt_tokens\":100,\"cached_tokens\":0,\"completion_tokens\":20,"
+          "\"engine_latency_s\":1.5},{\"turn\":1,\"prompt_tokens\":180,\"cached_tokens\":119,"
+          "\"completion_tokens\":30}],\"tool_calls\":[{\"turn\":0,\"latency_s\":0.25,"
+          "\"append_len\":40},{\"turn\":0,\"latency_s\":0.5,\"append_len\":20}]}\n", f);
+    fputs("{\"step\":3,\"prompt_len\":100,\"prompt_group_id\":7,\"turns\":[{\"prompt_tokens\":"
+          "100,\"completion_tokens\":9}],\"final_response_len\":9}\n", f);
+    fputs("{\"step\":3,\"prompt_len\":50,\"prompt_group_id\":8,\"turns\":[{\"prompt_tokens\":"
+          "50,\"completion_tokens\":5}],\"tool_calls\":[{\"turn\":0,\"latency_s\":2,"
+          "\"append_len\":11}]}\n", f);
+    fclose(f);
+    trace *t = NULL;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_load(path, &t, &e), 0, "%s", e.msg);
+    cr_assert_eq(t->n_prompts, 2u);
+    const trace_prompt *p = &t->prompts[0];
+    cr_assert_eq(p->step, 3);
+    cr_assert_eq(p->prompt_id, 0);
+    cr_assert_eq(p->prompt_tokens, 100);
+    cr_assert_eq(p->n_resp, 2);
+    cr_assert_eq(p->turn0[1], 2);
+    cr_assert_eq(p->turn0[2], 3);
+    const trace_turn *u = &p->turns[0];
+    cr_assert_eq(u->context, 100);
+    cr_assert_eq(u->gen, 20);
+    cr_assert_eq(u->tools, 2);
+    cr_assert_eq(u->append, 60);
+    cr_assert_float_eq(u->tool_s, 0.75, 1e-12);
+    cr_assert_float_eq(u->engine_s, 1.5, 1e-12);
+    cr_assert_eq(p->turns[1].cached, 119);
+    cr_assert_eq(p->turns[1].tools, 0);
+    cr_assert_float_eq(p->turns[1].engine_s, -1, 0);
+    cr_assert_eq(p->resp[0], 180 + 30 - 100); /* what the turns span */
+    cr_assert_eq(p->resp[1], 9);              /* final_response_len */
+    cr_assert_eq(t->prompts[1].resp[0], 5 + 11); /* a trailing tool result counts */
+    cr_assert_eq(t->prompts[1].prompt_id, 1);
+    trace_turn_stats s;
+    cr_assert_eq(trace_turn_stats_compute(t, &s, &e), 0);
+    cr_assert_eq(s.trajectories, 3);
+    cr_assert_eq(s.turns, 4);
+    cr_assert_eq(s.tool_calls, 3);
+    cr_assert_eq(s.tool_turns, 2);
+    cr_assert_float_eq(s.tool_s, 2.75, 1e-12);
+    cr_assert_eq(s.cached_tokens, 119);
+    cr_assert_eq(s.prompt_tokens, 100 + 180 + 100 + 50);
+    /* a selected step and a copy keep the turns */
+    trace *one = trace_select_step(t, 3, &e);
+    cr_assert_not_null(one, "%s", e.msg);
+    cr_assert(trace_has_turns(one));
+    cr_assert_eq(one->prompts[0].turns[1].cached, 119);
+    trace_free(one);
+    trace_free(t);
+    unlink(path);
+    rmdir(dir);
+}
+
+Test(turns, single_turn_trace_has_no_turns)
+{
+    char dir[] = "/tmp/tailsim-turns-XXXXXX", path[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("{\"step\":0,\"input\":10,\"output\":[5,7]}\n", f);
+    fclose(f);
+    trace *t = NULL;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_load(path, &t, &e), 0, "%s", e.msg);
+    cr_assert(!trace_has_turns(t));
+    cr_assert_null(t->prompts[0].turn0);
+    trace_turn_stats s;
+    cr_assert_eq(trace_turn_stats_compute(t, &s, &e), 0);
+    cr_assert_eq(s.trajectories, 0);
+    trace_free(t);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* ---- the rollout of turns: hand-built cases ------------------------------ */
+
+static hw_desc hw;
+static llm_desc m7;
+
+static void load_models(void)
+{
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load("h100", &hw, &e), 0, "%s", e.msg);
+    cr_assert_eq(llm_load("qwen2.5-7b", &m7, &e), 0, "%s", e.msg);
+}
+
+/* One iteration's price as the replica computes it (GPU time only: host mode
+ * off): prefill chunks of c tokens after d cached ones, plus n_dec decodes of
+ * context sum dsum. */
+static double iter_s(int n_pre, double c, double d, int n_dec, double dsum)
+{
+    cost_batch b = {0};
+    b.n_decode = n_dec;
+    b.decode_ctx_sum = dsum;
+    if (n_pre) {
+        b.n_prefill_seqs = 1;
+        b.prefill_tokens = (int)c;
+        b.prefill_attn = c * (d + (c + 1) / 2);
+        b.prefill_kv_sum = d + c;
+    }
+    return cost_iter(&hw, &m7, 1, &b) + cost_sample(&hw, &m7, n_dec + n_pre);
+}
+
+/* Trajectory A: turn 0 (context 500, 1 token), a 10 s tool appending 300
+ * tokens, turn 1 (context 810, 2 tokens).  B: one turn (context 500, 1
+ * token), no tool. */
+static trace *two_trajectories(void)
+{
+    trace *t = trace_new();
+    trace_turn a[2] = {{500, 0, 1, 1, 300, 10.0, -1}, {810, 500, 2, 0, 0, 0, -1}};
+    trace_turn b[1] = {{500, 0, 1, 0, 0, 0, -1}};
+    int32_t na = 2, nb = 1, ra = 312, rb = 1;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_add_turns(t, 0, 0, -1, 500, &ra, 1, &na, a, &e), 0, "%s", e.msg);
+    cr_assert_eq(trace_add_turns(t, 0, 1, -1, 500, &rb, 1, &nb, b, &e), 0, "%s", e.msg);
+    return t;
+}
+
+static rollout_cfg two_cfg(int keep)
+{
+    rollout_cfg c = {.hw = &hw, .llm = &m7, .tp = 1, .replicas = 2, .max_running = 256,
+                     .chunk_tokens = 8192, .kv_tokens = 400000, .tail_threshold = 32,
+                     .keep_kv_during_tool = keep};
+    return c;
+}
+
+Test(turns, two_trajectories_one_waits_on_a_10s_tool, .init = load_models)
+{
+    for (int keep = 0; keep < 2; keep++) {
+        trace *t = two_trajectories();
+        rollout_cfg c = two_cfg(keep);
+        rollout_result r;
+        ts_err e = {{0}};
+        cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+        /* A on replica 0: prefill 500 -> token 1 (turn 0 done, 500 tokens stay in KV);
+         * 10 s tool; prefill the 310 new tokens after 500 cached -> token 1; one
+         * decode at context 811 -> token 2.  B on replica 1: prefill 500 -> done. */
+        double c0 = iter_s(1, 500, 0, 0, 0);
+        double c1 = iter_s(1, 310, 500, 0, 0);
+        double d1 = iter_s(0, 0, 0, 1, 811);
+        double T = c0 + 10.0 + c1 + d1;
+        cr_assert_float_eq(r.makespan_s, T, 1e-9, "keep %d: %.9f vs %.9f", keep, r.makespan_s, T);
+        cr_assert_float_eq(r.finish_s[0], T, 1e-9);
+        cr_assert_float_eq(r.finish_s[1], c0, 1e-12);
+        /* tool wait: replica 0 idle 10 s; tail bubble: replica 1 idle after c0 */
+        cr_assert_float_eq(r.tool_wait_fraction, 10.0 / (2 * T), 1e-9);
+        cr_assert_float_eq(r.bubble_fraction, (T - c0) / (2 * T), 1e-9);
+        cr_assert_eq(r.turns, 1);
+        cr_assert_eq(r.tool_calls, 1);
+        cr_assert_float_eq(r.tool_s, 10.0, 1e-12);
+        cr_assert_eq(r.cached_tokens, 500);
+        cr_assert_eq(r.prefill_tokens, 500 + 310 + 500);
+        cr_assert_eq(r.decode_tokens, 1 + 2 + 1);
+        cr_assert_eq(r.crit_resp, 0);
+        cr_assert_eq(r.crit_turns, 2);
+        cr_assert_float_eq(r.crit_tool_s, 10.0, 1e-9);
+        cr_assert_eq(r.gen[0], 312); /* a finished trajectory: its trace length */
+        rollout_result_free(&r);
+        trace_free(t);
+    }
+}
+
+/* One tool slot: two trajectories (one a replica) call 10 s tools at the same
+ * moment; the second waits 10 s for the slot. */
+Test(turns, tool_concurrency_queues_calls, .init = load_models)
+{
+    trace *t = trace_new();
+    trace_turn a[2] = {{500, 0, 1, 1, 300, 10.0, -1}, {810, 500, 2, 0, 0, 0, -1}};
+    int32_t na = 2, ra = 312;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_add_turns(t, 0, 0, -1, 500, &ra, 1, &na, a, &e), 0);
+    cr_assert_eq(trace_add_turns(t, 0, 1, -1, 500, &ra, 1, &na, a, &e), 0);
+    rollout_cfg c = two_cfg(1);
+    c.tool_concurrency = 1;
+    rollout_result r;
+    cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+    double c0 = iter_s(1, 500, 0, 0, 0), c1 = iter_s(1, 310, 500, 0, 0);
+    double d1 = iter_s(0, 0, 0, 1, 811);
+    double T = c0 + 20.0 + c1 + d1;
+    cr_assert_float_eq(r.makespan_s, T, 1e-9);
+    cr_assert_float_eq(r.tool_queue_s, 10.0, 1e-9);
+    cr_assert_float_eq(r.tool_wait_fraction, (10.0 + 20.0) / (2 * T), 1e-9);
+    cr_assert_float_eq(r.crit_tool_s, 20.0, 1e-9);
+    rollout_result_free(&r);
+    c.tool_concurrency = 0; /* unlimited: both finish together */
+    cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+    cr_assert_float_eq(r.makespan_s, c0 + 10.0 + c1 + d1, 1e-9);
+    rollout_result_free(&r);
+    trace_free(t);
+}
+
+/* Under KV pressure the prefix cache of a trajectory out on its tool is
+ * evicted (keep_kv_during_tool = false) and its whole context prefilled
+ * again; kept KV (true) survives the same load, which instead waits. */
+Test(turns, eviction_recomputes_the_context, .init = load_models)
+{
+    trace *t = trace_new();
+    trace_turn a[2] = {{500, 0, 1, 1, 300, 1.0, -1}, {810, 500, 2, 0, 0, 0, -1}};
+    trace_turn b[1] = {{900, 0, 400, 0, 0, 0, -1}};
+    int32_t na = 2, nb = 1, ra = 312, rb = 400;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_add_turns(t, 0, 0, -1, 500, &ra, 1, &na, a, &e), 0);
+    cr_assert_eq(trace_add_turns(t, 0, 1, -1, 900, &rb, 1, &nb, b, &e), 0);
+    rollout_cfg c = two_cfg(0);
+    c.replicas = 1;
+    c.kv_tokens = 1500; /* A's 500 held + B's 900..1300 do not fit together */
+    rollout_result r;
+    cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.evictions, 1);
+    cr_assert_eq(r.cached_tokens, 0);
+    cr_assert_eq(r.prefill_tokens, 500 + 900 + 810);
+    rollout_result_free(&r);
+    c.kv_tokens = 400000; /* no pressure: the cache survives */
+    cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.evictions, 0);
+    cr_assert_eq(r.cached_tokens, 500);
+    cr_assert_eq(r.prefill_tokens, 500 + 900 + 310);
+    rollout_result_free(&r);
+    trace_free(t);
+}
+
+/* ---- single-turn outputs unchanged -------------------------------------- */
+
+/* `rlstep SCENARIO --json --no-wall` byte for byte as the build before
+ * multi-turn support printed it (tests/golden/, taken from that build):
+ * a generated trace and the real PolyTrace DAPO step. */
+static void same_as_golden(const char *scn)
+{
+    char cmd[512], golden[256];
+    snprintf(golden, sizeof golden, "tests/golden/rlstep-%s.json", scn);
+    snprintf(cmd, sizeof cmd, "build/tailsim rlstep %s --json --no-wall 2>/dev/null", scn);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    static char out[1 << 20];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    cr_assert_eq(pclose(p), 0, "%s failed", cmd);
+    char *want = slurp_file(golden);
+    cr_assert_not_null(want, "%s", golden);
+    cr_assert_str_eq(out, want, "%s differs from %s", cmd, golden);
+    free(want);
+}
+
+Test(turns, single_turn_outputs_unchanged_generated)
+{
+    same_as_golden("qwen7b-64gpu");
+}
+
+Test(turns, single_turn_outputs_unchanged_polytrace)
+{
+    char path[512];
+    shared_path(path, sizeof path, "traces/polytrace-dapo-32b");
+    same_as_golden("dapo-32b-polytrace");
+}
