@@ -712,11 +712,6 @@ char *scenario_to_ini(const scenario *s, ts_err *e)
         const key_def *k = &keys[i];
         const char *p = (const char *)s + k->off;
         char val[2 * SCN_STR + 8], line[2 * SCN_STR + 128];
-        /* the multi-turn keys (issue 20) only when set: a single-turn run's
-         * effective INI stays what it was before they existed */
-        if ((k->off == OFF(keep_kv_during_tool) || k->off == OFF(tool_concurrency)) &&
-            *(const int *)p == 0)
-            continue;
         switch (k->type) {
         case K_INT:
             snprintf(val, sizeof val, "%d", *(const int *)p);
