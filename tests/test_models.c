@@ -666,3 +666,53 @@ Test(models, calib_rows_lists_every_prediction)
     fclose(out);
     unlink(path);
 }
+
+/* --bands: each token band's MAPE and signed bias are those of the
+ * predictions whose token count falls in it, recomputed here from
+ * vidur_predict(); the band edges are 32, 256, 1024. */
+Test(models, vidur_bands_split_by_tokens)
+{
+    cr_expect_eq(vidur_band_of(1), 0);
+    cr_expect_eq(vidur_band_of(32), 0);
+    cr_expect_eq(vidur_band_of(33), 1);
+    cr_expect_eq(vidur_band_of(256), 1);
+    cr_expect_eq(vidur_band_of(257), 2);
+    cr_expect_eq(vidur_band_of(1024), 2);
+    cr_expect_eq(vidur_band_of(1025), 3);
+    cr_expect_eq(vidur_band_of(4096), 3);
+    char path[64];
+    write_tmp("time_stats.attn_pre_proj.median,n_head,n_kv_head,n_embd,"
+              "n_expanded_embd,vocab_size,use_gated_mlp,num_tokens,num_tensor_parallel_workers\n"
+              "0.020,32,32,4096,11008,32000,True,8,1\n"
+              "0.030,32,32,4096,11008,32000,True,32,1\n"
+              "0.300,32,32,4096,11008,32000,True,512,1\n"
+              "0.900,32,32,4096,11008,32000,True,2048,1\n",
+              path, sizeof path);
+    vidur_table t;
+    ts_err e = {{0}};
+    cr_assert_eq(vidur_load(path, "median", &t, &e), 0, "%s", e.msg);
+    vidur_report r;
+    vidur_evaluate(&t, &h100, &r);
+    double err[4];
+    for (int i = 0; i < 4; i++)
+        err[i] = (vidur_predict(&t.rows[i], VOP_PRE_PROJ, &h100) * 1e3 - t.rows[i].ms[VOP_PRE_PROJ]) /
+                 t.rows[i].ms[VOP_PRE_PROJ] * 100.0;
+    const vidur_band_stat *b = r.bands[VOP_PRE_PROJ];
+    cr_expect_eq(b[0].n, 2);
+    cr_expect_eq(b[1].n, 0);
+    cr_expect_eq(b[2].n, 1);
+    cr_expect_eq(b[3].n, 1);
+    cr_expect_float_eq(b[0].bias, (err[0] + err[1]) / 2, 1e-9);
+    cr_expect_float_eq(b[0].mape, (fabs(err[0]) + fabs(err[1])) / 2, 1e-9);
+    cr_expect_float_eq(b[2].bias, err[2], 1e-9);
+    cr_expect_float_eq(b[3].mape, fabs(err[3]), 1e-9);
+    /* the layer sum of a one-op file is that op */
+    cr_expect_float_eq(r.bands[VOP_COUNT][0].bias, b[0].bias, 1e-9);
+    cr_expect_eq(r.bands[VOP_UP_PROJ][0].n, 0);
+    vidur_free(&t);
+    char a0[] = "calib", a1[] = "vidur", bands[] = "--bands", rows[] = "--rows";
+    char *both[] = {a0, a1, path, bands, rows, NULL};
+    cr_redirect_stderr();
+    cr_expect_eq(cmd_calib(5, both), 2);
+    unlink(path);
+}
