@@ -93,12 +93,44 @@ double cost_stream(const hw_desc *hw, double bytes)
     return hw->launch_s + bytes / (hw->hbm_bw * hw->mem_eff);
 }
 
+/* Compute efficiency of a GEMM relative to gemm_eff (hw->gemm_m_eff = 1), by
+ * the rows its padded work amounts to (mp = padded FLOPs / (2 x padded n x
+ * k): whole tiles, whole waves, split-K): piecewise linear in log2(mp)
+ * between the knots 128, 256, ..., 4096 and flat outside.  cuBLAS picks its
+ * kernel (tile shape, stages, split-K) by shape, and the kernels it picks for
+ * 256-1024 rows reach less of the peak than those for thousands; one tile row
+ * (mp = 128) runs split-K over idle SMs at ~0.85 of peak.  A function of the
+ * padded work that rises by far less than the work per octave, it keeps
+ * cost_gemm() non-decreasing in m.  Fitted by coordinate descent together with
+ * the memory-bound terms (models/hw/h100.ini) to the four GEMM ops of both of
+ * Vidur's H100 MLP profiles (../shared/profiles/vidur-h100, nothing else). */
+static const double gemm_m_table[6] = {1.139, 0.829, 0.985, 0.948, 1.024, 1.000};
+
+static double gemm_m_factor(double mp)
+{
+    if (mp <= 128.0)
+        return gemm_m_table[0];
+    if (mp >= 4096.0)
+        return gemm_m_table[5];
+    double x = log2(mp) - 7.0; /* 0 at 128, 5 at 4096 */
+    int i = (int)x;
+    double f = x - i;
+    return gemm_m_table[i] * (1.0 - f) + gemm_m_table[i + 1] * f;
+}
+
 double cost_gemm(const hw_desc *hw, double m, double n, double k)
 {
     if (m <= 0 || n <= 0 || k <= 0)
         return 0.0;
     double bytes = 2.0 * (m * k + k * n + m * n);
-    double t_mem = bytes / (hw->hbm_bw * hw->mem_eff);
+    double gme = hw->gemm_mem_eff > 0 ? hw->gemm_mem_eff : hw->mem_eff;
+    double t_mem = bytes / (hw->hbm_bw * gme);
+    /* the memory side's own fill, less the compute side's gemm_lat_s (added
+     * to both below): exactly 0 when the keys are absent */
+    double mem_lat = hw->gemm_mem_lat_s >= 0 ? hw->gemm_mem_lat_s - hw->gemm_lat_s : 0.0;
+    if (hw->gemm_mem_fill_s > 0)
+        mem_lat += hw->gemm_mem_fill_s * bytes / (bytes + hw->gemm_mem_fill_bytes);
+    t_mem += mem_lat;
 
     double tm = hw->tile_m, tn = hw->tile_n, sms = hw->sms;
     double tiles = ceil(m / tm) * ceil(n / tn);
@@ -118,7 +150,9 @@ double cost_gemm(const hw_desc *hw, double m, double n, double k)
     }
     /* padded FLOPs of the waves run, at gemm_eff * f_pad / (f_pad + half) */
     double f_pad = waves * sms * 2.0 * tm * tn * kslice;
-    double t_comp = (f_pad + hw->gemm_half_flops) / (hw->peak_flops * hw->gemm_eff);
+    double eff = hw->gemm_eff *
+                 (hw->gemm_m_eff ? gemm_m_factor(f_pad / (2.0 * ceil(n / tn) * tn * k)) : 1.0);
+    double t_comp = (f_pad + hw->gemm_half_flops) / (hw->peak_flops * eff);
     return hw->launch_s + hw->gemm_lat_s + (t_comp > t_mem ? t_comp : t_mem);
 }
 

@@ -527,6 +527,21 @@ static void vidur_acceptance(const char *file)
     }
     cr_expect_leq(r.gemm_mape, 12.0);
     cr_expect_leq(r.overall_mape, 25.0);
+    /* issue 18: decode-sized GEMMs (1-32 tokens) within 15% on average per op
+     * (the model before it: up to 50% slow), no GEMM band beyond 15%, and the
+     * layer sum within 10% in every band */
+    for (int o = 0; o < VOP_COUNT; o++) {
+        if (!vidur_op_is_gemm(o))
+            continue;
+        for (int b = 0; b < VIDUR_BANDS; b++)
+            cr_expect_leq(r.bands[o][b].mape, 15.0, "%s %s band %d: MAPE %.2f%%", file,
+                          vidur_op_names[o], b, r.bands[o][b].mape);
+        cr_expect_leq(fabs(r.bands[o][0].bias), 15.0, "%s %s 1-32 bias %.2f%%", file,
+                      vidur_op_names[o], r.bands[o][0].bias);
+    }
+    for (int b = 0; b < VIDUR_BANDS; b++)
+        cr_expect_leq(r.bands[VOP_COUNT][b].mape, 10.0, "%s layer band %d: %.2f%%", file, b,
+                      r.bands[VOP_COUNT][b].mape);
     /* a layer's ops summed, as the simulator adds them: the project's 10% */
     cr_expect_eq(r.layer.n, (int)t.n);
     cr_expect_leq(r.layer.mape, 10.0, "%s: layer MAPE %.2f%%", file, r.layer.mape);
@@ -715,4 +730,27 @@ Test(models, vidur_bands_split_by_tokens)
     cr_redirect_stderr();
     cr_expect_eq(cmd_calib(5, both), 2);
     unlink(path);
+}
+
+/* Without the issue-18 GEMM keys a hardware INI prices a GEMM exactly as
+ * before: launch_s + gemm_lat_s + max(compute, bytes / (hbm_bw * mem_eff)). */
+Test(models, gemm_keys_absent_keep_the_old_form)
+{
+    char path[64];
+    write_tmp("[gpu]\npeak_flops = 989e12\nhbm_bw = 3.35e12\nhbm_bytes = 85e9\nsms = 132\n"
+              "[interconnect]\nnvlink_bw = 450e9\nnvlink_lat = 0.75e-6\nnic_bw = 50e9\n"
+              "nic_lat = 5e-6\ngpus_per_node = 8\n",
+              path, sizeof path);
+    hw_desc d;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load_ini(path, &d, &e), 0, "%s", e.msg);
+    unlink(path);
+    double bytes = 2.0 * (1.0 * 4096 + 4096.0 * 12288 + 12288.0);
+    cr_expect_eq(cost_gemm(&d, 1, 12288, 4096),
+                 d.launch_s + d.gemm_lat_s + bytes / (d.hbm_bw * d.mem_eff));
+    /* H100's fit streams decode GEMMs at gemm_mem_eff after its own fill */
+    double fill = h100.gemm_mem_fill_s * bytes / (bytes + h100.gemm_mem_fill_bytes);
+    cr_expect_float_eq(cost_gemm(&h100, 1, 12288, 4096),
+                       h100.launch_s + h100.gemm_mem_lat_s + fill +
+                           bytes / (h100.hbm_bw * h100.gemm_mem_eff), 1e-15);
 }
