@@ -267,9 +267,11 @@ static void iter_tok_terms(const hw_desc *hw, const llm_desc *m, int tp, double 
     e->post[5] = layer_op_time(hw, m, tp, LOP_DOWN, T);
     e->post[6] = layer_op_time(hw, m, tp, LOP_ADD, T);  /* residual */
     e->post[7] = tp > 1 ? 2.0 * comm_allreduce(hw, act, tp) : 0.0;
+    e->ar_graph = tp > 1 ? 2.0 * comm_allreduce_graph(hw, act, tp) : 0.0;
     /* embedding (vocab-parallel: gather + all-reduce) */
     e->emb = layer_op_time(hw, m, tp, LOP_EMB, T);
     e->emb_ar = tp > 1 ? comm_allreduce(hw, act, tp) : 0.0;
+    e->emb_ar_graph = tp > 1 ? comm_allreduce_graph(hw, act, tp) : 0.0;
 }
 
 /* The row-count terms for rows >= 1 LM head rows on tp >= 1 GPUs, into e
@@ -281,14 +283,16 @@ static void iter_row_terms(const hw_desc *hw, const llm_desc *m, int tp, double 
     e->norm = kernel_time(hw, K_NORM, 2.0 * rows * h * 2.0);
     e->head = cost_lm_head(hw, m, tp, rows);
     e->gather = tp > 1 ? comm_allgather(hw, rows * m->vocab * 2.0, tp) : 0.0; /* logits */
+    e->gather_graph = tp > 1 ? comm_allgather_graph(hw, rows * m->vocab * 2.0, tp) : 0.0;
 }
 
 /* Adds up one forward iteration of b (T >= 1 tokens) over `layers` layers:
  * e holds the token-count terms for T, r the row-count terms for b's LM head
- * rows (NULL when there are none), heads and kvh the TP-local head counts. */
+ * rows (NULL when there are none), heads and kvh the TP-local head counts;
+ * graph 1 takes the collectives of a CUDA-graph step. */
 static double iter_sum(const hw_desc *hw, const llm_desc *m, double heads, double kvh,
                        int layers, const cost_cache_tok *e, const cost_cache_row *r,
-                       const cost_batch *b)
+                       const cost_batch *b, int graph)
 {
     double t = e->pre;
     if (b->n_decode > 0)
@@ -296,23 +300,51 @@ static double iter_sum(const hw_desc *hw, const llm_desc *m, double heads, doubl
     if (b->prefill_tokens > 0)
         t += cost_attn_chunk(hw, heads, kvh, m->head_dim, b->prefill_tokens, b->prefill_attn,
                              b->prefill_kv_sum);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 7; i++)
         t += e->post[i];
+    t += graph ? e->ar_graph : e->post[7];
     t *= layers;
 
     if (m->vocab <= 0)
         return t; /* no token embedding or LM head (e.g. a diffusion transformer) */
     t += e->emb;
-    t += e->emb_ar;
+    t += graph ? e->emb_ar_graph : e->emb_ar;
     if (r) {
         t += r->norm;
         t += r->head;
-        t += r->gather;
+        t += graph ? r->gather_graph : r->gather;
     }
     return t;
 }
 
 double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b)
+{
+    return cost_iter_mode(hw, m, tp, b, 0);
+}
+
+double cost_iter_comm(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b,
+                      int graph)
+{
+    double T = (double)b->n_decode + (double)b->prefill_tokens;
+    if (T <= 0 || tp <= 1)
+        return 0.0;
+    cost_cache_tok e;
+    iter_tok_terms(hw, m, tp, T, &e);
+    double t = m->layers * (graph ? e.ar_graph : e.post[7]);
+    if (m->vocab <= 0)
+        return t;
+    t += graph ? e.emb_ar_graph : e.emb_ar;
+    double rows = (double)b->n_decode + (double)b->n_prefill_seqs;
+    if (rows > 0) {
+        cost_cache_row r;
+        iter_row_terms(hw, m, tp, rows, &r);
+        t += graph ? r.gather_graph : r.gather;
+    }
+    return t;
+}
+
+double cost_iter_mode(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b,
+                      int graph)
 {
     double T = (double)b->n_decode + (double)b->prefill_tokens;
     if (T <= 0)
@@ -329,7 +361,7 @@ double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch 
         iter_row_terms(hw, m, tp, rows, &r);
         rp = &r;
     }
-    return iter_sum(hw, m, heads, kvh, m->layers, &e, rp, b);
+    return iter_sum(hw, m, heads, kvh, m->layers, &e, rp, b, graph);
 }
 
 /* ---- memo of cost_iter() ------------------------------------------------
@@ -352,6 +384,11 @@ cost_cache *cost_cache_new(const hw_desc *hw, const llm_desc *m, int tp)
 void cost_cache_free(cost_cache *c)
 {
     free(c);
+}
+
+void cost_cache_set_graph(cost_cache *c, int graph)
+{
+    c->graph = graph != 0;
 }
 
 /* Slot of count x (a whole number >= 1) in a table. */
@@ -398,7 +435,7 @@ double cost_iter_cached_n(cost_cache *c, int layers, const cost_batch *b)
         return 0.0;
     double rows = (double)b->n_decode + (double)b->n_prefill_seqs;
     const cost_cache_row *r = rows > 0 && c->m.vocab > 0 ? cache_row(c, rows) : NULL;
-    return iter_sum(&c->hw, &c->m, c->heads, c->kvh, layers, cache_tok(c, T), r, b);
+    return iter_sum(&c->hw, &c->m, c->heads, c->kvh, layers, cache_tok(c, T), r, b, c->graph);
 }
 
 double cost_iter_cached(cost_cache *c, const cost_batch *b)

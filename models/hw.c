@@ -76,6 +76,9 @@ static const key_spec hw_keys[] = {
     HW_I("efficiency", gemm_m_eff, 0, 1, 0),
     HW_D("efficiency", ar_eff, 0.01, 1, 0),
     HW_D("efficiency", coll_lat_s, 0, 1e-2, 0),
+    HW_D("efficiency", coll_lat_graph_s, 0, 1e-2, 0),
+    HW_D("efficiency", car_lat_s, 0, 1e-2, 0),
+    HW_D("efficiency", car_max_bytes, 0, 1e12, 0),
     HW_D("host", eager_launch_s, 0, 1e-3, 0),
     HW_D("host", sched_s, 0, 1, 0),
     HW_D("host", sched_req_s, 0, 1e-2, 0),
@@ -270,6 +273,9 @@ static int load_ini(const char *name, hw_desc *hw, char *ini, ts_err *e)
     d.gemm_m_eff = 0;
     d.ar_eff = 0.77;
     d.coll_lat_s = 20e-6;
+    d.coll_lat_graph_s = -1;   /* coll_lat_s */
+    d.car_lat_s = 0;
+    d.car_max_bytes = 0;       /* no custom all-reduce */
     /* host defaults: see models/hw/h100.ini [host] */
     d.eager_launch_s = 10e-6;
     d.sched_s = 0.5e-3;

@@ -39,6 +39,9 @@ typedef struct hw_desc {
     int sms;                /* streaming multiprocessors (waves = tiles / sms) */
     double ar_eff;          /* fraction of link bandwidth reached by all-reduce */
     double coll_lat_s;      /* s, fixed cost of one collective call (launch, sync) (added field) */
+    double coll_lat_graph_s;/* s, the same for NCCL replayed in a CUDA graph (< 0: coll_lat_s) */
+    double car_lat_s;       /* s, one custom all-reduce of a small message (vLLM/SGLang) */
+    double car_max_bytes;   /* bytes, largest message the custom all-reduce takes (0: none) */
     /* host side of an inference engine (models/cost_host.c) */
     double eager_launch_s;  /* s, host time to launch one kernel outside a CUDA graph */
     double sched_s;         /* s, scheduler CPU time per engine step */

@@ -82,6 +82,8 @@ typedef struct scenario {
     int overlap;             /* 1: overlap scheduler on */
     char placement[16];      /* prompts to replicas: balanced | trace | round-robin
                               * (sim/rollout.h rollout_placement) */
+    char engine[8];          /* graph: decode steps up to graph_max_bs replay CUDA graphs
+                              * (custom all-reduce); eager: every step eager (issue 18) */
     /* [train] */
     double reward_per_response_s; /* reward time per response, s */
     double reward_step_s;    /* fixed reward time per step, s */

@@ -240,6 +240,12 @@ static const bad_case cases[] = {
      * cannot hold is refused before anything is saved or drawn */
     {"source_set_not_ini_db", "s.ini", SCN("[trace]\nprompts = 4\n"), T "rollout $D/s.ini --set 'dcp.strategies=;bucket' --db $D/r.db", 1, "s.ini: cannot record the effective scenario", "key 'dcp.strategies'", "r.db"},
     {"source_set_not_ini_out", "s.ini", SCN("[trace]\nprompts = 4\n"), T "rlstep $D/s.ini --set 'dcp.strategies=x ;y' -o $D/out", 1, "cannot record the effective scenario", "key 'dcp.strategies'", "out/report.md"},
+    /* the cost model in the tail's regimes (issue 18): engine modes and the new
+     * hardware keys name file, line and key */
+    {"scn_engine_unknown", "s.ini", SCN("[rollout]\nengine = cuda\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:7", "'rollout.engine': 'cuda' is not graph or eager", "r.db"},
+    {"set_engine_unknown", "s.ini", SCN(""), T "rlstep $D/s.ini --set rollout.engine=Graph --db $D/r.db", 1, "--set", "rollout.engine", "r.db"},
+    {"hw_car_max_bytes_bad", "g.ini", "[gpu]\npeak_flops = 989e12\nhbm_bw = 3.35e12\nhbm_bytes = 85e9\nsms = 132\n[interconnect]\nnvlink_bw = 450e9\nnvlink_lat = 0.75e-6\nnic_bw = 50e9\nnic_lat = 5e-6\ngpus_per_node = 8\n[efficiency]\ncar_max_bytes = -8\n", T "rollout qwen7b-64gpu --set cluster.hw=$PWD/$D/g.ini --db $D/r.db", 1, "g.ini:13", "car_max_bytes", "r.db"},
+    {"hw_gemm_m_eff_bad", "g.ini", "[gpu]\npeak_flops = 989e12\nhbm_bw = 3.35e12\nhbm_bytes = 85e9\nsms = 132\n[interconnect]\nnvlink_bw = 450e9\nnvlink_lat = 0.75e-6\nnic_bw = 50e9\nnic_lat = 5e-6\ngpus_per_node = 8\n[efficiency]\ngemm_m_eff = 2\n", T "rollout qwen7b-64gpu --set cluster.hw=$PWD/$D/g.ini --db $D/r.db", 1, "g.ini:13", "gemm_m_eff", "r.db"},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

@@ -754,3 +754,45 @@ Test(models, gemm_keys_absent_keep_the_old_form)
                        h100.launch_s + h100.gemm_mem_lat_s + fill +
                            bytes / (h100.hbm_bw * h100.gemm_mem_eff), 1e-15);
 }
+
+/* Issue 18, engine modes: a batch-1 decode step at TP 8 replayed from a CUDA
+ * graph (custom all-reduce for its small messages) spends under 20% of its
+ * time in collectives; the eager step is cost_iter() bit for bit and its
+ * collectives are today's NCCL figure (20 us a call plus ring hops); the
+ * cache prices either mode as the pure function does. */
+Test(models, engine_graph_collectives_of_batch1_decode_tp8)
+{
+    static const char *const names[] = {"qwen2.5-7b", "qwen2.5-32b"};
+    for (size_t i = 0; i < 2; i++) {
+        llm_desc m;
+        ts_err e = {{0}};
+        cr_assert_eq(llm_load(names[i], &m, &e), 0, "%s", e.msg);
+        cost_batch b = {.n_decode = 1, .decode_ctx_sum = 1000};
+        double tg = cost_iter_mode(&h100, &m, 8, &b, 1), cg = cost_iter_comm(&h100, &m, 8, &b, 1);
+        double te = cost_iter_mode(&h100, &m, 8, &b, 0), ce = cost_iter_comm(&h100, &m, 8, &b, 0);
+        cr_expect_lt(cg / tg, 0.20, "%s graph: collectives %.1f%% of the step", names[i],
+                     100 * cg / tg);
+        cr_expect_eq(te, cost_iter(&h100, &m, 8, &b), "%s", names[i]);
+        double act = 2.0 * m.hidden;
+        double today = m.layers * 2.0 * comm_allreduce(&h100, act, 8) +
+                       comm_allreduce(&h100, act, 8) + comm_allgather(&h100, 2.0 * m.vocab, 8);
+        cr_expect_float_eq(ce, today, 1e-15, "%s", names[i]);
+        /* today's NCCL call: 20 us + 14 ring hops of 0.75 us, a 36% or more share */
+        cr_expect_float_eq(comm_allreduce(&h100, act, 8), 20e-6 + 14 * 0.75e-6 +
+                           2.0 * 7 / 8 * act / (h100.nvlink_bw * h100.ar_eff), 1e-12);
+        cr_expect_gt(ce / te, 0.36, "%s eager share %.1f%%", names[i], 100 * ce / te);
+        cost_cache *c = cost_cache_new(&h100, &m, 8);
+        cr_assert_not_null(c);
+        cost_cache_set_graph(c, 1);
+        cr_expect_eq(cost_iter_cached(c, &b), tg);
+        cost_cache_set_graph(c, 0);
+        cr_expect_eq(cost_iter_cached(c, &b), te);
+        cost_cache_free(c);
+    }
+    /* the custom all-reduce stops at car_max_bytes: NCCL in the graph above */
+    double big = h100.car_max_bytes * 2;
+    cr_expect_gt(comm_allreduce_graph(&h100, big, 8), h100.coll_lat_graph_s);
+    cr_expect_lt(comm_allreduce_graph(&h100, big, 8), comm_allreduce(&h100, big, 8));
+    cr_expect_float_eq(comm_allreduce_graph(&h100, 8192, 8),
+                       h100.car_lat_s + 2.0 * 7 / 8 * 8192 / (h100.nvlink_bw * h100.ar_eff), 1e-15);
+}
