@@ -52,6 +52,7 @@ typedef struct calib_vidur_opts {
     const char *stat;      /* --stat (default median) */
     const char *file;      /* the profiling CSV */
     int json, rows;        /* --json, --rows */
+    int bands;             /* --bands */
 } calib_vidur_opts;
 
 typedef struct calib_check_opts {
@@ -64,7 +65,7 @@ typedef struct calib_check_opts {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tailsim calib vidur FILE [--hw NAME|PATH] [--stat median|mean|min|max] [--json|--rows]\n"
+            "usage: tailsim calib vidur FILE [--hw NAME|PATH] [--stat median|mean|min|max] [--json|--rows] [--bands]\n"
             "       tailsim calib check CSV [--hw NAME|PATH] [--json] [-o FILE.ini]\n"
             "\n"
             "check: fits the cost model's parameters (gemm_eff, gemm_half_flops, gemm_lat_s,\n"
@@ -87,11 +88,82 @@ static void usage(FILE *f)
             "  --json       print JSON instead of a table\n"
             "  --rows       print every prediction instead, as CSV: line, op, tp, tokens,\n"
             "               size, workers, measured_ms, predicted_ms, error_pct (signed)\n"
+            "  --bands      print MAPE and signed bias (%%, > 0: predicted slow) per op and\n"
+            "               token band (1-32, 33-256, 257-1024, 1025-4096) instead of the\n"
+            "               per-op table (with --json: a \"bands\" object besides it)\n"
             "  --help       this text\n");
 }
 
+/* Name of token band b ("1-32", ...) into buf.  Cannot fail. */
+static void band_name(int b, char *buf, size_t n)
+{
+    snprintf(buf, n, "%d-%d", b ? vidur_band_hi[b - 1] + 1 : 1, vidur_band_hi[b]);
+}
+
+/* Sets root's "bands": {op: {band: {n, mape, bias}}} for every op with
+ * banded predictions, the layer sum under "layer".  Returns 0, or -1 on
+ * allocation failure. */
+static int bands_json(json_t *root, const vidur_table *t, const vidur_report *r)
+{
+    json_t *all = json_object();
+    if (!all || json_object_set_new(root, "bands", all))
+        return -1;
+    for (int o = 0; o <= VOP_COUNT; o++) {
+        if (o < VOP_COUNT && (!t->has[o] || o == VOP_ALL_REDUCE))
+            continue;
+        json_t *op = json_object();
+        if (!op || json_object_set_new(all, o < VOP_COUNT ? vidur_op_names[o] : "layer", op))
+            return -1;
+        for (int b = 0; b < VIDUR_BANDS; b++) {
+            const vidur_band_stat *s = &r->bands[o][b];
+            char name[32];
+            band_name(b, name, sizeof name);
+            json_t *j = s->n ? json_pack("{s:i, s:f, s:f}", "n", s->n, "mape", s->mape, "bias",
+                                         s->bias)
+                             : json_null();
+            if (!j || json_object_set_new(op, name, j))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* --bands: one line per op (and the layer sum), MAPE and signed bias per
+ * token band. */
+static void print_bands(const char *file, const hw_desc *hw, const char *stat,
+                        const vidur_table *t, const vidur_report *r)
+{
+    printf("file         %s\n", file);
+    printf("hw           %s (calibration: %s)\n", hw->name, hw->calibration);
+    printf("compared to  %s, %zu rows; MAPE %% / signed bias %% (> 0: predicted slow)\n\n",
+           stat, r->rows);
+    printf("%-26s %9s", "op", "all");
+    for (int b = 0; b < VIDUR_BANDS; b++) {
+        char name[32];
+        band_name(b, name, sizeof name);
+        printf(" %15s", name);
+    }
+    printf("\n");
+    for (int o = 0; o <= VOP_COUNT; o++) {
+        if (o < VOP_COUNT && (!t->has[o] || o == VOP_ALL_REDUCE || r->ops[o].n == 0))
+            continue;
+        if (o == VOP_COUNT && r->layer.n == 0)
+            continue;
+        printf("%-26s %9.2f", o < VOP_COUNT ? vidur_op_names[o] : "layer (ops but emb)",
+               o < VOP_COUNT ? r->ops[o].mape : r->layer.mape);
+        for (int b = 0; b < VIDUR_BANDS; b++) {
+            const vidur_band_stat *s = &r->bands[o][b];
+            if (s->n)
+                printf("   %5.1f / %+5.1f", s->mape, s->bias);
+            else
+                printf(" %15s", "-");
+        }
+        printf("\n");
+    }
+}
+
 static int print_json(const char *file, const hw_desc *hw, const char *stat,
-                      const vidur_table *t, const vidur_report *r)
+                      const vidur_table *t, const vidur_report *r, int bands)
 {
     json_t *root = json_object();
     json_t *ops = json_object();
@@ -127,6 +199,8 @@ static int print_json(const char *file, const hw_desc *hw, const char *stat,
     } else {
         json_object_set_new(root, "layer", json_null());
     }
+    if (bands && bands_json(root, t, r))
+        goto oom;
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     json_decref(root);
     if (!s) {
@@ -291,13 +365,15 @@ static int calib_cmd_vidur_parse(int argc, char **argv, calib_vidur_opts *o)
     o->hw_name = "h100";
     o->stat = "median";
     o->file = NULL;
-    o->json = o->rows = 0;
+    o->json = o->rows = o->bands = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--json")) {
             o->json = 1;
         } else if (!strcmp(a, "--rows")) {
             o->rows = 1;
+        } else if (!strcmp(a, "--bands")) {
+            o->bands = 1;
         } else if (!strcmp(a, "--hw") || !strcmp(a, "--stat")) {
             if (!(v = opts_value(argc, argv, &i, a))) {
                 fprintf(stderr, "tailsim calib: %s needs a value\n", a);
@@ -322,6 +398,10 @@ static int calib_cmd_vidur_parse(int argc, char **argv, calib_vidur_opts *o)
     }
     if (o->json && o->rows) {
         fprintf(stderr, "tailsim calib: --json and --rows exclude each other\n");
+        return 2;
+    }
+    if (o->bands && o->rows) {
+        fprintf(stderr, "tailsim calib: --bands and --rows exclude each other\n");
         return 2;
     }
     if (strcmp(o->stat, "median") && strcmp(o->stat, "mean") && strcmp(o->stat, "min") &&
@@ -352,9 +432,11 @@ static int calib_cmd_vidur(const calib_vidur_opts *o)
     vidur_evaluate(&t, &hw, &r);
     int rc = 0;
     if (o->json)
-        rc = print_json(o->file, &hw, o->stat, &t, &r);
+        rc = print_json(o->file, &hw, o->stat, &t, &r, o->bands);
     else if (o->rows)
         print_rows(&hw, &t);
+    else if (o->bands)
+        print_bands(o->file, &hw, o->stat, &t, &r);
     else
         print_table(o->file, &hw, o->stat, &t, &r);
     vidur_free(&t);

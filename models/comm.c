@@ -18,7 +18,14 @@
  * through torch.distributed, show ~20 us of it at every size).  Bandwidth
  * terms are scaled by ar_eff, the bus efficiency NCCL reaches.  ar_eff,
  * nvlink_lat and coll_lat_s are fitted to Vidur's H100 DGX all-reduce
- * measurements (models/hw/h100.ini).  Pure functions of their arguments,
+ * measurements (models/hw/h100.ini).
+ *
+ * Inside an inference engine's CUDA graph (comm_*_graph) the per-call cost
+ * is smaller: NCCL's host-side launch and the peers' handshake through
+ * torch.distributed are captured once (coll_lat_graph_s), and messages up to
+ * car_max_bytes inside a node take the engine's custom all-reduce (vLLM's
+ * and SGLang's one/two-shot kernels over NVLink peer memory: car_lat_s, no
+ * ring hops).  Sources are in models/hw/h100.ini.  Pure functions of their arguments,
  * seconds, cannot fail; 0 for n <= 1 or no bytes.
  */
 #include "models/comm.h"
@@ -86,6 +93,37 @@ double comm_allgather(const hw_desc *hw, double bytes_out, int n)
         return 0.0;
     topo t = topo_of(hw, n);
     return hw->coll_lat_s + ring_lat(&t) + (double)(n - 1) / n * bytes_out / t.bw;
+}
+
+/* Per-call latency of NCCL inside a CUDA graph. */
+static double graph_lat(const hw_desc *hw)
+{
+    return hw->coll_lat_graph_s >= 0 ? hw->coll_lat_graph_s : hw->coll_lat_s;
+}
+
+/* 1 when a message of `bytes` over n GPUs takes the custom all-reduce. */
+static int custom_ar(const hw_desc *hw, double bytes, int n)
+{
+    return hw->car_max_bytes > 0 && bytes <= hw->car_max_bytes && n <= hw->gpus_per_node;
+}
+
+double comm_allreduce_graph(const hw_desc *hw, double bytes, int n)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0.0;
+    topo t = topo_of(hw, n);
+    double bw = 2.0 * (n - 1) / n * bytes / t.bw;
+    if (custom_ar(hw, bytes, n))
+        return hw->car_lat_s + bw;
+    return graph_lat(hw) + 2.0 * ring_lat(&t) + bw;
+}
+
+double comm_allgather_graph(const hw_desc *hw, double bytes_out, int n)
+{
+    if (n <= 1 || bytes_out <= 0)
+        return 0.0;
+    topo t = topo_of(hw, n);
+    return graph_lat(hw) + ring_lat(&t) + (double)(n - 1) / n * bytes_out / t.bw;
 }
 
 double comm_reduce_scatter(const hw_desc *hw, double bytes_in, int n)

@@ -16,6 +16,15 @@ double comm_allreduce(const hw_desc *hw, double bytes, int n);
  * nodes > 1.  0 for n <= 1. */
 double comm_allreduce_spread(const hw_desc *hw, double bytes, int n, int nodes);
 double comm_allgather(const hw_desc *hw, double bytes_out, int n);
+/* The all-reduce and all-gather of an inference engine's step replayed from
+ * a CUDA graph: a message of at most car_max_bytes inside one node takes the
+ * engine's custom all-reduce (one kernel reading the peers' buffers over
+ * NVLink: car_lat_s + the ring's bytes, no per-hop latency); anything else
+ * is NCCL inside the graph (coll_lat_graph_s instead of coll_lat_s).  Keys
+ * left out of the INI (car_max_bytes 0, coll_lat_graph_s < 0) give the eager
+ * functions above exactly.  0 for n <= 1 or no bytes; cannot fail. */
+double comm_allreduce_graph(const hw_desc *hw, double bytes, int n);
+double comm_allgather_graph(const hw_desc *hw, double bytes_out, int n);
 double comm_reduce_scatter(const hw_desc *hw, double bytes_in, int n);
 /* All-to-all where every GPU holds `bytes` and sends (n-1)/n of it. */
 double comm_alltoall(const hw_desc *hw, double bytes, int n);

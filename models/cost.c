@@ -93,12 +93,44 @@ double cost_stream(const hw_desc *hw, double bytes)
     return hw->launch_s + bytes / (hw->hbm_bw * hw->mem_eff);
 }
 
+/* Compute efficiency of a GEMM relative to gemm_eff (hw->gemm_m_eff = 1), by
+ * the rows its padded work amounts to (mp = padded FLOPs / (2 x padded n x
+ * k): whole tiles, whole waves, split-K): piecewise linear in log2(mp)
+ * between the knots 128, 256, ..., 4096 and flat outside.  cuBLAS picks its
+ * kernel (tile shape, stages, split-K) by shape, and the kernels it picks for
+ * 256-1024 rows reach less of the peak than those for thousands; one tile row
+ * (mp = 128) runs split-K over idle SMs at ~0.85 of peak.  A function of the
+ * padded work that rises by far less than the work per octave, it keeps
+ * cost_gemm() non-decreasing in m.  Fitted by coordinate descent together with
+ * the memory-bound terms (models/hw/h100.ini) to the four GEMM ops of both of
+ * Vidur's H100 MLP profiles (../shared/profiles/vidur-h100, nothing else). */
+static const double gemm_m_table[6] = {1.139, 0.829, 0.985, 0.948, 1.024, 1.000};
+
+static double gemm_m_factor(double mp)
+{
+    if (mp <= 128.0)
+        return gemm_m_table[0];
+    if (mp >= 4096.0)
+        return gemm_m_table[5];
+    double x = log2(mp) - 7.0; /* 0 at 128, 5 at 4096 */
+    int i = (int)x;
+    double f = x - i;
+    return gemm_m_table[i] * (1.0 - f) + gemm_m_table[i + 1] * f;
+}
+
 double cost_gemm(const hw_desc *hw, double m, double n, double k)
 {
     if (m <= 0 || n <= 0 || k <= 0)
         return 0.0;
     double bytes = 2.0 * (m * k + k * n + m * n);
-    double t_mem = bytes / (hw->hbm_bw * hw->mem_eff);
+    double gme = hw->gemm_mem_eff > 0 ? hw->gemm_mem_eff : hw->mem_eff;
+    double t_mem = bytes / (hw->hbm_bw * gme);
+    /* the memory side's own fill, less the compute side's gemm_lat_s (added
+     * to both below): exactly 0 when the keys are absent */
+    double mem_lat = hw->gemm_mem_lat_s >= 0 ? hw->gemm_mem_lat_s - hw->gemm_lat_s : 0.0;
+    if (hw->gemm_mem_fill_s > 0)
+        mem_lat += hw->gemm_mem_fill_s * bytes / (bytes + hw->gemm_mem_fill_bytes);
+    t_mem += mem_lat;
 
     double tm = hw->tile_m, tn = hw->tile_n, sms = hw->sms;
     double tiles = ceil(m / tm) * ceil(n / tn);
@@ -118,7 +150,9 @@ double cost_gemm(const hw_desc *hw, double m, double n, double k)
     }
     /* padded FLOPs of the waves run, at gemm_eff * f_pad / (f_pad + half) */
     double f_pad = waves * sms * 2.0 * tm * tn * kslice;
-    double t_comp = (f_pad + hw->gemm_half_flops) / (hw->peak_flops * hw->gemm_eff);
+    double eff = hw->gemm_eff *
+                 (hw->gemm_m_eff ? gemm_m_factor(f_pad / (2.0 * ceil(n / tn) * tn * k)) : 1.0);
+    double t_comp = (f_pad + hw->gemm_half_flops) / (hw->peak_flops * eff);
     return hw->launch_s + hw->gemm_lat_s + (t_comp > t_mem ? t_comp : t_mem);
 }
 
@@ -233,9 +267,11 @@ static void iter_tok_terms(const hw_desc *hw, const llm_desc *m, int tp, double 
     e->post[5] = layer_op_time(hw, m, tp, LOP_DOWN, T);
     e->post[6] = layer_op_time(hw, m, tp, LOP_ADD, T);  /* residual */
     e->post[7] = tp > 1 ? 2.0 * comm_allreduce(hw, act, tp) : 0.0;
+    e->ar_graph = tp > 1 ? 2.0 * comm_allreduce_graph(hw, act, tp) : 0.0;
     /* embedding (vocab-parallel: gather + all-reduce) */
     e->emb = layer_op_time(hw, m, tp, LOP_EMB, T);
     e->emb_ar = tp > 1 ? comm_allreduce(hw, act, tp) : 0.0;
+    e->emb_ar_graph = tp > 1 ? comm_allreduce_graph(hw, act, tp) : 0.0;
 }
 
 /* The row-count terms for rows >= 1 LM head rows on tp >= 1 GPUs, into e
@@ -247,14 +283,16 @@ static void iter_row_terms(const hw_desc *hw, const llm_desc *m, int tp, double 
     e->norm = kernel_time(hw, K_NORM, 2.0 * rows * h * 2.0);
     e->head = cost_lm_head(hw, m, tp, rows);
     e->gather = tp > 1 ? comm_allgather(hw, rows * m->vocab * 2.0, tp) : 0.0; /* logits */
+    e->gather_graph = tp > 1 ? comm_allgather_graph(hw, rows * m->vocab * 2.0, tp) : 0.0;
 }
 
 /* Adds up one forward iteration of b (T >= 1 tokens) over `layers` layers:
  * e holds the token-count terms for T, r the row-count terms for b's LM head
- * rows (NULL when there are none), heads and kvh the TP-local head counts. */
+ * rows (NULL when there are none), heads and kvh the TP-local head counts;
+ * graph 1 takes the collectives of a CUDA-graph step. */
 static double iter_sum(const hw_desc *hw, const llm_desc *m, double heads, double kvh,
                        int layers, const cost_cache_tok *e, const cost_cache_row *r,
-                       const cost_batch *b)
+                       const cost_batch *b, int graph)
 {
     double t = e->pre;
     if (b->n_decode > 0)
@@ -262,23 +300,51 @@ static double iter_sum(const hw_desc *hw, const llm_desc *m, double heads, doubl
     if (b->prefill_tokens > 0)
         t += cost_attn_chunk(hw, heads, kvh, m->head_dim, b->prefill_tokens, b->prefill_attn,
                              b->prefill_kv_sum);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 7; i++)
         t += e->post[i];
+    t += graph ? e->ar_graph : e->post[7];
     t *= layers;
 
     if (m->vocab <= 0)
         return t; /* no token embedding or LM head (e.g. a diffusion transformer) */
     t += e->emb;
-    t += e->emb_ar;
+    t += graph ? e->emb_ar_graph : e->emb_ar;
     if (r) {
         t += r->norm;
         t += r->head;
-        t += r->gather;
+        t += graph ? r->gather_graph : r->gather;
     }
     return t;
 }
 
 double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b)
+{
+    return cost_iter_mode(hw, m, tp, b, 0);
+}
+
+double cost_iter_comm(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b,
+                      int graph)
+{
+    double T = (double)b->n_decode + (double)b->prefill_tokens;
+    if (T <= 0 || tp <= 1)
+        return 0.0;
+    cost_cache_tok e;
+    iter_tok_terms(hw, m, tp, T, &e);
+    double t = m->layers * (graph ? e.ar_graph : e.post[7]);
+    if (m->vocab <= 0)
+        return t;
+    t += graph ? e.emb_ar_graph : e.emb_ar;
+    double rows = (double)b->n_decode + (double)b->n_prefill_seqs;
+    if (rows > 0) {
+        cost_cache_row r;
+        iter_row_terms(hw, m, tp, rows, &r);
+        t += graph ? r.gather_graph : r.gather;
+    }
+    return t;
+}
+
+double cost_iter_mode(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b,
+                      int graph)
 {
     double T = (double)b->n_decode + (double)b->prefill_tokens;
     if (T <= 0)
@@ -295,7 +361,7 @@ double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch 
         iter_row_terms(hw, m, tp, rows, &r);
         rp = &r;
     }
-    return iter_sum(hw, m, heads, kvh, m->layers, &e, rp, b);
+    return iter_sum(hw, m, heads, kvh, m->layers, &e, rp, b, graph);
 }
 
 /* ---- memo of cost_iter() ------------------------------------------------
@@ -318,6 +384,11 @@ cost_cache *cost_cache_new(const hw_desc *hw, const llm_desc *m, int tp)
 void cost_cache_free(cost_cache *c)
 {
     free(c);
+}
+
+void cost_cache_set_graph(cost_cache *c, int graph)
+{
+    c->graph = graph != 0;
 }
 
 /* Slot of count x (a whole number >= 1) in a table. */
@@ -364,7 +435,7 @@ double cost_iter_cached_n(cost_cache *c, int layers, const cost_batch *b)
         return 0.0;
     double rows = (double)b->n_decode + (double)b->n_prefill_seqs;
     const cost_cache_row *r = rows > 0 && c->m.vocab > 0 ? cache_row(c, rows) : NULL;
-    return iter_sum(&c->hw, &c->m, c->heads, c->kvh, layers, cache_tok(c, T), r, b);
+    return iter_sum(&c->hw, &c->m, c->heads, c->kvh, layers, cache_tok(c, T), r, b, c->graph);
 }
 
 double cost_iter_cached(cost_cache *c, const cost_batch *b)

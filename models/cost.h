@@ -77,6 +77,18 @@ double cost_draft_fc(const hw_desc *hw, const llm_desc *m, int tp, double tokens
  * batch on a TP group of `tp` GPUs, s.  An empty batch costs 0. */
 double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b);
 
+/* cost_iter() as an engine runs the step: graph 0 eagerly (exactly
+ * cost_iter()), 1 replayed from a CUDA graph, whose all-reduces and logits
+ * all-gather are comm_allreduce_graph() and comm_allgather_graph()
+ * (models/comm.h: custom all-reduce for small messages).  Cannot fail. */
+double cost_iter_mode(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b,
+                      int graph);
+
+/* The collectives' part of cost_iter_mode() (TP all-reduces, embedding
+ * all-reduce, logits all-gather), s; 0 when tp <= 1.  Cannot fail. */
+double cost_iter_comm(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b,
+                      int graph);
+
 /* ---- memo of cost_iter() ------------------------------------------------
  * On one (hardware, model, TP) every term of cost_iter() but attention is a
  * function of the token count T = n_decode + prefill_tokens (the layer's
@@ -100,8 +112,10 @@ typedef struct cost_cache_tok {
     double pre;             /* input norm + QKV + RoPE of one layer, summed in order, s */
     double post[8];         /* O, residual, norm, MLP up, activation, MLP down, residual,
                              * 2 x all-reduce (0 when tp == 1), s */
+    double ar_graph;        /* the 2 all-reduces inside a CUDA graph (0 when tp == 1), s */
     double emb;             /* embedding gather, s */
     double emb_ar;          /* embedding all-reduce (0 when tp == 1), s */
+    double emb_ar_graph;    /* the same inside a CUDA graph, s */
     double fc;              /* EAGLE drafter's fc, T x 2h -> h / tp (models/cost_spec.c), s */
 } cost_cache_tok;
 
@@ -110,6 +124,7 @@ typedef struct cost_cache_row {
     double norm;            /* final norm, s */
     double head;            /* LM head GEMM, s */
     double gather;          /* logits all-gather (0 when tp == 1), s */
+    double gather_graph;    /* the same inside a CUDA graph, s */
 } cost_cache_row;
 
 typedef struct cost_cache {
@@ -117,6 +132,7 @@ typedef struct cost_cache {
     llm_desc m;
     int tp;                 /* GPUs of the TP group (>= 1) */
     double heads, kvh;      /* TP-local query heads and KV heads (>= 1), as cost_iter() has them */
+    int graph;              /* 1: price steps as replayed from a CUDA graph (cost_cache_set_graph) */
     cost_cache_tok tok[COST_CACHE_SLOTS];
     cost_cache_row row[COST_CACHE_SLOTS];
 } cost_cache;
@@ -128,8 +144,13 @@ cost_cache *cost_cache_new(const hw_desc *hw, const llm_desc *m, int tp);
 /* Frees a cache; NULL is a no-op. */
 void cost_cache_free(cost_cache *c);
 
-/* Exactly cost_iter(&c->hw, &c->m, c->tp, b), filling the cache's entries
- * for b's counts on a miss.  Cannot fail. */
+/* Sets whether the next cost_iter_cached*() calls price a CUDA-graph step
+ * (graph != 0) or an eager one (0, the state of a new cache).  Cannot fail. */
+void cost_cache_set_graph(cost_cache *c, int graph);
+
+/* Exactly cost_iter_mode(&c->hw, &c->m, c->tp, b, graph) with the cache's
+ * graph state, filling the cache's entries for b's counts on a miss.
+ * Cannot fail. */
 double cost_iter_cached(cost_cache *c, const cost_batch *b);
 
 /* Exactly cost_iter() on a copy of c's model with `layers` layers (EAGLE's

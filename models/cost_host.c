@@ -58,6 +58,11 @@ double cost_spec_kernels(const llm_desc *m, int tp, int depth)
     return draft + verify + drafter;
 }
 
+int cost_host_graphed(const host_mode *mode, int batch, int decode_only)
+{
+    return mode->on && mode->graph && decode_only && batch > 0 && batch <= mode->graph_max_bs;
+}
+
 double cost_host_step(const hw_desc *hw, const host_mode *mode, int batch, int decode_only,
                       double kernels, double gpu_s)
 {

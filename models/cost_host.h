@@ -13,7 +13,14 @@ typedef struct host_mode {
     int on;                 /* 0 (the zero value): no host time, GPU time only */
     int graph_max_bs;       /* largest batch replayed from a CUDA graph (0: none) */
     int overlap;            /* 1: the overlap scheduler hides scheduling behind the GPU */
+    int graph;              /* 1: a graphed step's collectives are priced as replayed from
+                             * the CUDA graph (cost_iter_mode); 0: NCCL called eagerly */
 } host_mode;
+
+/* 1 when a step of `batch` running requests replays a CUDA graph under mode:
+ * mode->graph set, a pure decode step (decode_only) and batch <=
+ * mode->graph_max_bs.  Cannot fail. */
+int cost_host_graphed(const host_mode *mode, int batch, int decode_only);
 
 /* Kernels one forward of cost_iter() launches (its per-layer ops, the TP
  * all-reduces, the embedding, final norm, LM head and logits all-gather, and

@@ -69,8 +69,16 @@ static const key_spec hw_keys[] = {
     HW_D("efficiency", launch_s, 0, 1e-3, 0),
     HW_I("efficiency", tile_m, 1, 1024, 0),
     HW_I("efficiency", tile_n, 1, 1024, 0),
+    HW_D("efficiency", gemm_mem_eff, 0, 1, 0),
+    HW_D("efficiency", gemm_mem_lat_s, 0, 1e-3, 0),
+    HW_D("efficiency", gemm_mem_fill_s, 0, 1e-3, 0),
+    HW_D("efficiency", gemm_mem_fill_bytes, 1, 1e12, 0),
+    HW_I("efficiency", gemm_m_eff, 0, 1, 0),
     HW_D("efficiency", ar_eff, 0.01, 1, 0),
     HW_D("efficiency", coll_lat_s, 0, 1e-2, 0),
+    HW_D("efficiency", coll_lat_graph_s, 0, 1e-2, 0),
+    HW_D("efficiency", car_lat_s, 0, 1e-2, 0),
+    HW_D("efficiency", car_max_bytes, 0, 1e12, 0),
     HW_D("host", eager_launch_s, 0, 1e-3, 0),
     HW_D("host", sched_s, 0, 1, 0),
     HW_D("host", sched_req_s, 0, 1e-2, 0),
@@ -97,7 +105,7 @@ static const key_spec llm_keys[] = {
     LLM_B(qkv_bias),
 };
 
-#define MAX_KEYS 32
+#define MAX_KEYS 48
 
 typedef struct parse_state {
     const char *path;
@@ -258,8 +266,16 @@ static int load_ini(const char *name, hw_desc *hw, char *ini, ts_err *e)
     d.launch_s = 1.5e-6;
     d.tile_m = 128;
     d.tile_n = 64;
+    d.gemm_mem_eff = 0;        /* mem_eff */
+    d.gemm_mem_lat_s = -1;     /* gemm_lat_s */
+    d.gemm_mem_fill_s = 0;
+    d.gemm_mem_fill_bytes = 1e6;
+    d.gemm_m_eff = 0;
     d.ar_eff = 0.77;
     d.coll_lat_s = 20e-6;
+    d.coll_lat_graph_s = -1;   /* coll_lat_s */
+    d.car_lat_s = 0;
+    d.car_max_bytes = 0;       /* no custom all-reduce */
     /* host defaults: see models/hw/h100.ini [host] */
     d.eager_launch_s = 10e-6;
     d.sched_s = 0.5e-3;

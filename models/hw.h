@@ -25,9 +25,23 @@ typedef struct hw_desc {
     double attn_eff;        /* fraction of peak_flops reached by prefill attention */
     double launch_s;        /* fixed cost per kernel launch, s */
     int tile_m, tile_n;     /* GEMM output tile, for wave/tile quantization */
+    /* memory-bound (skinny, decode-sized) GEMMs stream their operands at
+     * hbm_bw * gemm_mem_eff after launch_s + gemm_mem_lat_s + gemm_mem_fill_s *
+     * bytes / (bytes + gemm_mem_fill_bytes); defaults (absent keys) give the
+     * compute side's terms: gemm_mem_eff 0 (use mem_eff), gemm_mem_lat_s < 0
+     * (use gemm_lat_s), gemm_mem_fill_s 0 */
+    double gemm_mem_eff;    /* fraction of hbm_bw for GEMM operand streaming (0: mem_eff) */
+    double gemm_mem_lat_s;  /* s, fill/drain of a memory-bound GEMM on top of launch_s (< 0: gemm_lat_s) */
+    double gemm_mem_fill_s; /* s, extra fill that grows with the bytes streamed, to its limit */
+    double gemm_mem_fill_bytes; /* bytes at which half of gemm_mem_fill_s is paid */
+    int gemm_m_eff;         /* 1: compute efficiency by row count M (cuBLAS's kernel choice,
+                             * models/cost.c gemm_m_table); 0: gemm_eff for every M */
     int sms;                /* streaming multiprocessors (waves = tiles / sms) */
     double ar_eff;          /* fraction of link bandwidth reached by all-reduce */
     double coll_lat_s;      /* s, fixed cost of one collective call (launch, sync) (added field) */
+    double coll_lat_graph_s;/* s, the same for NCCL replayed in a CUDA graph (< 0: coll_lat_s) */
+    double car_lat_s;       /* s, one custom all-reduce of a small message (vLLM/SGLang) */
+    double car_max_bytes;   /* bytes, largest message the custom all-reduce takes (0: none) */
     /* host side of an inference engine (models/cost_host.c) */
     double eager_launch_s;  /* s, host time to launch one kernel outside a CUDA graph */
     double sched_s;         /* s, scheduler CPU time per engine step */

@@ -38,6 +38,33 @@ const char *const vidur_op_names[VOP_COUNT] = {
     "all_reduce",
 };
 
+const int vidur_band_hi[VIDUR_BANDS] = {32, 256, 1024, 4096};
+
+int vidur_band_of(int tokens)
+{
+    for (int b = 0; b < VIDUR_BANDS - 1; b++)
+        if (tokens <= vidur_band_hi[b])
+            return b;
+    return VIDUR_BANDS - 1;
+}
+
+/* Adds one signed percentage error to a band's running sums (mape and bias
+ * hold sums until band_finish()). */
+static void band_add(vidur_band_stat *s, double err)
+{
+    s->n++;
+    s->mape += fabs(err);
+    s->bias += err;
+}
+
+static void band_finish(vidur_band_stat *s)
+{
+    if (s->n) {
+        s->mape /= s->n;
+        s->bias /= s->n;
+    }
+}
+
 int vidur_op_is_gemm(int op)
 {
     return op == VOP_PRE_PROJ || op == VOP_POST_PROJ || op == VOP_UP_PROJ || op == VOP_DOWN_PROJ;
@@ -350,7 +377,10 @@ void vidur_evaluate(const vidur_table *t, const hw_desc *hw, vidur_report *r)
                 meas_ms += row->ms[o];
                 pred_ms += pred_s * 1e3;
             }
-            double ape = fabs(pred_s * 1e3 - row->ms[o]) / row->ms[o] * 100.0;
+            double err = (pred_s * 1e3 - row->ms[o]) / row->ms[o] * 100.0;
+            double ape = fabs(err);
+            if (o != VOP_ALL_REDUCE)
+                band_add(&r->bands[o][vidur_band_of(row->tokens)], err);
             vidur_op_stat *s = &r->ops[o];
             s->n++;
             sum[o] += ape;
@@ -371,6 +401,7 @@ void vidur_evaluate(const vidur_table *t, const hw_desc *hw, vidur_report *r)
             s->n++;
             layer_sum += fabs(err);
             bias_sum += err;
+            band_add(&r->bands[VOP_COUNT][vidur_band_of(row->tokens)], err);
             if (fabs(err) > s->worst) {
                 s->worst = fabs(err);
                 s->worst_line = row->line;
@@ -384,6 +415,9 @@ void vidur_evaluate(const vidur_table *t, const hw_desc *hw, vidur_report *r)
     for (int o = 0; o < VOP_COUNT; o++)
         if (r->ops[o].n)
             r->ops[o].mape = sum[o] / r->ops[o].n;
+    for (int o = 0; o <= VOP_COUNT; o++)
+        for (int b = 0; b < VIDUR_BANDS; b++)
+            band_finish(&r->bands[o][b]);
     r->gemm_mape = gemm_n ? gemm_sum / gemm_n : 0.0;
     r->overall_mape = all_n ? all_sum / all_n : 0.0;
 }

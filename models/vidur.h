@@ -55,8 +55,24 @@ typedef struct vidur_op_stat {
     int worst_line;         /* CSV line of the worst case */
 } vidur_op_stat;
 
+/* Token bands of `calib vidur --bands` (MLP profiles): 1-32 tokens (decode
+ * batches), 33-256, 257-1024 (prefill chunks), 1025 and up. */
+#define VIDUR_BANDS 4
+extern const int vidur_band_hi[VIDUR_BANDS]; /* last token count of each band */
+/* Band of a token count (>= 1): 0..VIDUR_BANDS-1.  Cannot fail. */
+int vidur_band_of(int tokens);
+
+typedef struct vidur_band_stat {
+    int n;                  /* predictions in the band */
+    double mape;            /* mean absolute percentage error, % */
+    double bias;            /* mean signed percentage error, % (> 0: predicted slow) */
+} vidur_band_stat;
+
 typedef struct vidur_report {
     vidur_op_stat ops[VOP_COUNT];
+    /* per op and token band (MLP profiles only; the all-reduce has n = 0);
+     * row VOP_COUNT is the layer sum (ops but the embedding) */
+    vidur_band_stat bands[VOP_COUNT + 1][VIDUR_BANDS];
     size_t rows;
     double gemm_mape;       /* % over all GEMM-op predictions */
     double overall_mape;    /* % over all predictions */

@@ -53,6 +53,7 @@ static const key_def keys[] = {
     {"rollout", "tail_threshold", K_INT, OFF(tail_threshold), 1, 65536, "tail = running <= this"},
     {"rollout", "graph_max_bs", K_INT, OFF(graph_max_bs), 0, 65536, "largest CUDA-graph batch (0: SGLang default)"},
     {"rollout", "overlap", K_BOOL, OFF(overlap), 0, 1, "overlap scheduler"},
+    {"rollout", "engine", K_STR, OFF(engine), 0, 8, "graph (decode up to graph_max_bs from CUDA graphs, custom all-reduce) | eager (every step eager, NCCL)"},
     {"rollout", "placement", K_STR, OFF(placement), 0, 16, "prompts to replicas: balanced (VeRL's equal chunks) | trace (recorded dp_rank) | round-robin"},
     {"rollout", "keep_kv_during_tool", K_BOOL, OFF(keep_kv_during_tool), 0, 1, "multi-turn: a trajectory keeps its KV while its tool runs (false: it becomes evictable prefix cache)"},
     {"rollout", "tool_concurrency", K_INT, OFF(tool_concurrency), 0, 1 << 20, "multi-turn: tool calls running at once, all replicas (0: unlimited)"},
@@ -161,6 +162,7 @@ void scenario_defaults(scenario *s)
     s->graph_max_bs = 0;
     s->overlap = 1;
     snprintf(s->placement, sizeof s->placement, "balanced");
+    snprintf(s->engine, sizeof s->engine, "graph");
     s->spec_graph_max_bs = 32; /* fastrl's sglang_rollout.py: cuda_graph_max_bs 32 */
     s->spec_overlap = 0;       /* and disable_overlap_schedule True */
     s->reward_per_response_s = 0.0;
@@ -456,6 +458,9 @@ static int set_key(scenario *s, const char *section, const char *key, const char
             return ts_errf(e, "key '%s.%s': '%s' is not none, bucket, packed, dcp-intra, "
                               "dcp-inter or dcp-inter+pac", section, key,
                            ts_quote(val, TS_QUOTE_MAX, q, sizeof q));
+        if (k->off == OFF(engine) && strcmp(val, "graph") && strcmp(val, "eager"))
+            return ts_errf(e, "key '%s.%s': '%s' is not graph or eager", section, key,
+                           ts_quote(val, TS_QUOTE_MAX, q, sizeof q));
         rollout_placement pl;
         if (k->off == OFF(placement) && rollout_placement_parse(val, &pl))
             return ts_errf(e, "key '%s.%s': '%s' is not balanced, trace or round-robin", section,
@@ -574,10 +579,13 @@ int scenario_spec_mode(const scenario *s, int *mode, ts_err *e)
 
 host_mode scenario_host_mode(const scenario *s, int speculative)
 {
+    int graph = strcmp(s->engine, "eager") != 0;
     if (speculative)
-        return (host_mode){.on = 1, .graph_max_bs = s->spec_graph_max_bs, .overlap = s->spec_overlap};
+        return (host_mode){.on = 1, .graph_max_bs = graph ? s->spec_graph_max_bs : 0,
+                           .overlap = s->spec_overlap, .graph = graph};
     int g = s->graph_max_bs > 0 ? s->graph_max_bs : (s->tp >= 4 ? 512 : 256);
-    return (host_mode){.on = 1, .graph_max_bs = g, .overlap = s->overlap};
+    return (host_mode){.on = 1, .graph_max_bs = graph ? g : 0, .overlap = s->overlap,
+                       .graph = graph};
 }
 
 int scenario_validate(const scenario *s, ts_err *e)

@@ -88,6 +88,8 @@ typedef struct scenario {
                               * (sim/rollout.h rollout_placement) */
     int keep_kv_during_tool; /* multi-turn: 1 keeps a trajectory's KV during its tool call */
     int tool_concurrency;    /* multi-turn: tool calls at once, all replicas (0: unlimited) */
+    char engine[8];          /* graph: decode steps up to graph_max_bs replay CUDA graphs
+                              * (custom all-reduce); eager: every step eager (issue 18) */
     /* [train] */
     double reward_per_response_s; /* reward time per response, s */
     double reward_step_s;    /* fixed reward time per step, s */

@@ -260,6 +260,12 @@ static const bad_case cases[] = {
     {"turns_group_again", "t.jsonl", "{\"step\":0,\"prompt_len\":10,\"prompt_group_id\":0,\"turns\":[{\"prompt_tokens\":10,\"cached_tokens\":0,\"completion_tokens\":5}]}\n{\"step\":0,\"prompt_len\":10,\"prompt_group_id\":1,\"turns\":[{\"prompt_tokens\":10,\"cached_tokens\":0,\"completion_tokens\":5}]}\n{\"step\":0,\"prompt_len\":10,\"prompt_group_id\":0,\"turns\":[{\"prompt_tokens\":10,\"cached_tokens\":0,\"completion_tokens\":5}]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:3", "field 'prompt_group_id'", NULL},
     {"turns_mixed_formats", "t.jsonl", "{\"step\":0,\"input\":10,\"output\":[5]}\n{\"step\":0,\"prompt_len\":10,\"prompt_group_id\":0,\"turns\":[{\"prompt_tokens\":10,\"cached_tokens\":0,\"completion_tokens\":5}]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:2", "field 'turns': a multi-turn record after single-turn ones", NULL},
     {"turns_tool_missing_append", "t.jsonl", "{\"step\":0,\"prompt_len\":10,\"prompt_group_id\":0,\"turns\":[{\"prompt_tokens\":10,\"cached_tokens\":0,\"completion_tokens\":5},{\"prompt_tokens\":40,\"cached_tokens\":14,\"completion_tokens\":7}],\"tool_calls\":[{\"turn\":0,\"latency_s\":0.5}]}\n", T "trace stats $D/t.jsonl", 1, "t.jsonl:1", "field 'tool_calls[0].append_len': missing", NULL},
+    /* the cost model in the tail's regimes (issue 18): engine modes and the new
+     * hardware keys name file, line and key */
+    {"scn_engine_unknown", "s.ini", SCN("[rollout]\nengine = cuda\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:7", "'rollout.engine': 'cuda' is not graph or eager", "r.db"},
+    {"set_engine_unknown", "s.ini", SCN(""), T "rlstep $D/s.ini --set rollout.engine=Graph --db $D/r.db", 1, "--set", "rollout.engine", "r.db"},
+    {"hw_car_max_bytes_bad", "g.ini", "[gpu]\npeak_flops = 989e12\nhbm_bw = 3.35e12\nhbm_bytes = 85e9\nsms = 132\n[interconnect]\nnvlink_bw = 450e9\nnvlink_lat = 0.75e-6\nnic_bw = 50e9\nnic_lat = 5e-6\ngpus_per_node = 8\n[efficiency]\ncar_max_bytes = -8\n", T "rollout qwen7b-64gpu --set cluster.hw=$PWD/$D/g.ini --db $D/r.db", 1, "g.ini:13", "car_max_bytes", "r.db"},
+    {"hw_gemm_m_eff_bad", "g.ini", "[gpu]\npeak_flops = 989e12\nhbm_bw = 3.35e12\nhbm_bytes = 85e9\nsms = 132\n[interconnect]\nnvlink_bw = 450e9\nnvlink_lat = 0.75e-6\nnic_bw = 50e9\nnic_lat = 5e-6\ngpus_per_node = 8\n[efficiency]\ngemm_m_eff = 2\n", T "rollout qwen7b-64gpu --set cluster.hw=$PWD/$D/g.ini --db $D/r.db", 1, "g.ini:13", "gemm_m_eff", "r.db"},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

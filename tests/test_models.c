@@ -527,6 +527,21 @@ static void vidur_acceptance(const char *file)
     }
     cr_expect_leq(r.gemm_mape, 12.0);
     cr_expect_leq(r.overall_mape, 25.0);
+    /* issue 18: decode-sized GEMMs (1-32 tokens) within 15% on average per op
+     * (the model before it: up to 50% slow), no GEMM band beyond 15%, and the
+     * layer sum within 10% in every band */
+    for (int o = 0; o < VOP_COUNT; o++) {
+        if (!vidur_op_is_gemm(o))
+            continue;
+        for (int b = 0; b < VIDUR_BANDS; b++)
+            cr_expect_leq(r.bands[o][b].mape, 15.0, "%s %s band %d: MAPE %.2f%%", file,
+                          vidur_op_names[o], b, r.bands[o][b].mape);
+        cr_expect_leq(fabs(r.bands[o][0].bias), 15.0, "%s %s 1-32 bias %.2f%%", file,
+                      vidur_op_names[o], r.bands[o][0].bias);
+    }
+    for (int b = 0; b < VIDUR_BANDS; b++)
+        cr_expect_leq(r.bands[VOP_COUNT][b].mape, 10.0, "%s layer band %d: %.2f%%", file, b,
+                      r.bands[VOP_COUNT][b].mape);
     /* a layer's ops summed, as the simulator adds them: the project's 10% */
     cr_expect_eq(r.layer.n, (int)t.n);
     cr_expect_leq(r.layer.mape, 10.0, "%s: layer MAPE %.2f%%", file, r.layer.mape);
@@ -665,4 +680,119 @@ Test(models, calib_rows_lists_every_prediction)
     cr_expect_eq(n, 4);
     fclose(out);
     unlink(path);
+}
+
+/* --bands: each token band's MAPE and signed bias are those of the
+ * predictions whose token count falls in it, recomputed here from
+ * vidur_predict(); the band edges are 32, 256, 1024. */
+Test(models, vidur_bands_split_by_tokens)
+{
+    cr_expect_eq(vidur_band_of(1), 0);
+    cr_expect_eq(vidur_band_of(32), 0);
+    cr_expect_eq(vidur_band_of(33), 1);
+    cr_expect_eq(vidur_band_of(256), 1);
+    cr_expect_eq(vidur_band_of(257), 2);
+    cr_expect_eq(vidur_band_of(1024), 2);
+    cr_expect_eq(vidur_band_of(1025), 3);
+    cr_expect_eq(vidur_band_of(4096), 3);
+    char path[64];
+    write_tmp("time_stats.attn_pre_proj.median,n_head,n_kv_head,n_embd,"
+              "n_expanded_embd,vocab_size,use_gated_mlp,num_tokens,num_tensor_parallel_workers\n"
+              "0.020,32,32,4096,11008,32000,True,8,1\n"
+              "0.030,32,32,4096,11008,32000,True,32,1\n"
+              "0.300,32,32,4096,11008,32000,True,512,1\n"
+              "0.900,32,32,4096,11008,32000,True,2048,1\n",
+              path, sizeof path);
+    vidur_table t;
+    ts_err e = {{0}};
+    cr_assert_eq(vidur_load(path, "median", &t, &e), 0, "%s", e.msg);
+    vidur_report r;
+    vidur_evaluate(&t, &h100, &r);
+    double err[4];
+    for (int i = 0; i < 4; i++)
+        err[i] = (vidur_predict(&t.rows[i], VOP_PRE_PROJ, &h100) * 1e3 - t.rows[i].ms[VOP_PRE_PROJ]) /
+                 t.rows[i].ms[VOP_PRE_PROJ] * 100.0;
+    const vidur_band_stat *b = r.bands[VOP_PRE_PROJ];
+    cr_expect_eq(b[0].n, 2);
+    cr_expect_eq(b[1].n, 0);
+    cr_expect_eq(b[2].n, 1);
+    cr_expect_eq(b[3].n, 1);
+    cr_expect_float_eq(b[0].bias, (err[0] + err[1]) / 2, 1e-9);
+    cr_expect_float_eq(b[0].mape, (fabs(err[0]) + fabs(err[1])) / 2, 1e-9);
+    cr_expect_float_eq(b[2].bias, err[2], 1e-9);
+    cr_expect_float_eq(b[3].mape, fabs(err[3]), 1e-9);
+    /* the layer sum of a one-op file is that op */
+    cr_expect_float_eq(r.bands[VOP_COUNT][0].bias, b[0].bias, 1e-9);
+    cr_expect_eq(r.bands[VOP_UP_PROJ][0].n, 0);
+    vidur_free(&t);
+    char a0[] = "calib", a1[] = "vidur", bands[] = "--bands", rows[] = "--rows";
+    char *both[] = {a0, a1, path, bands, rows, NULL};
+    cr_redirect_stderr();
+    cr_expect_eq(cmd_calib(5, both), 2);
+    unlink(path);
+}
+
+/* Without the issue-18 GEMM keys a hardware INI prices a GEMM exactly as
+ * before: launch_s + gemm_lat_s + max(compute, bytes / (hbm_bw * mem_eff)). */
+Test(models, gemm_keys_absent_keep_the_old_form)
+{
+    char path[64];
+    write_tmp("[gpu]\npeak_flops = 989e12\nhbm_bw = 3.35e12\nhbm_bytes = 85e9\nsms = 132\n"
+              "[interconnect]\nnvlink_bw = 450e9\nnvlink_lat = 0.75e-6\nnic_bw = 50e9\n"
+              "nic_lat = 5e-6\ngpus_per_node = 8\n",
+              path, sizeof path);
+    hw_desc d;
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load_ini(path, &d, &e), 0, "%s", e.msg);
+    unlink(path);
+    double bytes = 2.0 * (1.0 * 4096 + 4096.0 * 12288 + 12288.0);
+    cr_expect_eq(cost_gemm(&d, 1, 12288, 4096),
+                 d.launch_s + d.gemm_lat_s + bytes / (d.hbm_bw * d.mem_eff));
+    /* H100's fit streams decode GEMMs at gemm_mem_eff after its own fill */
+    double fill = h100.gemm_mem_fill_s * bytes / (bytes + h100.gemm_mem_fill_bytes);
+    cr_expect_float_eq(cost_gemm(&h100, 1, 12288, 4096),
+                       h100.launch_s + h100.gemm_mem_lat_s + fill +
+                           bytes / (h100.hbm_bw * h100.gemm_mem_eff), 1e-15);
+}
+
+/* Issue 18, engine modes: a batch-1 decode step at TP 8 replayed from a CUDA
+ * graph (custom all-reduce for its small messages) spends under 20% of its
+ * time in collectives; the eager step is cost_iter() bit for bit and its
+ * collectives are today's NCCL figure (20 us a call plus ring hops); the
+ * cache prices either mode as the pure function does. */
+Test(models, engine_graph_collectives_of_batch1_decode_tp8)
+{
+    static const char *const names[] = {"qwen2.5-7b", "qwen2.5-32b"};
+    for (size_t i = 0; i < 2; i++) {
+        llm_desc m;
+        ts_err e = {{0}};
+        cr_assert_eq(llm_load(names[i], &m, &e), 0, "%s", e.msg);
+        cost_batch b = {.n_decode = 1, .decode_ctx_sum = 1000};
+        double tg = cost_iter_mode(&h100, &m, 8, &b, 1), cg = cost_iter_comm(&h100, &m, 8, &b, 1);
+        double te = cost_iter_mode(&h100, &m, 8, &b, 0), ce = cost_iter_comm(&h100, &m, 8, &b, 0);
+        cr_expect_lt(cg / tg, 0.20, "%s graph: collectives %.1f%% of the step", names[i],
+                     100 * cg / tg);
+        cr_expect_eq(te, cost_iter(&h100, &m, 8, &b), "%s", names[i]);
+        double act = 2.0 * m.hidden;
+        double today = m.layers * 2.0 * comm_allreduce(&h100, act, 8) +
+                       comm_allreduce(&h100, act, 8) + comm_allgather(&h100, 2.0 * m.vocab, 8);
+        cr_expect_float_eq(ce, today, 1e-15, "%s", names[i]);
+        /* today's NCCL call: 20 us + 14 ring hops of 0.75 us, a 36% or more share */
+        cr_expect_float_eq(comm_allreduce(&h100, act, 8), 20e-6 + 14 * 0.75e-6 +
+                           2.0 * 7 / 8 * act / (h100.nvlink_bw * h100.ar_eff), 1e-12);
+        cr_expect_gt(ce / te, 0.36, "%s eager share %.1f%%", names[i], 100 * ce / te);
+        cost_cache *c = cost_cache_new(&h100, &m, 8);
+        cr_assert_not_null(c);
+        cost_cache_set_graph(c, 1);
+        cr_expect_eq(cost_iter_cached(c, &b), tg);
+        cost_cache_set_graph(c, 0);
+        cr_expect_eq(cost_iter_cached(c, &b), te);
+        cost_cache_free(c);
+    }
+    /* the custom all-reduce stops at car_max_bytes: NCCL in the graph above */
+    double big = h100.car_max_bytes * 2;
+    cr_expect_gt(comm_allreduce_graph(&h100, big, 8), h100.coll_lat_graph_s);
+    cr_expect_lt(comm_allreduce_graph(&h100, big, 8), comm_allreduce(&h100, big, 8));
+    cr_expect_float_eq(comm_allreduce_graph(&h100, 8192, 8),
+                       h100.car_lat_s + 2.0 * 7 / 8 * 8192 / (h100.nvlink_bw * h100.ar_eff), 1e-15);
 }
