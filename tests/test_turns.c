@@ -305,7 +305,10 @@ Test(turns, eviction_recomputes_the_context, .init = load_models)
 
 /* `rlstep SCENARIO --json --no-wall` byte for byte as the build before
  * multi-turn support printed it (tests/golden/, taken from that build):
- * a generated trace and the real PolyTrace DAPO step. */
+ * a generated trace and the real PolyTrace DAPO step.  A deliberate change
+ * of the model (not of the multi-turn path) regenerates them, saying so in
+ * its commit: build/tailsim rlstep S --json --no-wall >tests/golden/rlstep-S.json
+ * (last: the cost model's engine modes and GEMM terms, issue 18). */
 static void same_as_golden(const char *scn)
 {
     char cmd[512], golden[256];
