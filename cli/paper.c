@@ -5,7 +5,8 @@
  *                  TLT end to end on Qwen2.5-7B and 32B, the same with
  *                  Qwen2.5-shaped lengths (sensitivity), the PolyTrace DAPO
  *                  replay under every registered policy, the DCP video mixes
- *                  1/2/5 and the 1D DCP case;
+ *                  1/2/5, the 1D DCP case and VideoSys' released DCP
+ *                  configurations (a section of their own, no tolerance rows);
  *   published[]    each published number, its citation, tolerance, and the
  *                  key of the tailsim value ("<experiment>/<name>") it is
  *                  set against.
@@ -183,6 +184,8 @@ static const paper_exp experiments[] = {
      NULL, NULL, {NULL}, {NULL}, NULL, 0},
     {"dcp-1d", "DCP 1D: Llama-3.1-8B SFT sequences on 32 H200", "dcp-llama8b-32xh200",
      paper_exp_dcp, NULL, NULL, {NULL}, {NULL}, NULL, 0},
+    {"dcp-released", "DCP as released: VideoSys' configurations (frac 1/10/50) on 8 H100, 8 H200, 32 H200",
+     "dcp-videosys-1x8-frac{1,10,50}", paper_exp_dcp_released, NULL, NULL, {NULL}, {NULL}, NULL, 0},
 };
 #define N_EXP (sizeof experiments / sizeof experiments[0])
 

@@ -63,6 +63,8 @@ typedef struct paper_exp {
 int paper_exp_specdec(const paper_exp *x, paper_ctx *c, ts_err *e);
 int paper_exp_compare(const paper_exp *x, paper_ctx *c, ts_err *e);
 int paper_exp_dcp(const paper_exp *x, paper_ctx *c, ts_err *e);
+/* VideoSys' released DCP configurations on H100 and H200 (cli/paper_dcp_released.c). */
+int paper_exp_dcp_released(const paper_exp *x, paper_ctx *c, ts_err *e);
 
 /* Records a value under "<x->id>/<name>" (cli/paper.c).  Returns 0, or -1 when full. */
 int paper_put(paper_ctx *c, const char *key, double v, double lo, double hi);

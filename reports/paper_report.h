@@ -43,7 +43,7 @@ int paper_row_within(const paper_row *r);
 /* A table of results as strings (first row: the header). */
 typedef struct paper_table {
     char title[160];
-    char note[600];
+    char note[1400];
     int ncol, nrow;                               /* nrow counts the header */
     char (*cell)[PAPER_MAX_COLS][PAPER_CELL];     /* nrow rows */
 } paper_table;
