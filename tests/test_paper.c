@@ -1,7 +1,9 @@
 /*
  * Paper-report tests: the difference and within mark of a published point,
  * range and "up to" bound; `tailsim paper --quick` writes index.md and
- * index.html with a row for every published number (by its quantity text),
+ * index.html with a row for every published number (by its quantity text)
+ * and the DCP-as-released section (a row per released configuration and
+ * strategy, none above the bound, the published numbers beside them),
  * and every image either file links exists and is not empty; two runs with
  * one seed write the same report (but for the wall time); bad usage exits 2.
  * `tailsim compare -o` writes the report of one comparison (table, Gantt
@@ -78,6 +80,81 @@ static int check_images(const char *text, const char *pre)
     return check_images_in(out, text, pre);
 }
 
+/* Cell k (0-based) of a markdown table row "| a | b | ... |" into buf. */
+static void md_cell_of(const char *row, int k, char *buf, size_t n)
+{
+    const char *p = row;
+    for (int i = 0; i <= k; i++) {
+        p = strchr(p, '|');
+        cr_assert_not_null(p, "row has no cell %d: %.200s", k, row);
+        p++;
+    }
+    while (*p == ' ')
+        p++;
+    size_t len = strcspn(p, "|");
+    while (len && p[len - 1] == ' ')
+        len--;
+    snprintf(buf, n, "%.*s", (int)len, p);
+}
+
+/* The "DCP as released" section of index.md: one row per released
+ * configuration (frac 1/10/50 on 8 H100, 8 H200, 32 H200) and strategy, the
+ * bound at or above every strategy's speedup, the published numbers and where
+ * the sources place them, the 2.88x explanation's bound the table's largest,
+ * and the fitted dcp.a2a_eff named. */
+static void check_dcp_released(const char *md, const char *html)
+{
+    const char *pub = strstr(md, "## DCP as released: the published numbers");
+    const char *sec = strstr(md, "## DCP as released: every strategy per configuration");
+    cr_assert(pub && sec, "index.md has no DCP-as-released section");
+    cr_assert(strstr(html, "DCP as released: every strategy per configuration"));
+    const char *want[] = {"| published (DCP paper) | 1.68-2.70x | up to 2.88x |",
+                          "~16% at 32 GPUs", "~3% at 32 GPUs",
+                          "| configuration, per the sources | 32 H200 (paper); no released config named",
+                          "The 2.88x row: ", "dcp.a2a_eff = 0.50, fitted to the published DCP-inter 1.68x"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert(strstr(pub, want[i]), "the DCP-as-released section lacks '%s'", want[i]);
+    const char *fracs[] = {"frac 1", "frac 10", "frac 50"};
+    const char *machines[] = {"8 x H100", "8 x H200", "32 x H200"};
+    const char *strats[] = {"bucket", "dcp-intra", "dcp-inter", "dcp-inter+pac", "bound"};
+    double max_bound = 0;
+    for (int f = 0; f < 3; f++)
+        for (int m = 0; m < 3; m++) {
+            char cfg[64], head[128], cell[64];
+            snprintf(cfg, sizeof cfg, "%s, %s", fracs[f], machines[m]);
+            snprintf(head, sizeof head, "\n| %s | ", cfg);
+            cr_assert(strstr(pub, head), "published table has no row for %s", cfg);
+            double bound = NAN, sp[5];
+            for (int k = 0; k < 5; k++) {
+                snprintf(head, sizeof head, "\n| %s | %s | ", cfg, strats[k]);
+                const char *row = strstr(sec, head);
+                cr_assert_not_null(row, "no row for %s, %s", cfg, strats[k]);
+                cr_assert_null(strstr(row + 1, head), "two rows for %s, %s", cfg, strats[k]);
+                md_cell_of(row + 1, 3, cell, sizeof cell);
+                cr_assert_eq(sscanf(cell, "%lfx", &sp[k]), 1, "speedup '%s'", cell);
+                md_cell_of(row + 1, 4, cell, sizeof cell);
+                double b;
+                cr_assert_eq(sscanf(cell, "%lfx", &b), 1, "bound '%s'", cell);
+                cr_assert(isnan(bound) || b == bound, "%s: the bound differs between rows", cfg);
+                bound = b;
+            }
+            cr_assert_float_eq(sp[0], 1.0, 1e-9, "%s: bucket is the reference", cfg);
+            cr_assert_float_eq(sp[4], bound, 1e-9, "%s: the bound row is the bound", cfg);
+            for (int k = 0; k < 4; k++)
+                cr_assert_leq(sp[k], bound, "%s: %s %.2fx above the bound %.2fx", cfg, strats[k],
+                              sp[k], bound);
+            if (bound > max_bound)
+                max_bound = bound;
+        }
+    double said;
+    const char *at = strstr(pub, "is at most ");
+    cr_assert_not_null(at);
+    cr_assert_eq(sscanf(at, "is at most %lfx", &said), 1);
+    cr_assert_float_eq(said, max_bound, 1e-9, "the explanation's bound %.2fx is not the table's %.2fx",
+                       said, max_bound);
+    cr_assert(strstr(pub, max_bound >= 2.88 ? "the bound reaches it" : "not reached"));
+}
+
 Test(paper, quick_report_has_every_row_and_figure, .timeout = 300)
 {
     char cmd[512];
@@ -109,6 +186,7 @@ Test(paper, quick_report_has_every_row_and_figure, .timeout = 300)
     /* the run states version, calibration and bootstrap */
     cr_assert(strstr(md, "calibration: ") && strstr(md, "bootstrap: 2 resamples"));
     cr_assert(strstr(html, "<style>") && !strstr(html, "<link"), "HTML is self-contained");
+    check_dcp_released(md, html);
     free(md);
     free(html);
 }
