@@ -30,20 +30,26 @@ typedef struct req {
     int32_t acc;        /* speculative decoding: tokens of the verify in flight */
     double q;           /* drafter quality for this sequence */
     double rep;         /* n-gram repetitiveness of this sequence */
-    /* multi-turn (sim/rollout_turns.c); tt NULL for a single-turn response */
-    const trace_turn *tt; /* its turns */
+} req;
+
+/* A multi-turn request's state (sim/rollout_turns.c), in sim.rt parallel to
+ * sim.reqs; allocated only when the trace has turns, so that a single-turn
+ * rollout's requests stay as small as before (memory and cache footprint of
+ * the hot path). */
+typedef struct req_turn {
+    const trace_turn *tt; /* its turns (NULL: a single-turn response) */
     int32_t nt, k;      /* turn count, current turn */
     int32_t full;       /* its trace length (rollout_result.gen when done) */
     int32_t held;       /* context tokens in KV while out of the batch (counted in
                          * kv_used, or kv_soft when soft) */
     int32_t lprev, lnext; /* the replica's list of held contexts, oldest first (-1) */
     int32_t soft;       /* 1: held is evictable prefix cache (kv_soft) */
+    int32_t turn_arg;   /* its longest turn so far: which */
     double t_turn;      /* when the current turn entered the waiting queue, s */
     double t_tool;      /* when its tool call was issued, s */
     double tool_sum;    /* time in tool calls, slot waits included, s */
     double turn_max;    /* longest turn so far, s */
-    int32_t turn_arg;   /* which */
-} req;
+} req_turn;
 
 typedef struct chunk {
     int32_t r;          /* request */
@@ -90,6 +96,7 @@ typedef struct replica {
 typedef struct sim {
     const rollout_cfg *cfg;
     req *reqs;
+    req_turn *rt;       /* multi-turn state parallel to reqs; NULL: single-turn trace */
     replica *reps;
     int64_t admit_seq;
     spec_arm arms[SPEC_MAX_ARMS]; /* the bandit's arms (cfg->sp.bandit) */

@@ -97,6 +97,10 @@ static int run_alloc(sim *s, const trace *t, size_t n, rollout_result *res)
     if (s->tq_cap > 0 && !(s->tq = malloc((size_t)s->tq_cap * sizeof *s->tq)))
         return ts_errf(s->e, "out of memory for %zu responses", n);
     if (res->turns) {
+        if (!(s->rt = calloc(n, sizeof *s->rt)))
+            return ts_errf(s->e, "out of memory for %zu responses", n);
+        for (size_t k = 0; k < n; k++)
+            s->rt[k].lprev = s->rt[k].lnext = -1;
         size_t nt = 0;
         for (size_t i = 0; i < n_prompts; i++)
             if (t->prompts[i].turn0)
@@ -133,8 +137,8 @@ static int load_turns(sim *s, const trace_prompt *p, int32_t j, size_t k, int32_
                                  "tokens exceed the KV cache capacity of one replica (%.0f "
                                  "tokens)", p->prompt_id, j, u, tt[u].context + tt[u].gen,
                            s->cfg->kv_tokens);
-    s->reqs[k] = (req){.prompt = tt[0].context, .target = tt[0].gen, .replica = rep, .tt = tt,
-                       .nt = nt, .full = p->resp[j], .lprev = -1, .lnext = -1};
+    s->reqs[k] = (req){.prompt = tt[0].context, .target = tt[0].gen, .replica = rep};
+    s->rt[k] = (req_turn){.tt = tt, .nt = nt, .full = p->resp[j], .lprev = -1, .lnext = -1};
     res->resp_replica[k] = rep;
     res->rep[rep].responses++;
     return 0;
@@ -274,7 +278,7 @@ static void run_collect_turns(const sim *s, size_t n, rollout_result *res)
     for (size_t q = 1; q < n; q++)
         if (res->finish_s[q] > res->finish_s[res->crit_resp])
             res->crit_resp = (int32_t)q;
-    const req *c = &s->reqs[res->crit_resp];
+    const req_turn *c = &s->rt[res->crit_resp];
     res->crit_turns = c->tt ? c->nt : 1;
     res->crit_tool_s = c->tool_sum;
     res->crit_turn_s = c->turn_max;
@@ -393,6 +397,7 @@ static void run_free(sim *s)
         }
     free(s->reps);
     free(s->reqs);
+    free(s->rt);
     free(s->grp);
     free(s->grp_left);
     free(s->tq);
