@@ -283,7 +283,7 @@ int ro_plan(sim *s, engine *e, replica *rp)
                 req *q = &s->reqs[r];
                 q->state = R_PREFILL;
                 q->need = q->prompt + q->gen;
-                q->done = s->rt && s->rt[r].held ? ro_turn_admit(s, rp, r) : 0;
+                q->done = s->rt ? ro_turn_admit(s, rp, r, engine_now(e)) : 0;
                 q->admit = s->admit_seq++;
                 rp->pre[rp->npre++] = r;
                 i = rp->npre;

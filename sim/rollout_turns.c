@@ -91,10 +91,15 @@ int ro_turn_evict(sim *s, replica *rp, int soft_only)
     return 0;
 }
 
-int32_t ro_turn_admit(sim *s, replica *rp, int32_t r)
+int32_t ro_turn_admit(sim *s, replica *rp, int32_t r, double now)
 {
     req_turn *q = &s->rt[r];
+    turn_times *tv = &s->tv[q->tv0 + q->k];
+    if (tv->admitted < 0)
+        tv->admitted = now;
     int32_t h = q->held;
+    if (h == 0)
+        return 0;
     TS_CHECK(!q->soft);
     held_remove(s, rp, r);
     q->held = 0;
@@ -112,6 +117,7 @@ static void tool_start(sim *s, int32_t r, double now)
     s->tool_calls++;
     s->tool_s += u->tool_s;
     s->tool_queue_s += now - q->t_tool;
+    s->tv[q->tv0 + q->k].tool0 = now;
     if (engine_schedule(s->eng, now + u->tool_s, tool_done, s, (uint64_t)r) == 0) {
         s->failed = 1;
         ts_errf(s->e, "out of memory scheduling a tool call");
@@ -135,6 +141,7 @@ void ro_turn_end(sim *s, replica *rp, int32_t r, double now, double kv)
     req_turn *t = &s->rt[r];
     const trace_turn *u = &t->tt[t->k];
     double span = now - t->t_turn;
+    s->tv[t->tv0 + t->k].ended = now;
     s->turn_lat[s->n_turn_lat++] = span;
     if (span > t->turn_max) {
         t->turn_max = span;
@@ -176,6 +183,7 @@ static void tool_done(engine *e, void *ctx, uint64_t arg)
     replica *rp = &s->reps[q->replica];
     s->tools_running--;
     t->tool_sum += now - t->t_tool;
+    s->tv[t->tv0 + t->k].tool1 = now;
     if (s->tq_n > 0) {
         int32_t w = s->tq[s->tq_head];
         s->tq_head = (s->tq_head + 1) % s->tq_cap;
@@ -206,6 +214,7 @@ static void tool_done(engine *e, void *ctx, uint64_t arg)
     q->target = u->gen;
     q->gen = 0;
     t->t_turn = now;
+    s->tv[t->tv0 + t->k].queued = now;
     ro_wq_push_back(rp, r);
     if (rp->idle)
         ro_plan(s, e, rp);
