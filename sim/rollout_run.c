@@ -135,8 +135,10 @@ static int load_turns(sim *s, const trace_prompt *p, int32_t j, size_t k, int32_
 {
     const trace_turn *tt = p->turns + p->turn0[j];
     int32_t nt = p->turn0[j + 1] - p->turn0[j];
+    /* speculation writes up to 48 draft tokens beyond the sequence */
+    double margin = s->cfg->spec != SPEC_OFF ? spec_budget_for_batch(1) : 0;
     for (int32_t u = 0; u < nt; u++)
-        if ((double)tt[u].context + tt[u].gen > s->cfg->kv_tokens)
+        if ((double)tt[u].context + tt[u].gen + margin > s->cfg->kv_tokens)
             return ts_errf(s->e, "prompt %d response %d turn %d: context + generation = %d "
                                  "tokens exceed the KV cache capacity of one replica (%.0f "
                                  "tokens)", p->prompt_id, j, u, tt[u].context + tt[u].gen,
@@ -473,12 +475,10 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         return -1;
     int rc = -1;
     if ((res->turns = trace_has_turns(t))) {
-        if (cfg->spec != SPEC_OFF || cfg->start_gen || cfg->stop_groups > 0)
-            return ts_errf(e, "this rollout does not support multi-turn trajectories yet: %s "
-                              "(the trace has turns)",
-                           cfg->spec != SPEC_OFF ? "speculative decoding"
-                                                 : "resuming or stopping part-way (a policy "
-                                                   "that carries work across steps)");
+        if (cfg->start_gen || cfg->stop_groups > 0)
+            return ts_errf(e, "this rollout does not support multi-turn trajectories yet: "
+                              "resuming or stopping part-way (a policy that carries work "
+                              "across steps; the trace has turns)");
         if (cfg->tool_concurrency < 0)
             return ts_errf(e, "tool_concurrency is %d (0: unlimited)", cfg->tool_concurrency);
         s.tq_cap = (int64_t)n;

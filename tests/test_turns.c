@@ -317,6 +317,49 @@ Test(turns, trajectory_timeline_by_hand, .init = load_models)
     trace_free(t);
 }
 
+/* TLT's speculation on turns (policy tlt) acts on generation only: with the
+ * drafter always on, trajectory A's tool call still takes exactly its 10 s
+ * (tool_s, its tool interval), its replica is idle for exactly those 10 s
+ * (the tool-wait bubble 10 / (2 T)), and its finish is its generation
+ * intervals plus the 10 s; the verify steps ran (spec_iterations > 0). */
+Test(turns, speculation_acts_on_generation_only, .init = load_models)
+{
+    trace *t = trace_new();
+    trace_turn a[2] = {{500, 0, 300, 1, 300, 10.0, -1}, {1100, 800, 200, 0, 0, 0, -1}};
+    trace_turn b[1] = {{500, 0, 100, 0, 0, 0, -1}};
+    int32_t na = 2, nb = 1, ra = 800, rb = 100;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_add_turns(t, 0, 0, -1, 500, &ra, 1, &na, a, &e), 0, "%s", e.msg);
+    cr_assert_eq(trace_add_turns(t, 0, 1, -1, 500, &rb, 1, &nb, b, &e), 0, "%s", e.msg);
+    for (int spec = 0; spec < 2; spec++) {
+        rollout_cfg c = two_cfg(1);
+        c.spec = spec ? SPEC_ALWAYS : SPEC_OFF;
+        spec_params_default(&c.sp);
+        rollout_result r;
+        cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "spec %d: %s", spec, e.msg);
+        cr_assert_eq(r.spec_iterations > 0, spec, "spec %d: %lld verify steps", spec,
+                     (long long)r.spec_iterations);
+        cr_assert_float_eq(r.tool_s, 10.0, 1e-12);
+        cr_assert_eq(r.crit_resp, 0);
+        double T = r.makespan_s, gen = 0, tool = 0;
+        for (size_t i = 0; i < r.n_tj; i++) {
+            const traj_interval *x = &r.tj[i];
+            if (x->rank != 0)
+                continue;
+            if (x->kind == TJ_TOOL)
+                tool += x->t1 - x->t0;
+            else
+                gen += x->t1 - x->t0;
+        }
+        cr_assert_float_eq(tool, 10.0, 1e-9, "spec %d: tool %.9f s", spec, tool);
+        cr_assert_float_eq(gen + tool, T, 1e-9, "spec %d", spec);
+        cr_assert_float_eq(r.tool_wait_fraction, 10.0 / (2 * T), 1e-9, "spec %d", spec);
+        cr_assert_eq(r.gen[0], 800);
+        rollout_result_free(&r);
+    }
+    trace_free(t);
+}
+
 /* Under KV pressure the prefix cache of a trajectory out on its tool is
  * evicted (keep_kv_during_tool = false) and its whole context prefilled
  * again; kept KV (true) survives the same load, which instead waits. */
