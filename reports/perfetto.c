@@ -15,7 +15,15 @@
  * track's slices in order; a GPU's intervals never overlap (the simulation
  * lays them end to end), but one may have no length (a replica that got no
  * work is busy from t to t), and it comes before the one that starts where
- * it ends, so that it is drawn beside it, not nested in it.  Names from the record (scenario, policy,
+ * it ends, so that it is drawn beside it, not nested in it.
+ *
+ * A multi-turn run (issue 20) adds a second process, "trajectories", with a
+ * track per trajectory the record kept (run_record.tj: the ones that
+ * finished last, the critical path on top): each turn's wait in the
+ * replica's queue and its generation ("turn k", category queue / generate),
+ * its tool call and any wait for a tool slot ("tool k", category tool /
+ * tool_queue).  A trajectory's intervals are consecutive (one ends where the
+ * next starts) and kept in time order, so they never nest.  Names from the record (scenario, policy,
  * command) reach the JSON only through json_string() after sanitising, so
  * the file is valid JSON (UTF-8) whatever bytes the database held.
  *
@@ -113,6 +121,64 @@ static int check_interval(const tl_interval *t, size_t i, const char *path, ts_e
     return 0;
 }
 
+/* Checks trajectory interval i; returns 0, or -1 with e naming what is wrong. */
+static int check_traj(const traj_interval *t, size_t i, const char *path, ts_err *e)
+{
+    if (t->rank < 0 || t->rank >= INT32_MAX - 1 || t->resp < 0 || t->turn < 0 || t->kind < 0 ||
+        t->kind >= TJ_COUNT)
+        return ts_errf(e, "%s: trajectory interval %zu: rank %d, response %d, turn %d or kind "
+                          "%d out of range", path, i, t->rank, t->resp, t->turn, t->kind);
+    if (!isfinite(t->t0) || !isfinite(t->t1) || t->t0 < 0 || t->t1 < t->t0 || t->t1 > 1e12)
+        return ts_errf(e, "%s: trajectory interval %zu (response %d): times [%g, %g] s are not "
+                          "a non-negative span", path, i, t->resp, t->t0, t->t1);
+    return 0;
+}
+
+/* The trajectories' process: its name and a named track per rank, then
+ * every interval as a slice.  Returns 0, or -1 (out of memory, or a write
+ * failed). */
+static int put_trajs(FILE *f, const run_record *r, int *first)
+{
+    if (put_event(f, json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", "process_name", "ph", "M",
+                               "pid", PID + 1, "tid", 0, "args", "name",
+                               "trajectories that finished last (top: the critical path)"),
+                  first) ||
+        put_event(f, json_pack("{s:s, s:s, s:i, s:i, s:{s:i}}", "name", "process_sort_index",
+                               "ph", "M", "pid", PID + 1, "tid", 0, "args", "sort_index", 1),
+                  first))
+        return -1;
+    for (size_t k = 0; k < r->n_tj; k++) {
+        const traj_interval *t = &r->tj[k];
+        if (k && t->rank == r->tj[k - 1].rank)
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "#%d trajectory %d%s", t->rank, t->resp,
+                 t->rank == 0 ? " (critical path)" : "");
+        if (put_event(f, json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", "thread_name", "ph",
+                                   "M", "pid", PID + 1, "tid", t->rank + 1, "args", "name", name),
+                      first) ||
+            put_event(f, json_pack("{s:s, s:s, s:i, s:i, s:{s:i}}", "name", "thread_sort_index",
+                                   "ph", "M", "pid", PID + 1, "tid", t->rank + 1, "args",
+                                   "sort_index", t->rank),
+                      first))
+            return -1;
+    }
+    for (size_t k = 0; k < r->n_tj; k++) {
+        const traj_interval *t = &r->tj[k];
+        char name[32];
+        snprintf(name, sizeof name, "%s %d", t->kind >= TJ_TOOL_QUEUE ? "tool" : "turn", t->turn);
+        long long ts = usec(t->t0), end = usec(t->t1);
+        json_t *ev = json_pack("{s:s, s:s, s:s, s:I, s:I, s:i, s:i, s:{s:i, s:i, s:s}}", "name",
+                               name, "cat", tj_kind_name[t->kind], "ph", "X", "ts", (json_int_t)ts,
+                               "dur", (json_int_t)(end - ts), "pid", PID + 1, "tid", t->rank + 1,
+                               "args", "response", t->resp, "turn", t->turn, "kind",
+                               tj_kind_name[t->kind]);
+        if (put_event(f, ev, first))
+            return -1;
+    }
+    return 0;
+}
+
 /* The run's identity for otherData, or NULL when out of memory. */
 static json_t *identity(const run_record *r)
 {
@@ -159,6 +225,14 @@ int perfetto_write(const run_record *r, const char *path, ts_err *e)
     for (size_t i = 0; i < r->n_tl; i++)
         if (check_interval(&r->tl[i], i, path, e))
             return -1;
+    for (size_t i = 0; i < r->n_tj; i++) {
+        const traj_interval *t = &r->tj[i], *p = i ? &r->tj[i - 1] : NULL;
+        if (check_traj(t, i, path, e))
+            return -1;
+        if (p && (t->rank < p->rank || (t->rank == p->rank && t->t0 < p->t1)))
+            return ts_errf(e, "%s: trajectory interval %zu is not after the one before (by "
+                              "rank, then time)", path, i);
+    }
     if (r->n_tl && !(s = malloc(r->n_tl * sizeof *s)))
         return ts_errf(e, "%s: out of memory sorting %zu intervals", path, r->n_tl);
     for (size_t i = 0; i < r->n_tl; i++)
@@ -215,6 +289,8 @@ int perfetto_write(const run_record *r, const char *path, ts_err *e)
                       &first))
             goto oom;
     }
+    if (r->n_tj && put_trajs(f, r, &first))
+        goto oom;
     fputs("\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":", f);
     json_t *id = identity(r);
     if (!id || json_dumpf(id, f, JFLAGS)) {

@@ -2,8 +2,9 @@
  * Report writer, gnuplot side (the rest: reports/report.c, the Markdown and
  * HTML pages reports/report_md.c): the two data files and the program that
  * draws them.
- *   gantt.dat              per-GPU intervals (gpu, phase, state, start, end)
- *                          and the phases of the first step, drawn by
+ *   gantt.dat              per-GPU intervals (gpu, phase, state, start, end),
+ *                          the phases of the first step and a multi-turn
+ *                          run's last trajectories' intervals, drawn by
  *                          reports/gantt.gp; each interval's phase and state
  *                          named after the integers that gantt.gp colours by;
  *   cdf.dat                the response-length CDF and its percentiles,
@@ -165,6 +166,21 @@ int rp_write_gantt_dat(const run_record *r, const char *path, double xmax, ts_er
         fprintf(f, " %.9g %.9g %d\n", l[i].t0, l[i].t1, l[i].level);
     }
     free(l);
+    fprintf(f, "\n\n# block 2: rank kind t0_s t1_s response turn kind_name   (a multi-turn "
+               "run's trajectories that finished last, rank 0 the critical path; kind 0 queue, "
+               "1 generate, 2 tool_queue, 3 tool; a single line with rank -1 when none)\n");
+    for (size_t i = 0; i < r->n_tj; i++) {
+        const traj_interval *t = &r->tj[i];
+        if (t->kind < 0 || t->kind >= TJ_COUNT) {
+            ts_atomic_abort(&a);
+            return ts_errf(e, "%s: trajectory interval %zu: kind %d out of range", path, i,
+                           t->kind);
+        }
+        fprintf(f, "%d %d %.9g %.9g %d %d %s\n", t->rank, t->kind, t->t0, t->t1, t->resp,
+                t->turn, tj_kind_name[t->kind]);
+    }
+    if (r->n_tj == 0)
+        fprintf(f, "-1 0 0 0 -1 -1 none\n");
     return ts_atomic_commit(&a, e);
 }
 

@@ -20,6 +20,7 @@
 #include "common/util.h"
 
 const char *const tl_state_name[3] = {"busy", "idle", "train"};
+const char *const tj_kind_name[TJ_COUNT] = {"queue", "generate", "tool_queue", "tool"};
 const char *const tl_phase_name[PH_COUNT] = {
     "sync", "rollout", "reward", "old_logp", "ref", "update"};
 
@@ -36,6 +37,7 @@ void run_record_free(run_record *r)
     free(r->tl);
     free(r->resp);
     free(r->step_t0);
+    free(r->tj);
     free(r->scenario_ini);
     free(r->overrides);
     free(r);
@@ -138,6 +140,16 @@ int run_add_step(run_record *r, double t0)
         return -1;
     r->step_t0 = p;
     r->step_t0[r->n_steps++] = t0;
+    return 0;
+}
+
+int run_add_traj(run_record *r, const traj_interval *iv)
+{
+    void *p = r->tj;
+    if (grow(&p, r->n_tj, &r->cap_tj, sizeof *r->tj) != 0)
+        return -1;
+    r->tj = p;
+    r->tj[r->n_tj++] = *iv;
     return 0;
 }
 

@@ -27,6 +27,23 @@ typedef struct tl_interval {
     double t0, t1;   /* s from the start of the step */
 } tl_interval;
 
+/* What a trajectory of a multi-turn rollout was doing (issue 20): waiting
+ * in its replica's queue, generating (admitted: prefill and decode, until
+ * its turn's last token), waiting for a tool slot, or in its tool call. */
+enum tj_kind { TJ_QUEUE = 0, TJ_GEN, TJ_TOOL_QUEUE, TJ_TOOL, TJ_COUNT };
+extern const char *const tj_kind_name[TJ_COUNT]; /* "queue", "generate", "tool_queue", "tool" */
+
+/* An interval of one trajectory.  Only a few trajectories are kept: the
+ * ones that finished last (rank 0 is the critical path), see
+ * ROLLOUT_TRAJ_TRACKS in sim/rollout.h. */
+typedef struct traj_interval {
+    int32_t rank;    /* 0: finished last (the critical path), 1: next, ... */
+    int32_t resp;    /* response index in the trace */
+    int32_t turn;    /* 0-based */
+    int32_t kind;    /* enum tj_kind */
+    double t0, t1;   /* s from the start of the run */
+} traj_interval;
+
 typedef struct resp_outcome {
     int32_t replica;       /* rollout replica that served it */
     int32_t prompt_tokens; /* tokens */
@@ -53,6 +70,9 @@ typedef struct run_record {
     metric *metrics; size_t n_metrics, cap_metrics;
     tl_interval *tl; size_t n_tl, cap_tl;
     resp_outcome *resp; size_t n_resp, cap_resp;
+    /* Multi-turn runs: the per-trajectory intervals of the trajectories that
+     * finished last (schema version 8; empty otherwise). */
+    traj_interval *tj; size_t n_tj, cap_tj;
     /* Start of each RL step on the timeline, s, for a run of several
      * (policy_run fills it; empty for one step).  The report draws the
      * first step's phases and a line at every later step's start; the
@@ -94,6 +114,7 @@ int run_add_interval(run_record *r, int32_t gpu, int32_t phase, int32_t state,
 int run_add_response(run_record *r, int32_t replica, int32_t prompt_tokens,
                      int32_t length, double finish_s);
 int run_add_step(run_record *r, double t0);
+int run_add_traj(run_record *r, const traj_interval *iv);
 /* Looks a metric up; returns 0 and sets *v, or -1 when absent. */
 int run_get_metric(const run_record *r, const char *key, double *v);
 

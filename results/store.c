@@ -190,6 +190,24 @@ static const struct migration {
      " t.t0 AS t0, t.t1 AS t1"
      " FROM timeline t JOIN phase_names p ON p.id = t.phase JOIN state_names s ON s.id = t.state;",
      NULL},
+    /* 7 -> 8: a multi-turn run's per-trajectory intervals (run_record.tj:
+     * the trajectories that finished last, rank 0 the critical path) and
+     * the names of their kinds (enum tj_kind, tj_kind_name).  IF NOT
+     * EXISTS, as in 6 -> 7. */
+    {"CREATE TABLE IF NOT EXISTS traj_timeline("
+     " run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+     " rank INTEGER NOT NULL CONSTRAINT traj_rank CHECK(rank >= 0),"
+     " resp INTEGER NOT NULL CONSTRAINT traj_resp CHECK(resp >= 0),"
+     " turn INTEGER NOT NULL CONSTRAINT traj_turn CHECK(turn >= 0),"
+     " kind INTEGER NOT NULL,"  /* enum tj_kind */
+     " t0 REAL NOT NULL,"
+     " t1 REAL NOT NULL,"
+     " CONSTRAINT traj_order CHECK(t1 >= t0));"
+     "CREATE INDEX IF NOT EXISTS traj_timeline_run ON traj_timeline(run_id);"
+     "CREATE TABLE IF NOT EXISTS traj_kind_names(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);"
+     "INSERT OR REPLACE INTO traj_kind_names(id, name) VALUES"
+     " (0, 'queue'), (1, 'generate'), (2, 'tool_queue'), (3, 'tool');",
+     NULL},
 };
 
 /* A fingerprint of the database file and of its -wal and -journal files
@@ -486,6 +504,8 @@ int store_open(const char *path, store **out, ts_err *e)
         prepare(s, "INSERT INTO responses(run_id, idx, replica, prompt_tokens, length,"
                    " finish_s) VALUES(?,?,?,?,?,?)", &s->ins_resp, e) ||
         prepare(s, "INSERT INTO steps(run_id, k, t0) VALUES(?,?,?)", &s->ins_step, e) ||
+        prepare(s, "INSERT INTO traj_timeline(run_id, rank, resp, turn, kind, t0, t1)"
+                   " VALUES(?,?,?,?,?,?,?)", &s->ins_tj, e) ||
         prepare(s, "INSERT INTO sweep_runs(sweep_id, config, run_id, params, error)"
                    " VALUES(?,?,?,?,?)", &s->ins_sweep_run, e))
         goto cleanup;
@@ -580,6 +600,7 @@ void store_close(store *s)
     sqlite3_finalize(s->ins_tl);
     sqlite3_finalize(s->ins_resp);
     sqlite3_finalize(s->ins_step);
+    sqlite3_finalize(s->ins_tj);
     sqlite3_finalize(s->ins_sweep_run);
     sqlite3_close(s->db); /* NULL is a harmless no-op */
     free(s);

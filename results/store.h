@@ -20,7 +20,7 @@
 #include "common/err.h"
 #include "results/result.h"
 
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 /* The largest stored scenario INI and overrides a load accepts, bytes (the
  * INI of every key is about 3 KB; anything far larger was not written by
  * tailsim). */

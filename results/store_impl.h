@@ -16,6 +16,7 @@
 struct store {
     sqlite3 *db;
     sqlite3_stmt *ins_run, *ins_metric, *ins_tl, *ins_resp, *ins_step; /* reused per save */
+    sqlite3_stmt *ins_tj;   /* per-trajectory intervals (schema 8) */
     sqlite3_stmt *ins_sweep_run;
     int version;      /* the file's schema version (STORE_SCHEMA_VERSION for a writer) */
     int readonly;     /* opened by store_open_read(): nothing is ever written */

@@ -103,7 +103,8 @@ static int real_field(const row_at *at, sqlite3_stmt *st, int col, const char *f
 }
 
 /* Checks one row of a per-run child query and appends it to r as metric
- * (kind 'm'), interval ('t'), response ('r') or step start ('s').  Returns
+ * (kind 'm'), interval ('t'), response ('r'), trajectory interval ('j') or
+ * step start ('s').  Returns
  * 0, or -1 (a bad row, or out of memory). */
 static int load_row(const row_at *at, sqlite3_stmt *st, char kind, run_record *r, ts_err *e)
 {
@@ -138,6 +139,18 @@ static int load_row(const row_at *at, sqlite3_stmt *st, char kind, run_record *r
             real_field(at, st, 3, "finish_s", 1, &finish, e))
             return -1;
         oom = run_add_response(r, replica, prompt, length, finish);
+    } else if (kind == 'j') {
+        traj_interval iv;
+        if (i32_field(at, st, 0, "rank", 0, INT32_MAX, &iv.rank, e) ||
+            i32_field(at, st, 1, "resp", 0, INT32_MAX, &iv.resp, e) ||
+            i32_field(at, st, 2, "turn", 0, INT32_MAX, &iv.turn, e) ||
+            i32_field(at, st, 3, "kind", 0, TJ_COUNT - 1, &iv.kind, e) ||
+            real_field(at, st, 4, "t0", 0, &iv.t0, e) || real_field(at, st, 5, "t1", 0, &iv.t1, e))
+            return -1;
+        if (!(iv.t1 >= iv.t0))
+            return ts_errf(e, "%s: run %lld: traj_timeline row %zu: field 't1' (%g) is before "
+                           "'t0' (%g)", at->s->path, (long long)at->run, at->row, iv.t1, iv.t0);
+        oom = run_add_traj(r, &iv);
     } else {
         double t0;
         if (real_field(at, st, 0, "t0", 0, &t0, e))
@@ -327,7 +340,10 @@ static int load_run(store *s, int64_t id, run_record **out, ts_err *e)
         load_rows(s, "SELECT replica, prompt_tokens, length, finish_s FROM responses"
                      " WHERE run_id = ? ORDER BY idx", "responses", 'r', r, e) ||
         (s->version >= 3 &&
-         load_rows(s, "SELECT t0 FROM steps WHERE run_id = ? ORDER BY k", "steps", 's', r, e)))
+         load_rows(s, "SELECT t0 FROM steps WHERE run_id = ? ORDER BY k", "steps", 's', r, e)) ||
+        (s->version >= 8 &&
+         load_rows(s, "SELECT rank, resp, turn, kind, t0, t1 FROM traj_timeline"
+                      " WHERE run_id = ? ORDER BY rowid", "traj_timeline", 'j', r, e)))
         goto cleanup;
     if (store_exec_sql(s, "COMMIT", "cannot end reading", e))
         goto cleanup;

@@ -144,6 +144,25 @@ static int insert_run(store *s, const run_record *r, const char *created, sqlite
         }
     }
 
+    st = s->ins_tj;
+    for (size_t i = 0; i < r->n_tj; i++) {
+        const traj_interval *t = &r->tj[i];
+        if (t->kind < 0 || t->kind >= TJ_COUNT || t->rank < 0 || t->resp < 0 || t->turn < 0) {
+            s->refused = 1;
+            ts_errf(e, "%s: saving run: trajectory interval %zu: rank %d, response %d, turn %d "
+                    "or kind %d out of range", s->path, i, t->rank, t->resp, t->turn, t->kind);
+            goto cleanup;
+        }
+        if (sqlite3_bind_int64(st, 1, id) || sqlite3_bind_int(st, 2, t->rank) ||
+            sqlite3_bind_int(st, 3, t->resp) || sqlite3_bind_int(st, 4, t->turn) ||
+            sqlite3_bind_int(st, 5, t->kind) || bind_real(st, 6, t->t0) ||
+            bind_real(st, 7, t->t1) || step_insert(s, st)) {
+            ts_errf(e, "%s: saving run: trajectory interval %zu (response %d, t0 %g, t1 %g): %s",
+                    s->path, i, t->resp, t->t0, t->t1, sqlite3_errmsg(s->db));
+            goto cleanup;
+        }
+    }
+
     *out_id = id;
     rc = 0;
 cleanup:

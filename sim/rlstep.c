@@ -133,6 +133,13 @@ static int rollout_phase(const scenario *s, const hw_desc *hw, const llm_desc *m
                                  res->ro.finish_s[k]))
                 return ts_errf(e, "out of memory for responses");
         }
+    for (size_t i = 0; i < res->ro.n_tj; i++) { /* multi-turn: the last trajectories */
+        traj_interval iv = res->ro.tj[i];
+        iv.t0 += t0;
+        iv.t1 += t0;
+        if (run_add_traj(rec, &iv))
+            return ts_errf(e, "out of memory for the trajectories' timeline");
+    }
     return 0;
 }
 

@@ -278,12 +278,12 @@ int ro_plan(sim *s, engine *e, replica *rp)
                         * once and is preempted again, recomputing its context each time */
                        kv_free >= (double)(s->reqs[rp->wq[rp->whead]].prompt +
                                            s->reqs[rp->wq[rp->whead]].gen -
-                                           s->reqs[rp->wq[rp->whead]].held)) {
+                                           (s->rt ? s->rt[rp->wq[rp->whead]].held : 0))) {
                 r = wq_pop_front(rp);
                 req *q = &s->reqs[r];
                 q->state = R_PREFILL;
                 q->need = q->prompt + q->gen;
-                q->done = q->held ? ro_turn_admit(s, rp, r) : 0;
+                q->done = s->rt ? ro_turn_admit(s, rp, r, engine_now(e)) : 0;
                 q->admit = s->admit_seq++;
                 rp->pre[rp->npre++] = r;
                 i = rp->npre;
@@ -370,7 +370,7 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
             rp->kv_used -= kv;
             rp->dsum -= kv;
             heap_remove(s, rp, 0);
-            if (s->reqs[r].tt)
+            if (s->rt && s->rt[r].tt)
                 ro_turn_end(s, rp, r, now, kv);
             else
                 ro_finish(s, rp, r, now);
@@ -395,7 +395,7 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
         rp->st->decode_tokens++;
         if (q->gen >= q->target) {
             rp->kv_used -= q->need;
-            if (q->tt)
+            if (s->rt && s->rt[r].tt)
                 ro_turn_end(s, rp, r, now, q->need);
             else
                 ro_finish(s, rp, r, now);

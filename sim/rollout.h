@@ -10,6 +10,7 @@
 #include "common/err.h"
 #include "models/cost_host.h"
 #include "models/hw.h"
+#include "results/result.h"
 #include "sim/specdec.h"
 #include "traces/trace.h"
 
@@ -129,6 +130,12 @@ typedef struct replica_stats {
                              * out on a tool call, s */
 } replica_stats;
 
+/* Trajectories of a multi-turn rollout whose intervals are kept
+ * (rollout_result.tj): the ones that finished last, the critical path
+ * first.  All 2,048 of a Search-R1 step would be unreadable on one screen;
+ * the tail is what holds the step. */
+#define ROLLOUT_TRAJ_TRACKS 8
+
 typedef struct rollout_result {
     double makespan_s;        /* s, last response of any replica */
     int replicas;
@@ -171,6 +178,10 @@ typedef struct rollout_result {
     double crit_tool_s;       /* its time in tool calls, slot waits included, s */
     double crit_turn_s;       /* its longest turn, admission to last token, s */
     int32_t crit_turn;        /* which turn that was (0-based) */
+    traj_interval *tj;        /* the intervals of the ROLLOUT_TRAJ_TRACKS trajectories that
+                               * finished last, rank 0 the critical path; s from the
+                               * start of the rollout (owned) */
+    size_t n_tj;
     double turn_mean_s, turn_p50_s, turn_p90_s, turn_max_s; /* every turn's latency:
                                * from joining the waiting queue (the rollout's start, or
                                * its tool's return) to its last token, s */

@@ -30,20 +30,37 @@ typedef struct req {
     int32_t acc;        /* speculative decoding: tokens of the verify in flight */
     double q;           /* drafter quality for this sequence */
     double rep;         /* n-gram repetitiveness of this sequence */
-    /* multi-turn (sim/rollout_turns.c); tt NULL for a single-turn response */
-    const trace_turn *tt; /* its turns */
+} req;
+
+/* A multi-turn request's state (sim/rollout_turns.c), in sim.rt parallel to
+ * sim.reqs; allocated only when the trace has turns, so that a single-turn
+ * rollout's requests stay as small as before (memory and cache footprint of
+ * the hot path). */
+typedef struct req_turn {
+    const trace_turn *tt; /* its turns (NULL: a single-turn response) */
     int32_t nt, k;      /* turn count, current turn */
     int32_t full;       /* its trace length (rollout_result.gen when done) */
     int32_t held;       /* context tokens in KV while out of the batch (counted in
                          * kv_used, or kv_soft when soft) */
     int32_t lprev, lnext; /* the replica's list of held contexts, oldest first (-1) */
     int32_t soft;       /* 1: held is evictable prefix cache (kv_soft) */
+    int32_t turn_arg;   /* its longest turn so far: which */
+    int64_t tv0;        /* its first turn's index in sim.tv */
     double t_turn;      /* when the current turn entered the waiting queue, s */
     double t_tool;      /* when its tool call was issued, s */
     double tool_sum;    /* time in tool calls, slot waits included, s */
     double turn_max;    /* longest turn so far, s */
-    int32_t turn_arg;   /* which */
-} req;
+} req_turn;
+
+/* When a turn got where (sim.tv, multi-turn only), s from the start of the
+ * rollout; -1: not reached.  The per-trajectory timeline is built from it. */
+typedef struct turn_times {
+    double queued;      /* joined the replica's waiting queue */
+    double admitted;    /* first admitted (its prefill began) */
+    double ended;       /* generated its last token */
+    double tool0;       /* its tool call started (got a slot) */
+    double tool1;       /* its tool call returned */
+} turn_times;
 
 typedef struct chunk {
     int32_t r;          /* request */
@@ -90,6 +107,7 @@ typedef struct replica {
 typedef struct sim {
     const rollout_cfg *cfg;
     req *reqs;
+    req_turn *rt;       /* multi-turn state parallel to reqs; NULL: single-turn trace */
     replica *reps;
     int64_t admit_seq;
     spec_arm arms[SPEC_MAX_ARMS]; /* the bandit's arms (cfg->sp.bandit) */
@@ -111,6 +129,8 @@ typedef struct sim {
     int64_t tool_calls, cached_tokens, evictions;
     double tool_s, tool_queue_s;
     double *turn_lat;   /* every finished turn's latency, s (n_turn_lat of them) */
+    turn_times *tv;     /* every turn's times (req_turn.tv0 + turn) */
+    int64_t n_tv;       /* turns given a place in tv so far (while loading) */
     int64_t n_turn_lat;
 } sim;
 
@@ -152,9 +172,10 @@ void ro_turn_end(sim *s, replica *rp, int32_t r, double now, double kv);
 /* Evicts the oldest held context of rp (soft_only: only prefix cache).
  * Returns 1 if one was evicted, 0 if none could be. */
 int ro_turn_evict(sim *s, replica *rp, int soft_only);
-/* Takes r's held context off the list as it is admitted; returns the held
- * tokens (now prefilled, in kv_used). */
-int32_t ro_turn_admit(sim *s, replica *rp, int32_t r);
+/* Request r (with turns) is admitted at time now: takes its held context (if
+ * any) off the list and returns the held tokens (now prefilled, in kv_used),
+ * 0 when none. */
+int32_t ro_turn_admit(sim *s, replica *rp, int32_t r, double now);
 
 /* sim/rollout_spec.c: the speculative path of a replica. */
 /* TLT's adaptive switch: flush the KV cache, re-prefill every running

@@ -32,6 +32,7 @@ void rollout_result_free(rollout_result *res)
     free(res->finish_s);
     free(res->resp_replica);
     free(res->gen);
+    free(res->tj);
     memset(res, 0, sizeof *res);
 }
 
@@ -97,14 +98,21 @@ static int run_alloc(sim *s, const trace *t, size_t n, rollout_result *res)
     if (s->tq_cap > 0 && !(s->tq = malloc((size_t)s->tq_cap * sizeof *s->tq)))
         return ts_errf(s->e, "out of memory for %zu responses", n);
     if (res->turns) {
+        if (!(s->rt = calloc(n, sizeof *s->rt)))
+            return ts_errf(s->e, "out of memory for %zu responses", n);
+        for (size_t k = 0; k < n; k++)
+            s->rt[k].lprev = s->rt[k].lnext = -1;
         size_t nt = 0;
         for (size_t i = 0; i < n_prompts; i++)
             if (t->prompts[i].turn0)
                 nt += (size_t)t->prompts[i].turn0[t->prompts[i].n_resp];
             else
                 nt += (size_t)t->prompts[i].n_resp;
-        if (!(s->turn_lat = malloc((nt ? nt : 1) * sizeof *s->turn_lat)))
+        if (!(s->turn_lat = malloc((nt ? nt : 1) * sizeof *s->turn_lat)) ||
+            !(s->tv = malloc((nt ? nt : 1) * sizeof *s->tv)))
             return ts_errf(s->e, "out of memory for %zu turns", nt);
+        for (size_t u = 0; u < nt; u++)
+            s->tv[u] = (turn_times){0, -1, -1, -1, -1}; /* turn 0 queues at the start */
     }
     if (cfg->stop_groups > 0) {
         s->grp = malloc(n * sizeof *s->grp);
@@ -127,14 +135,18 @@ static int load_turns(sim *s, const trace_prompt *p, int32_t j, size_t k, int32_
 {
     const trace_turn *tt = p->turns + p->turn0[j];
     int32_t nt = p->turn0[j + 1] - p->turn0[j];
+    /* speculation writes up to 48 draft tokens beyond the sequence */
+    double margin = s->cfg->spec != SPEC_OFF ? spec_budget_for_batch(1) : 0;
     for (int32_t u = 0; u < nt; u++)
-        if ((double)tt[u].context + tt[u].gen > s->cfg->kv_tokens)
+        if ((double)tt[u].context + tt[u].gen + margin > s->cfg->kv_tokens)
             return ts_errf(s->e, "prompt %d response %d turn %d: context + generation = %d "
                                  "tokens exceed the KV cache capacity of one replica (%.0f "
                                  "tokens)", p->prompt_id, j, u, tt[u].context + tt[u].gen,
                            s->cfg->kv_tokens);
-    s->reqs[k] = (req){.prompt = tt[0].context, .target = tt[0].gen, .replica = rep, .tt = tt,
-                       .nt = nt, .full = p->resp[j], .lprev = -1, .lnext = -1};
+    s->reqs[k] = (req){.prompt = tt[0].context, .target = tt[0].gen, .replica = rep};
+    s->rt[k] = (req_turn){.tt = tt, .nt = nt, .full = p->resp[j], .lprev = -1, .lnext = -1,
+                          .tv0 = s->n_tv};
+    s->n_tv += nt;
     res->resp_replica[k] = rep;
     res->rep[rep].responses++;
     return 0;
@@ -253,18 +265,64 @@ static void run_draw(sim *s, size_t n)
     }
 }
 
+/* Appends [t0, t1] of kind to res->tj when it has a length. */
+static void traj_put(rollout_result *res, int32_t rank, int32_t resp, int32_t turn, int kind,
+                     double t0, double t1)
+{
+    if (t0 >= 0 && t1 > t0)
+        res->tj[res->n_tj++] = (traj_interval){rank, (int32_t)resp, turn, kind, t0, t1};
+}
+
+/* The intervals of the ROLLOUT_TRAJ_TRACKS trajectories that finished last
+ * (latest first; ties: lower index first) into res->tj.  Returns 0, or -1
+ * with e set (allocation failure). */
+static int run_collect_traj(const sim *s, size_t n, rollout_result *res)
+{
+    int32_t pick[ROLLOUT_TRAJ_TRACKS];
+    int np = 0;
+    for (size_t q = 0; q < n; q++) { /* insertion into a short list, latest first */
+        double f = res->finish_s[q];
+        int at = np;
+        while (at > 0 && f > res->finish_s[pick[at - 1]])
+            at--;
+        if (at >= ROLLOUT_TRAJ_TRACKS)
+            continue;
+        if (np < ROLLOUT_TRAJ_TRACKS)
+            np++;
+        memmove(pick + at + 1, pick + at, (size_t)(np - 1 - at) * sizeof *pick);
+        pick[at] = (int32_t)q;
+    }
+    size_t cap = 0;
+    for (int i = 0; i < np; i++)
+        cap += 4 * (size_t)s->rt[pick[i]].nt;
+    if (cap && !(res->tj = malloc(cap * sizeof *res->tj)))
+        return ts_errf(s->e, "out of memory for the trajectories' timeline");
+    for (int i = 0; i < np; i++) {
+        const req_turn *t = &s->rt[pick[i]];
+        for (int32_t k = 0; k < t->nt; k++) {
+            const turn_times *v = &s->tv[t->tv0 + k];
+            traj_put(res, i, pick[i], k, TJ_QUEUE, v->queued, v->admitted);
+            traj_put(res, i, pick[i], k, TJ_GEN, v->admitted, v->ended);
+            traj_put(res, i, pick[i], k, TJ_TOOL_QUEUE, v->ended, v->tool0);
+            traj_put(res, i, pick[i], k, TJ_TOOL, v->tool0, v->tool1);
+        }
+    }
+    return 0;
+}
+
 static int dbl_cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-/* A multi-turn run's totals, critical path and turn latencies (lower order
- * statistics) into res.  Cannot fail. */
-static void run_collect_turns(const sim *s, size_t n, rollout_result *res)
+/* A multi-turn run's totals, critical path, turn latencies (lower order
+ * statistics) and the timeline of the trajectories that finished last into
+ * res.  Returns 0, or -1 with e set (allocation failure). */
+static int run_collect_turns(const sim *s, size_t n, rollout_result *res)
 {
     if (!res->turns)
-        return;
+        return 0;
     res->tool_calls = s->tool_calls;
     res->tool_s = s->tool_s;
     res->tool_queue_s = s->tool_queue_s;
@@ -274,7 +332,7 @@ static void run_collect_turns(const sim *s, size_t n, rollout_result *res)
     for (size_t q = 1; q < n; q++)
         if (res->finish_s[q] > res->finish_s[res->crit_resp])
             res->crit_resp = (int32_t)q;
-    const req *c = &s->reqs[res->crit_resp];
+    const req_turn *c = &s->rt[res->crit_resp];
     res->crit_turns = c->tt ? c->nt : 1;
     res->crit_tool_s = c->tool_sum;
     res->crit_turn_s = c->turn_max;
@@ -282,7 +340,7 @@ static void run_collect_turns(const sim *s, size_t n, rollout_result *res)
     double *x = s->turn_lat, sum = 0;
     int64_t m = s->n_turn_lat;
     if (m == 0)
-        return;
+        return run_collect_traj(s, n, res);
     qsort(x, (size_t)m, sizeof *x, dbl_cmp);
     for (int64_t i = 0; i < m; i++)
         sum += x[i];
@@ -290,6 +348,7 @@ static void run_collect_turns(const sim *s, size_t n, rollout_result *res)
     res->turn_p50_s = x[(m - 1) / 2];
     res->turn_p90_s = x[(int64_t)(0.9 * (double)(m - 1))];
     res->turn_max_s = x[m - 1];
+    return run_collect_traj(s, n, res);
 }
 
 /* Collects where the run ended into res: complete groups, a stopped run's
@@ -320,7 +379,6 @@ static void run_collect(const sim *s, size_t n, rollout_result *res)
             res->finish_s[q] = -1;
     }
     res->events = engine_events(s->eng);
-    run_collect_turns(s, n, res);
 }
 
 /* The run's metrics from the per-replica figures in res: makespan, token,
@@ -393,10 +451,12 @@ static void run_free(sim *s)
         }
     free(s->reps);
     free(s->reqs);
+    free(s->rt);
     free(s->grp);
     free(s->grp_left);
     free(s->tq);
     free(s->turn_lat);
+    free(s->tv);
     engine_free(s->eng);
     cost_cache_free(s->cc);
 }
@@ -415,12 +475,10 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         return -1;
     int rc = -1;
     if ((res->turns = trace_has_turns(t))) {
-        if (cfg->spec != SPEC_OFF || cfg->start_gen || cfg->stop_groups > 0)
-            return ts_errf(e, "this rollout does not support multi-turn trajectories yet: %s "
-                              "(the trace has turns)",
-                           cfg->spec != SPEC_OFF ? "speculative decoding"
-                                                 : "resuming or stopping part-way (a policy "
-                                                   "that carries work across steps)");
+        if (cfg->start_gen || cfg->stop_groups > 0)
+            return ts_errf(e, "this rollout does not support multi-turn trajectories yet: "
+                              "resuming or stopping part-way (a policy that carries work "
+                              "across steps; the trace has turns)");
         if (cfg->tool_concurrency < 0)
             return ts_errf(e, "tool_concurrency is %d (0: unlimited)", cfg->tool_concurrency);
         s.tq_cap = (int64_t)n;
@@ -434,6 +492,8 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
     if (ro_run_queue(&s, n) || ro_run_events(&s, t->n_prompts, n))
         goto cleanup;
     run_collect(&s, n, res);
+    if (run_collect_turns(&s, n, res))
+        goto cleanup;
     run_metrics(cfg, t, res);
     rc = 0;
 cleanup:

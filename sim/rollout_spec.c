@@ -167,7 +167,10 @@ void ro_spec_verify_done(sim *s, replica *rp, double now)
         if (q->gen >= q->target) {
             rp->kv_used -= q->kv;
             rp->sp_ctx -= q->kv;
-            ro_finish(s, rp, r, now);
+            if (s->rt && s->rt[r].tt) /* a turn's end: its tool follows (no speculation) */
+                ro_turn_end(s, rp, r, now, q->kv);
+            else
+                ro_finish(s, rp, r, now);
         } else {
             if (keep != k) {
                 rp->sp_tree[keep] = rp->sp_tree[k];
@@ -207,9 +210,10 @@ static int cmp_admit(const void *a, const void *b, void *ctx)
     return (x > y) - (x < y);
 }
 
-/* TLT's switch: flush the KV cache, send every running request back to
- * prefill (prompt + tokens so far) in admission order, quarter the prefill
- * budget, and decode speculatively from now on. */
+/* TLT's switch: flush the KV cache (multi-turn: held contexts included),
+ * send every running request back to prefill (prompt + tokens so far) in
+ * admission order, quarter the prefill budget, and decode speculatively
+ * from now on. */
 void ro_spec_switch(sim *s, replica *rp, double now)
 {
     for (int32_t k = 0; k < rp->nheap; k++) {
@@ -234,6 +238,10 @@ void ro_spec_switch(sim *s, replica *rp, double now)
         }
         rp->pre[j] = r;
     }
+    /* the flush takes multi-turn contexts held for trajectories out on tools
+     * too: their next turn prefills its whole context */
+    while (rp->lhead >= 0 && ro_turn_evict(s, rp, 0))
+        ;
     rp->kv_used = 0;
     rp->dsum = 0;
     rp->chunk = rp->chunk / 4 > 0 ? rp->chunk / 4 : 1;

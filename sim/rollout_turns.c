@@ -42,11 +42,11 @@ static void tool_done(engine *e, void *ctx, uint64_t arg);
 /* Appends r to rp's list of held contexts. */
 static void held_push(sim *s, replica *rp, int32_t r)
 {
-    req *q = &s->reqs[r];
+    req_turn *q = &s->rt[r];
     q->lprev = rp->ltail;
     q->lnext = -1;
     if (rp->ltail >= 0)
-        s->reqs[rp->ltail].lnext = r;
+        s->rt[rp->ltail].lnext = r;
     else
         rp->lhead = r;
     rp->ltail = r;
@@ -55,13 +55,13 @@ static void held_push(sim *s, replica *rp, int32_t r)
 /* Takes r off rp's list of held contexts. */
 static void held_remove(sim *s, replica *rp, int32_t r)
 {
-    req *q = &s->reqs[r];
+    req_turn *q = &s->rt[r];
     if (q->lprev >= 0)
-        s->reqs[q->lprev].lnext = q->lnext;
+        s->rt[q->lprev].lnext = q->lnext;
     else
         rp->lhead = q->lnext;
     if (q->lnext >= 0)
-        s->reqs[q->lnext].lprev = q->lprev;
+        s->rt[q->lnext].lprev = q->lprev;
     else
         rp->ltail = q->lprev;
     q->lprev = q->lnext = -1;
@@ -70,7 +70,7 @@ static void held_remove(sim *s, replica *rp, int32_t r)
 /* Frees r's held context from the pool that counts it. */
 static void held_drop(sim *s, replica *rp, int32_t r)
 {
-    req *q = &s->reqs[r];
+    req_turn *q = &s->rt[r];
     if (q->soft)
         rp->kv_soft -= q->held;
     else
@@ -82,8 +82,8 @@ static void held_drop(sim *s, replica *rp, int32_t r)
 
 int ro_turn_evict(sim *s, replica *rp, int soft_only)
 {
-    for (int32_t r = rp->lhead; r >= 0; r = s->reqs[r].lnext)
-        if (!soft_only || s->reqs[r].soft) {
+    for (int32_t r = rp->lhead; r >= 0; r = s->rt[r].lnext)
+        if (!soft_only || s->rt[r].soft) {
             held_drop(s, rp, r);
             s->evictions++;
             return 1;
@@ -91,10 +91,15 @@ int ro_turn_evict(sim *s, replica *rp, int soft_only)
     return 0;
 }
 
-int32_t ro_turn_admit(sim *s, replica *rp, int32_t r)
+int32_t ro_turn_admit(sim *s, replica *rp, int32_t r, double now)
 {
-    req *q = &s->reqs[r];
+    req_turn *q = &s->rt[r];
+    turn_times *tv = &s->tv[q->tv0 + q->k];
+    if (tv->admitted < 0)
+        tv->admitted = now;
     int32_t h = q->held;
+    if (h == 0)
+        return 0;
     TS_CHECK(!q->soft);
     held_remove(s, rp, r);
     q->held = 0;
@@ -106,12 +111,13 @@ int32_t ro_turn_admit(sim *s, replica *rp, int32_t r)
  * the event cannot be scheduled. */
 static void tool_start(sim *s, int32_t r, double now)
 {
-    req *q = &s->reqs[r];
+    req_turn *q = &s->rt[r];
     const trace_turn *u = &q->tt[q->k];
     s->tools_running++;
     s->tool_calls++;
     s->tool_s += u->tool_s;
     s->tool_queue_s += now - q->t_tool;
+    s->tv[q->tv0 + q->k].tool0 = now;
     if (engine_schedule(s->eng, now + u->tool_s, tool_done, s, (uint64_t)r) == 0) {
         s->failed = 1;
         ts_errf(s->e, "out of memory scheduling a tool call");
@@ -132,29 +138,31 @@ void ro_turn_end(sim *s, replica *rp, int32_t r, double now, double kv)
 {
     const rollout_cfg *cfg = s->cfg;
     req *q = &s->reqs[r];
-    const trace_turn *u = &q->tt[q->k];
-    double span = now - q->t_turn;
+    req_turn *t = &s->rt[r];
+    const trace_turn *u = &t->tt[t->k];
+    double span = now - t->t_turn;
+    s->tv[t->tv0 + t->k].ended = now;
     s->turn_lat[s->n_turn_lat++] = span;
-    if (span > q->turn_max) {
-        q->turn_max = span;
-        q->turn_arg = q->k;
+    if (span > t->turn_max) {
+        t->turn_max = span;
+        t->turn_arg = t->k;
     }
     if (u->tools == 0) { /* its last turn (the reader ends a trajectory without a tool) */
-        q->target = q->full;
+        q->target = t->full;
         ro_finish(s, rp, r, now);
         return;
     }
     q->state = R_WAIT;
-    if (q->k + 1 < q->nt) { /* keep the context for the next turn */
-        q->held = (int32_t)kv;
-        q->soft = !cfg->keep_kv_during_tool;
-        if (q->soft)
-            rp->kv_soft += q->held;
+    if (t->k + 1 < t->nt) { /* keep the context for the next turn */
+        t->held = (int32_t)kv;
+        t->soft = !cfg->keep_kv_during_tool;
+        if (t->soft)
+            rp->kv_soft += t->held;
         else
-            rp->kv_used += q->held;
+            rp->kv_used += t->held;
         held_push(s, rp, r);
     }
-    q->t_tool = now;
+    t->t_tool = now;
     if (cfg->tool_concurrency > 0 && s->tools_running >= cfg->tool_concurrency) {
         s->tq[(s->tq_head + s->tq_n++) % s->tq_cap] = r;
         return;
@@ -171,9 +179,11 @@ static void tool_done(engine *e, void *ctx, uint64_t arg)
     double now = engine_now(e);
     int32_t r = (int32_t)arg;
     req *q = &s->reqs[r];
+    req_turn *t = &s->rt[r];
     replica *rp = &s->reps[q->replica];
     s->tools_running--;
-    q->tool_sum += now - q->t_tool;
+    t->tool_sum += now - t->t_tool;
+    s->tv[t->tv0 + t->k].tool1 = now;
     if (s->tq_n > 0) {
         int32_t w = s->tq[s->tq_head];
         s->tq_head = (s->tq_head + 1) % s->tq_cap;
@@ -181,29 +191,30 @@ static void tool_done(engine *e, void *ctx, uint64_t arg)
         tool_start(s, w, now);
     }
     charge_wait(rp, now);
-    if (++q->k >= q->nt) { /* a tool call after the last turn */
-        q->target = q->full;
+    if (++t->k >= t->nt) { /* a tool call after the last turn */
+        q->target = t->full;
         ro_finish(s, rp, r, now);
         return;
     }
-    const trace_turn *u = &q->tt[q->k];
-    if (q->held > 0) {
-        if (q->soft) { /* the prefix cache survived: it is pinned again */
-            rp->kv_soft -= q->held;
-            rp->kv_used += q->held;
-            q->soft = 0;
+    const trace_turn *u = &t->tt[t->k];
+    if (t->held > 0) {
+        if (t->soft) { /* the prefix cache survived: it is pinned again */
+            rp->kv_soft -= t->held;
+            rp->kv_used += t->held;
+            t->soft = 0;
         }
-        if (q->held > u->context - 1) { /* the recorded context is shorter */
-            rp->kv_used -= q->held - (u->context - 1);
-            q->held = u->context - 1;
+        if (t->held > u->context - 1) { /* the recorded context is shorter */
+            rp->kv_used -= t->held - (u->context - 1);
+            t->held = u->context - 1;
         }
-        if (q->held == 0)
+        if (t->held == 0)
             held_remove(s, rp, r);
     }
     q->prompt = u->context;
     q->target = u->gen;
     q->gen = 0;
-    q->t_turn = now;
+    t->t_turn = now;
+    s->tv[t->tv0 + t->k].queued = now;
     ro_wq_push_back(rp, r);
     if (rp->idle)
         ro_plan(s, e, rp);

@@ -392,6 +392,72 @@ Test(export, bad_interval_writes_nothing)
     run_record_free(r);
 }
 
+/* A multi-turn run's trajectories (issue 20): a second process holds a
+ * named track per rank (the critical path on top) and one slice per
+ * interval, its category the kind, in time order; intervals out of order
+ * are refused and nothing is written. */
+Test(export, perfetto_trajectory_tracks)
+{
+    run_record *r = make_run(4, 1);
+    double t = 0.1;
+    for (int i = 0; i < 9; i++, t += 0.7) {
+        traj_interval iv = {i / 5, 40 + i / 5, i % 5 / 2, (i % 5) % TJ_COUNT, t, t + 0.7};
+        cr_assert_eq(run_add_traj(r, &iv), 0);
+    }
+    char p[600];
+    path_in(p, sizeof p, dir, "timeline.json");
+    ts_err e = {""};
+    cr_assert_eq(perfetto_write(r, p, &e), 0, "%s", e.msg);
+    json_error_t je;
+    json_t *root = json_load_file(p, JSON_REJECT_DUPLICATES, &je);
+    cr_assert_not_null(root, "not JSON: %s", je.text);
+    size_t i, slices = 0, tracks = 0, gpu_slices = 0;
+    long long last_end[3] = {-1, -1, -1};
+    json_t *ev;
+    json_array_foreach(json_object_get(root, "traceEvents"), i, ev) {
+        const char *ph = json_string_value(json_object_get(ev, "ph"));
+        const char *name = json_string_value(json_object_get(ev, "name"));
+        json_int_t pid = json_integer_value(json_object_get(ev, "pid"));
+        json_int_t tid = json_integer_value(json_object_get(ev, "tid"));
+        if (pid != 2) {
+            gpu_slices += !strcmp(ph, "X");
+            continue;
+        }
+        if (!strcmp(ph, "M") && !strcmp(name, "thread_name")) {
+            const char *tn =
+                json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
+            cr_assert(tid == 1 ? strstr(tn, "trajectory 40 (critical path)") != NULL
+                               : strstr(tn, "trajectory 41") != NULL, "track %lld: %s",
+                      (long long)tid, tn);
+            tracks++;
+        } else if (!strcmp(ph, "X")) {
+            cr_assert(tid >= 1 && tid <= 2);
+            const char *cat = json_string_value(json_object_get(ev, "cat"));
+            int kind = -1;
+            for (int k = 0; k < TJ_COUNT; k++)
+                if (!strcmp(cat, tj_kind_name[k]))
+                    kind = k;
+            cr_assert_geq(kind, 0, "category '%s'", cat);
+            cr_assert_eq(strncmp(name, kind >= TJ_TOOL_QUEUE ? "tool " : "turn ", 5), 0, "%s",
+                         name);
+            long long ts = json_integer_value(json_object_get(ev, "ts"));
+            cr_assert_geq(ts, last_end[tid], "slice %zu overlaps the previous", i);
+            last_end[tid] = ts + json_integer_value(json_object_get(ev, "dur"));
+            slices++;
+        }
+    }
+    json_decref(root);
+    cr_assert_eq(tracks, 2);
+    cr_assert_eq(slices, r->n_tj);
+    cr_assert_eq(gpu_slices, r->n_tl, "the GPUs' tracks are unchanged");
+    remove(p);
+    r->tj[3].t0 = r->tj[1].t0; /* before the end of the one before */
+    cr_assert_eq(perfetto_write(r, p, &e), -1);
+    cr_assert(strstr(e.msg, "trajectory interval 3"), "%s", e.msg);
+    cr_assert(!exists(dir, "timeline.json"));
+    run_record_free(r);
+}
+
 /* Counts the lines of s. */
 static size_t lines(const char *s)
 {

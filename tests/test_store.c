@@ -90,6 +90,12 @@ static run_record *make_run(uint64_t seed, size_t n)
         cr_assert_eq(run_add_response(r, (int32_t)(rnd() % 8), (int32_t)(rnd() % 4096),
                                       (int32_t)(rnd() % 32768), rnd_unit() * 300.0), 0);
     }
+    /* a multi-turn run's trajectory intervals (schema 8): two trajectories */
+    double t = 0;
+    for (int i = 0; i < 6; i++, t += 1.5) {
+        traj_interval iv = {i / 3, 17 + i / 3, i % 3, (i + 1) % TJ_COUNT, t, t + 1.5};
+        cr_assert_eq(run_add_traj(r, &iv), 0);
+    }
     return r;
 }
 
@@ -146,6 +152,13 @@ static void assert_same_run(const run_record *a, const run_record *b)
     cr_assert_eq(a->n_steps, b->n_steps);
     for (size_t k = 0; k < a->n_steps; k++)
         cr_assert_eq(a->step_t0[k], b->step_t0[k], "step %zu starts elsewhere", k);
+    cr_assert_eq(a->n_tj, b->n_tj);
+    for (size_t i = 0; i < a->n_tj; i++) {
+        const traj_interval *x = &a->tj[i], *y = &b->tj[i];
+        cr_assert(x->rank == y->rank && x->resp == y->resp && x->turn == y->turn &&
+                  x->kind == y->kind && x->t0 == y->t0 && x->t1 == y->t1,
+                  "trajectory interval %zu differs", i);
+    }
     cr_assert_eq(a->n_resp, b->n_resp);
     for (size_t i = 0; i < a->n_resp; i++) {
         const resp_outcome *x = &a->resp[i], *y = &b->resp[i];
@@ -330,6 +343,38 @@ Test(store, timeline_names_match_the_enums)
                                  " AND n.t1 = t.t1 JOIN phase_names p ON p.name = n.phase"
                                  " JOIN state_names s ON s.name = n.state"
                                  " WHERE p.id <> t.phase OR s.id <> t.state"), 0);
+    run_record_free(r);
+}
+
+/* Version 8: a version-7 file gets the trajectories' table and the names of
+ * their kinds (matching tj_kind_name row for row); its runs load with no
+ * trajectory intervals, a new run keeps its own. */
+Test(store, migrates_version_7_to_8)
+{
+    run_record *r = saved_then_downgraded(NULL, "DROP TABLE traj_timeline;"
+                                          " DROP TABLE traj_kind_names; PRAGMA user_version = 7");
+    ts_err e = {""};
+    store *s = open_ok(dbpath);
+    cr_assert_eq(sql_int(dbpath, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM traj_kind_names"), TJ_COUNT);
+    for (int i = 0; i < TJ_COUNT; i++) {
+        char q[200];
+        snprintf(q, sizeof q, "SELECT count(*) FROM traj_kind_names WHERE id = %d AND name = '%s'",
+                 i, tj_kind_name[i]);
+        cr_assert_eq(sql_int(dbpath, q), 1, "kind %d is not '%s'", i, tj_kind_name[i]);
+    }
+    run_record *back = NULL;
+    cr_assert_eq(store_load_run(s, r->id, &back, &e), 0, "%s", e.msg);
+    cr_assert_eq(back->n_tj, 0);
+    run_record_free(back);
+    run_record *two = make_run(8, 10);
+    cr_assert_eq(store_save_run(s, two, &e), 0, "%s", e.msg);
+    cr_assert_eq(store_load_run(s, two->id, &back, &e), 0, "%s", e.msg);
+    cr_assert_eq(back->n_tj, 6);
+    assert_same_run(two, back);
+    run_record_free(back);
+    run_record_free(two);
+    store_close(s);
     run_record_free(r);
 }
 
@@ -546,6 +591,7 @@ Test(store, deleting_a_run_cascades)
     sqlite3_close(db);
     cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM metrics"), 0);
     cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM timeline"), 0);
+    cr_assert_eq(sql_int(dbpath, "SELECT count(*) FROM traj_timeline"), 0);
     run_record_free(r);
 }
 

@@ -271,6 +271,95 @@ Test(turns, tool_concurrency_queues_calls, .init = load_models)
     trace_free(t);
 }
 
+/* The per-trajectory timeline of the one-slot case, by hand: B (response 1,
+ * replica 1) finishes last, so it is rank 0; both generate turn 0 over
+ * [0, c0]; A takes the slot first (replica 0's iteration ends first at the
+ * same time), its tool runs [c0, c0 + 10], turn 1 is admitted at once (its
+ * replica is idle: no queue interval) and generates for c1 + d1; B waits
+ * for the slot [c0, c0 + 10], then its tool runs 10 s.  Each trajectory's
+ * intervals are consecutive; the report gets them through rlstep's record. */
+Test(turns, trajectory_timeline_by_hand, .init = load_models)
+{
+    trace *t = trace_new();
+    trace_turn a[2] = {{500, 0, 1, 1, 300, 10.0, -1}, {810, 500, 2, 0, 0, 0, -1}};
+    int32_t na = 2, ra = 312;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_add_turns(t, 0, 0, -1, 500, &ra, 1, &na, a, &e), 0);
+    cr_assert_eq(trace_add_turns(t, 0, 1, -1, 500, &ra, 1, &na, a, &e), 0);
+    rollout_cfg c = two_cfg(1);
+    c.tool_concurrency = 1;
+    rollout_result r;
+    cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+    double c0 = iter_s(1, 500, 0, 0, 0), c1 = iter_s(1, 310, 500, 0, 0);
+    double d1 = iter_s(0, 0, 0, 1, 811);
+    const traj_interval want[] = {
+        {0, 1, 0, TJ_GEN, 0, c0},
+        {0, 1, 0, TJ_TOOL_QUEUE, c0, c0 + 10},
+        {0, 1, 0, TJ_TOOL, c0 + 10, c0 + 20},
+        {0, 1, 1, TJ_GEN, c0 + 20, c0 + 20 + c1 + d1},
+        {1, 0, 0, TJ_GEN, 0, c0},
+        {1, 0, 0, TJ_TOOL, c0, c0 + 10},
+        {1, 0, 1, TJ_GEN, c0 + 10, c0 + 10 + c1 + d1},
+    };
+    size_t nw = sizeof want / sizeof *want;
+    cr_assert_eq(r.n_tj, nw, "%zu intervals", r.n_tj);
+    for (size_t i = 0; i < nw; i++) {
+        const traj_interval *x = &r.tj[i], *y = &want[i];
+        cr_assert(x->rank == y->rank && x->resp == y->resp && x->turn == y->turn &&
+                      x->kind == y->kind,
+                  "interval %zu: rank %d resp %d turn %d kind %d", i, x->rank, x->resp, x->turn,
+                  x->kind);
+        cr_assert_float_eq(x->t0, y->t0, 1e-9, "interval %zu", i);
+        cr_assert_float_eq(x->t1, y->t1, 1e-9, "interval %zu", i);
+    }
+    cr_assert_float_eq(r.tj[3].t1, r.makespan_s, 1e-12); /* rank 0 is the critical path */
+    rollout_result_free(&r);
+    trace_free(t);
+}
+
+/* TLT's speculation on turns (policy tlt) acts on generation only: with the
+ * drafter always on, trajectory A's tool call still takes exactly its 10 s
+ * (tool_s, its tool interval), its replica is idle for exactly those 10 s
+ * (the tool-wait bubble 10 / (2 T)), and its finish is its generation
+ * intervals plus the 10 s; the verify steps ran (spec_iterations > 0). */
+Test(turns, speculation_acts_on_generation_only, .init = load_models)
+{
+    trace *t = trace_new();
+    trace_turn a[2] = {{500, 0, 300, 1, 300, 10.0, -1}, {1100, 800, 200, 0, 0, 0, -1}};
+    trace_turn b[1] = {{500, 0, 100, 0, 0, 0, -1}};
+    int32_t na = 2, nb = 1, ra = 800, rb = 100;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_add_turns(t, 0, 0, -1, 500, &ra, 1, &na, a, &e), 0, "%s", e.msg);
+    cr_assert_eq(trace_add_turns(t, 0, 1, -1, 500, &rb, 1, &nb, b, &e), 0, "%s", e.msg);
+    for (int spec = 0; spec < 2; spec++) {
+        rollout_cfg c = two_cfg(1);
+        c.spec = spec ? SPEC_ALWAYS : SPEC_OFF;
+        spec_params_default(&c.sp);
+        rollout_result r;
+        cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "spec %d: %s", spec, e.msg);
+        cr_assert_eq(r.spec_iterations > 0, spec, "spec %d: %lld verify steps", spec,
+                     (long long)r.spec_iterations);
+        cr_assert_float_eq(r.tool_s, 10.0, 1e-12);
+        cr_assert_eq(r.crit_resp, 0);
+        double T = r.makespan_s, gen = 0, tool = 0;
+        for (size_t i = 0; i < r.n_tj; i++) {
+            const traj_interval *x = &r.tj[i];
+            if (x->rank != 0)
+                continue;
+            if (x->kind == TJ_TOOL)
+                tool += x->t1 - x->t0;
+            else
+                gen += x->t1 - x->t0;
+        }
+        cr_assert_float_eq(tool, 10.0, 1e-9, "spec %d: tool %.9f s", spec, tool);
+        cr_assert_float_eq(gen + tool, T, 1e-9, "spec %d", spec);
+        cr_assert_float_eq(r.tool_wait_fraction, 10.0 / (2 * T), 1e-9, "spec %d", spec);
+        cr_assert_eq(r.gen[0], 800);
+        rollout_result_free(&r);
+    }
+    trace_free(t);
+}
+
 /* Under KV pressure the prefix cache of a trajectory out on its tool is
  * evicted (keep_kv_during_tool = false) and its whole context prefilled
  * again; kept KV (true) survives the same load, which instead waits. */
