@@ -268,10 +268,12 @@ static void iter_tok_terms(const hw_desc *hw, const llm_desc *m, int tp, double 
     e->post[6] = layer_op_time(hw, m, tp, LOP_ADD, T);  /* residual */
     e->post[7] = tp > 1 ? 2.0 * comm_allreduce(hw, act, tp) : 0.0;
     e->ar_graph = tp > 1 ? 2.0 * comm_allreduce_graph(hw, act, tp) : 0.0;
+    e->ar_car = tp > 1 ? 2.0 * comm_allreduce_eager_car(hw, act, tp) : 0.0;
     /* embedding (vocab-parallel: gather + all-reduce) */
     e->emb = layer_op_time(hw, m, tp, LOP_EMB, T);
     e->emb_ar = tp > 1 ? comm_allreduce(hw, act, tp) : 0.0;
     e->emb_ar_graph = tp > 1 ? comm_allreduce_graph(hw, act, tp) : 0.0;
+    e->emb_ar_car = tp > 1 ? comm_allreduce_eager_car(hw, act, tp) : 0.0;
 }
 
 /* The row-count terms for rows >= 1 LM head rows on tp >= 1 GPUs, into e
@@ -286,10 +288,24 @@ static void iter_row_terms(const hw_desc *hw, const llm_desc *m, int tp, double 
     e->gather_graph = tp > 1 ? comm_allgather_graph(hw, rows * m->vocab * 2.0, tp) : 0.0;
 }
 
+/* The layer's two all-reduces and the embedding's under collective mode
+ * `graph` (enum cost_coll_mode). */
+static double tok_ar(const cost_cache_tok *e, int graph)
+{
+    return graph == COST_COLL_GRAPH ? e->ar_graph
+           : graph == COST_COLL_EAGER_CAR ? e->ar_car : e->post[7];
+}
+
+static double tok_emb_ar(const cost_cache_tok *e, int graph)
+{
+    return graph == COST_COLL_GRAPH ? e->emb_ar_graph
+           : graph == COST_COLL_EAGER_CAR ? e->emb_ar_car : e->emb_ar;
+}
+
 /* Adds up one forward iteration of b (T >= 1 tokens) over `layers` layers:
  * e holds the token-count terms for T, r the row-count terms for b's LM head
  * rows (NULL when there are none), heads and kvh the TP-local head counts;
- * graph 1 takes the collectives of a CUDA-graph step. */
+ * graph is the collectives' enum cost_coll_mode. */
 static double iter_sum(const hw_desc *hw, const llm_desc *m, double heads, double kvh,
                        int layers, const cost_cache_tok *e, const cost_cache_row *r,
                        const cost_batch *b, int graph)
@@ -302,17 +318,17 @@ static double iter_sum(const hw_desc *hw, const llm_desc *m, double heads, doubl
                              b->prefill_kv_sum);
     for (int i = 0; i < 7; i++)
         t += e->post[i];
-    t += graph ? e->ar_graph : e->post[7];
+    t += tok_ar(e, graph);
     t *= layers;
 
     if (m->vocab <= 0)
         return t; /* no token embedding or LM head (e.g. a diffusion transformer) */
     t += e->emb;
-    t += graph ? e->emb_ar_graph : e->emb_ar;
+    t += tok_emb_ar(e, graph);
     if (r) {
         t += r->norm;
         t += r->head;
-        t += graph ? r->gather_graph : r->gather;
+        t += graph == COST_COLL_GRAPH ? r->gather_graph : r->gather;
     }
     return t;
 }
@@ -330,15 +346,15 @@ double cost_iter_comm(const hw_desc *hw, const llm_desc *m, int tp, const cost_b
         return 0.0;
     cost_cache_tok e;
     iter_tok_terms(hw, m, tp, T, &e);
-    double t = m->layers * (graph ? e.ar_graph : e.post[7]);
+    double t = m->layers * tok_ar(&e, graph);
     if (m->vocab <= 0)
         return t;
-    t += graph ? e.emb_ar_graph : e.emb_ar;
+    t += tok_emb_ar(&e, graph);
     double rows = (double)b->n_decode + (double)b->n_prefill_seqs;
     if (rows > 0) {
         cost_cache_row r;
         iter_row_terms(hw, m, tp, rows, &r);
-        t += graph ? r.gather_graph : r.gather;
+        t += graph == COST_COLL_GRAPH ? r.gather_graph : r.gather;
     }
     return t;
 }
@@ -388,7 +404,7 @@ void cost_cache_free(cost_cache *c)
 
 void cost_cache_set_graph(cost_cache *c, int graph)
 {
-    c->graph = graph != 0;
+    c->graph = graph == COST_COLL_GRAPH || graph == COST_COLL_EAGER_CAR ? graph : COST_COLL_EAGER;
 }
 
 /* Slot of count x (a whole number >= 1) in a table. */
