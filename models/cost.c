@@ -23,8 +23,10 @@
  * Elementwise kernels (norms, RoPE, activation, residual add, embedding
  * gather) are streaming kernels: launch_s plus bytes over the streaming
  * bandwidth, scaled by how well the kernel that serving engines ship uses it
- * (kernel_bw below).  Attention is a roofline of its FLOPs at attn_eff and
- * its KV bytes at mem_eff.
+ * (kernel_bw below).  Attention is a roofline of its FLOPs at attn_eff (for
+ * chunks and prefill, with attn_fa_version set, FlashAttention's published
+ * H100 throughput at the chunk's equivalent causal length) and its KV bytes
+ * at mem_eff.
  *
  * cost_iter() is on the simulator's hot path (about a million calls per
  * simulated RL step): it prices one layer in closed form and multiplies by the
@@ -156,11 +158,42 @@ double cost_gemm(const hw_desc *hw, double m, double n, double k)
     return hw->launch_s + hw->gemm_lat_s + (t_comp > t_mem ? t_comp : t_mem);
 }
 
-/* Attention over KV read from HBM: memory for `kv_bytes`, compute for `flops`
- * at attn_eff (decode is memory bound, long prefill compute bound). */
-static double attn_time(const hw_desc *hw, double flops, double kv_bytes)
+/* Forward causal attention throughput on H100 SXM5, head dim 128, bf16, as a
+ * fraction of its 989 TFLOP/s, at sequence lengths 512, 1k, ..., 16k
+ * (FlashAttention-3 paper, Shah et al. 2024, arXiv:2407.08608, Figure 5,
+ * causal head dim 128: FlashAttention-2 191, 260, 298, 319, 333, 335 TFLOP/s;
+ * FlashAttention-3 292, 423, 521, 579, 602, 616).  Published, not fitted. */
+static const double attn_fa_table[2][6] = {
+    {0.193, 0.263, 0.301, 0.323, 0.337, 0.339},
+    {0.295, 0.428, 0.527, 0.585, 0.609, 0.623},
+};
+
+/* Compute efficiency of chunked causal attention with `q` query tokens over
+ * `pairs` (query, key) pairs: attn_eff, or with attn_fa_version set the
+ * published table at the causal length with as many keys per query, L =
+ * 2 x pairs / q (a whole causal sequence of L tokens has L/2), piecewise
+ * linear in log2(L) between 512 and 16k and flat outside. */
+static double attn_chunk_eff(const hw_desc *hw, double q, double pairs)
 {
-    double tc = flops / (hw->peak_flops * hw->attn_eff);
+    if (hw->attn_fa_version < 2 || hw->attn_fa_version > 3 || q <= 0)
+        return hw->attn_eff;
+    const double *t = attn_fa_table[hw->attn_fa_version - 2];
+    double L = 2.0 * pairs / q;
+    if (L <= 512.0)
+        return t[0];
+    if (L >= 16384.0)
+        return t[5];
+    double x = log2(L) - 9.0; /* 0 at 512, 5 at 16k */
+    int i = (int)x;
+    double f = x - i;
+    return t[i] * (1.0 - f) + t[i + 1] * f;
+}
+
+/* Attention over KV read from HBM: memory for `kv_bytes`, compute for `flops`
+ * at efficiency `eff` (decode is memory bound, long prefill compute bound). */
+static double attn_time(const hw_desc *hw, double flops, double kv_bytes, double eff)
+{
+    double tc = flops / (hw->peak_flops * eff);
     double tm = kv_bytes / (hw->hbm_bw * hw->mem_eff);
     return hw->launch_s + (tc > tm ? tc : tm);
 }
@@ -172,7 +205,7 @@ double cost_attn_decode(const hw_desc *hw, double heads, double kv_heads, double
         return 0.0;
     double kv_tok = 2.0 * kv_heads * head_dim * 2.0; /* K+V bytes/token */
     return attn_time(hw, 4.0 * heads * head_dim * ctx_sum,
-                     ctx_sum * kv_tok + batch * 2.0 * heads * head_dim * 2.0);
+                     ctx_sum * kv_tok + batch * 2.0 * heads * head_dim * 2.0, hw->attn_eff);
 }
 
 double cost_attn_chunk(const hw_desc *hw, double heads, double kv_heads, double head_dim,
@@ -182,7 +215,8 @@ double cost_attn_chunk(const hw_desc *hw, double heads, double kv_heads, double 
         return 0.0;
     double kv_tok = 2.0 * kv_heads * head_dim * 2.0;
     return attn_time(hw, 4.0 * heads * head_dim * attn_sum,
-                     kv_sum * kv_tok + q_tokens * 2.0 * heads * head_dim * 2.0);
+                     kv_sum * kv_tok + q_tokens * 2.0 * heads * head_dim * 2.0,
+                     attn_chunk_eff(hw, q_tokens, attn_sum));
 }
 
 double cost_lm_head(const hw_desc *hw, const llm_desc *m, int tp, double rows)

@@ -337,6 +337,9 @@ int fit_hw(const hw_desc *start, const calib_row *rows, size_t n, const unsigned
     int rc = -1;
     gsl_error_handler_t *old = gsl_set_error_handler_off();
     fit_ctx c = {.hw = *start, .rows = rows, .idx = idx, .kind = kind};
+    /* measured attention replaces the published FlashAttention table
+     * (attn_fa_version) by one fitted attn_eff; kept when no row uses it */
+    c.hw.attn_fa_version = 0;
     if (!idx || !kind) {
         ts_errf(e, "fit: out of memory for %zu rows", n);
         goto cleanup;
@@ -364,6 +367,8 @@ int fit_hw(const hw_desc *start, const calib_row *rows, size_t n, const unsigned
     if (half_used && c.n >= c.p + 2 && fit_pass2(&c, start, &o1, &best, &kept, out, e))
         goto cleanup;
     fit_report(&c, &best, &kept, out);
+    if (out->state[FIT_ATTN_EFF] != FIT_FITTED)
+        out->hw.attn_fa_version = start->attn_fa_version;
     rc = 0;
 cleanup:
     gsl_set_error_handler(old);

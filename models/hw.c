@@ -66,6 +66,7 @@ static const key_spec hw_keys[] = {
     HW_D("efficiency", gemm_lat_s, 0, 1e-3, 0),
     HW_D("efficiency", mem_eff, 0.01, 1, 0),
     HW_D("efficiency", attn_eff, 0.01, 1, 0),
+    HW_I("efficiency", attn_fa_version, 2, 3, 0),
     HW_D("efficiency", launch_s, 0, 1e-3, 0),
     HW_I("efficiency", tile_m, 1, 1024, 0),
     HW_I("efficiency", tile_n, 1, 1024, 0),
@@ -263,6 +264,7 @@ static int load_ini(const char *name, hw_desc *hw, char *ini, ts_err *e)
     d.gemm_lat_s = 5e-6;
     d.mem_eff = 0.83;
     d.attn_eff = 0.38;
+    d.attn_fa_version = 0;     /* attn_eff at every length */
     d.launch_s = 1.5e-6;
     d.tile_m = 128;
     d.tile_n = 64;

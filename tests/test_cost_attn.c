@@ -1,0 +1,63 @@
+/*
+ * Attention and training efficiency of the cost model (issue 18 items 4-5):
+ * chunk attention follows FlashAttention's published H100 throughput by the
+ * chunk's equivalent causal length, and an INI without the key keeps the flat
+ * attn_eff exactly.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "models/cost.h"
+#include "models/hw.h"
+#include "models/hw_calib.h"
+
+static hw_desc h100;
+
+static void load(void)
+{
+    ts_err e = {{0}};
+    cr_assert_eq(hw_load("h100", &h100, &e), 0, "%s", e.msg);
+    cr_assert_eq(h100.attn_fa_version, 2);
+}
+
+TestSuite(cost_attn, .init = load);
+
+/* Compute side of one causal sequence of L tokens (32 heads of 128, 8 KV
+ * heads): FLOPs / (time - launch) is the table's throughput when compute
+ * bound. */
+static double tflops_at(const hw_desc *hw, double L)
+{
+    double attn = L * (L + 1) / 2.0, flops = 4.0 * 32 * 128 * attn;
+    double t = cost_attn_chunk(hw, 32, 8, 128, L, attn, L) - hw->launch_s;
+    return flops / t / 1e12;
+}
+
+Test(cost_attn, chunk_attention_follows_the_published_flashattention_table)
+{
+    /* FlashAttention-3 paper, Fig. 5, causal head dim 128, H100: FA2 */
+    static const double L[] = {512, 1024, 2048, 4096, 8192, 16384};
+    static const double fa2[] = {191, 260, 298, 319, 333, 335};
+    static const double fa3[] = {292, 423, 521, 579, 602, 616};
+    hw_desc h3 = h100;
+    h3.attn_fa_version = 3;
+    for (int i = 0; i < 6; i++) {
+        cr_expect_lt(fabs(tflops_at(&h100, L[i]) / fa2[i] - 1), 0.01, "FA2 at %g: %.1f",
+                     L[i], tflops_at(&h100, L[i]));
+        cr_expect_lt(fabs(tflops_at(&h3, L[i]) / fa3[i] - 1), 0.01, "FA3 at %g: %.1f", L[i],
+                     tflops_at(&h3, L[i]));
+    }
+    /* FA2's efficiency rises ~1.75x from 512 to 16k, FA3's ~2.1x */
+    cr_expect_gt(tflops_at(&h100, 16384) / tflops_at(&h100, 512), 1.7);
+    cr_expect_gt(tflops_at(&h3, 16384) / tflops_at(&h3, 512), 2.0);
+    /* a short chunk after a long context runs like the long sequence: 512
+     * queries after 15.8k tokens have 16k keys each, like a 32k sequence */
+    double q = 512, ctx = 15872, pairs = q * (ctx + (q + 1) / 2);
+    double t = cost_attn_chunk(&h100, 32, 8, 128, q, pairs, ctx + q) - h100.launch_s;
+    cr_expect_lt(fabs(4.0 * 32 * 128 * pairs / t / 1e12 / 335 - 1), 0.01);
+    /* without the key: attn_eff at every length, as before */
+    hw_desc flat = h100;
+    flat.attn_fa_version = 0;
+    for (int i = 0; i < 6; i++)
+        cr_expect_lt(fabs(tflops_at(&flat, L[i]) / (flat.attn_eff * flat.peak_flops / 1e12) - 1),
+                     1e-9);
+}
