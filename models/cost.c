@@ -120,10 +120,10 @@ static double gemm_m_factor(double mp)
     return gemm_m_table[i] * (1.0 - f) + gemm_m_table[i + 1] * f;
 }
 
-double cost_gemm(const hw_desc *hw, double m, double n, double k)
+/* cost_gemm() with base compute efficiency `base` (gemm_eff, or train_eff
+ * for a training step's GEMMs). */
+static double gemm_time(const hw_desc *hw, double m, double n, double k, double base)
 {
-    if (m <= 0 || n <= 0 || k <= 0)
-        return 0.0;
     double bytes = 2.0 * (m * k + k * n + m * n);
     double gme = hw->gemm_mem_eff > 0 ? hw->gemm_mem_eff : hw->mem_eff;
     double t_mem = bytes / (hw->hbm_bw * gme);
@@ -152,10 +152,29 @@ double cost_gemm(const hw_desc *hw, double m, double n, double k)
     }
     /* padded FLOPs of the waves run, at gemm_eff * f_pad / (f_pad + half) */
     double f_pad = waves * sms * 2.0 * tm * tn * kslice;
-    double eff = hw->gemm_eff *
+    double eff = base *
                  (hw->gemm_m_eff ? gemm_m_factor(f_pad / (2.0 * ceil(n / tn) * tn * k)) : 1.0);
     double t_comp = (f_pad + hw->gemm_half_flops) / (hw->peak_flops * eff);
     return hw->launch_s + hw->gemm_lat_s + (t_comp > t_mem ? t_comp : t_mem);
+}
+
+double cost_gemm(const hw_desc *hw, double m, double n, double k)
+{
+    if (m <= 0 || n <= 0 || k <= 0)
+        return 0.0;
+    return gemm_time(hw, m, n, k, hw->gemm_eff);
+}
+
+double cost_train_gemm_eff(const hw_desc *hw)
+{
+    return hw->train_eff > 0 ? hw->train_eff : hw->gemm_eff;
+}
+
+double cost_gemm_train(const hw_desc *hw, double m, double n, double k)
+{
+    if (m <= 0 || n <= 0 || k <= 0)
+        return 0.0;
+    return gemm_time(hw, m, n, k, cost_train_gemm_eff(hw));
 }
 
 /* Forward causal attention throughput on H100 SXM5, head dim 128, bf16, as a
@@ -537,7 +556,7 @@ double cost_train_fwd(const hw_desc *hw, const llm_desc *m, double tokens, doubl
         return 0.0;
     double gemm = 2.0 * gemm_params(m) * tokens;
     double attn = 4.0 * m->layers * (double)m->heads * m->head_dim * sq_sum / 2.0;
-    return gemm / (hw->peak_flops * hw->gemm_eff) + attn / (hw->peak_flops * hw->attn_eff);
+    return gemm / (hw->peak_flops * cost_train_gemm_eff(hw)) + attn / (hw->peak_flops * hw->attn_eff);
 }
 
 double cost_train_fwd_bwd(const hw_desc *hw, const llm_desc *m, double tokens, double sq_sum,

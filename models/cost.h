@@ -18,6 +18,14 @@
  * overhead, tile/wave quantization and the memory-bound regime. */
 double cost_gemm(const hw_desc *hw, double m, double n, double k);
 
+/* cost_gemm() for a training step's GEMM: the compute side at train_eff
+ * (cost_train_gemm_eff) instead of gemm_eff, the rest as cost_gemm(). */
+double cost_gemm_train(const hw_desc *hw, double m, double n, double k);
+
+/* The base compute efficiency of training GEMMs: train_eff, or gemm_eff
+ * when train_eff is 0 (an INI without the key).  Cannot fail. */
+double cost_train_gemm_eff(const hw_desc *hw);
+
 /* A streaming elementwise kernel moving `bytes` bytes, s. */
 double cost_stream(const hw_desc *hw, double bytes);
 
@@ -186,7 +194,8 @@ double cost_prefill_chunk(const hw_desc *hw, const llm_desc *m, int tp,
 
 /* Training: forward (1x) and backward (2x) of `tokens` tokens in sequences
  * whose squared lengths sum to `sq_sum`, on one GPU of a data-parallel group
- * (no TP), s.  `recompute` adds one forward. */
+ * (no TP), s.  `recompute` adds one forward.  GEMM FLOPs at train_eff x
+ * peak (gemm_eff when train_eff is 0), attention at attn_eff. */
 double cost_train_fwd(const hw_desc *hw, const llm_desc *m, double tokens, double sq_sum);
 double cost_train_fwd_bwd(const hw_desc *hw, const llm_desc *m, double tokens,
                           double sq_sum, int recompute);

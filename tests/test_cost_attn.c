@@ -61,3 +61,32 @@ Test(cost_attn, chunk_attention_follows_the_published_flashattention_table)
         cr_expect_lt(fabs(tflops_at(&flat, L[i]) / (flat.attn_eff * flat.peak_flops / 1e12) - 1),
                      1e-9);
 }
+
+/* Item 5: training GEMMs at train_eff (published H100 MFU, 35-55% for 7-70B
+ * dense), not the serving GEMMs' gemm_eff; an INI without the key keeps
+ * gemm_eff exactly. */
+Test(cost_attn, training_runs_at_its_own_efficiency)
+{
+    cr_assert_gt(h100.train_eff, 0);
+    static const char *const names[] = {"qwen2.5-7b", "qwen2.5-32b"};
+    for (int i = 0; i < 2; i++) {
+        llm_desc m;
+        ts_err e = {{0}};
+        cr_assert_eq(llm_load(names[i], &m, &e), 0, "%s", e.msg);
+        double tokens = 16384, sq = 4.0 * 4096.0 * 4096.0; /* four 4k sequences */
+        double t = cost_train_fwd(&h100, &m, tokens, sq);
+        double flops = 2.0 * (llm_params(&m) - (double)m.vocab * m.hidden) * tokens +
+                       4.0 * m.layers * (double)m.heads * m.head_dim * sq / 2.0;
+        double mfu = flops / t / h100.peak_flops;
+        cr_expect(mfu > 0.35 && mfu < 0.55, "%s: MFU %.3f", names[i], mfu);
+        hw_desc old = h100;
+        old.train_eff = 0;
+        double gemm = 2.0 * (llm_params(&m) - (double)m.vocab * m.hidden) * tokens;
+        double attn = 4.0 * m.layers * (double)m.heads * m.head_dim * sq / 2.0;
+        cr_expect_float_eq(cost_train_fwd(&old, &m, tokens, sq),
+                           gemm / (old.peak_flops * old.gemm_eff) +
+                               attn / (old.peak_flops * old.attn_eff), 1e-12);
+        cr_expect_eq(cost_gemm_train(&old, 4096, 4096, 4096), cost_gemm(&old, 4096, 4096, 4096));
+        cr_expect_gt(cost_gemm_train(&h100, 4096, 4096, 4096), cost_gemm(&h100, 4096, 4096, 4096));
+    }
+}
