@@ -2,12 +2,18 @@
  * Attention and training efficiency of the cost model (issue 18 items 4-5):
  * chunk attention follows FlashAttention's published H100 throughput by the
  * chunk's equivalent causal length, and an INI without the key keeps the flat
- * attn_eff exactly.
+ * attn_eff exactly; training GEMMs at train_eff; `calib check -o`'s INI
+ * writer keeps every issue 18 key.
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
+#include "models/comm.h"
 #include "models/cost.h"
+#include "models/fit.h"
 #include "models/hw.h"
 #include "models/hw_calib.h"
 
@@ -89,4 +95,29 @@ Test(cost_attn, training_runs_at_its_own_efficiency)
         cr_expect_eq(cost_gemm_train(&old, 4096, 4096, 4096), cost_gemm(&old, 4096, 4096, 4096));
         cr_expect_gt(cost_gemm_train(&h100, 4096, 4096, 4096), cost_gemm(&h100, 4096, 4096, 4096));
     }
+}
+
+/* `calib check -o` writes an INI through fit_write_ini(): read back, it
+ * prices every op as the description written (before, the GEMM memory terms,
+ * the graph collectives and the attention table were dropped). */
+Test(cost_attn, written_ini_keeps_the_issue18_keys)
+{
+    char dir[] = "/tmp/tailsim-attn-XXXXXX", path[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/h.ini", dir);
+    ts_err e = {{0}};
+    cr_assert_eq(fit_write_ini(&h100, path, "test", &e), 0, "%s", e.msg);
+    hw_desc back;
+    cr_assert_eq(hw_load_ini(path, &back, &e), 0, "%s", e.msg);
+    static const double M[] = {1, 16, 300, 4096};
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(cost_gemm(&back, M[i], 4608, 3584), cost_gemm(&h100, M[i], 4608, 3584),
+                     "m %g", M[i]);
+    cr_expect_eq(comm_allreduce_graph(&back, 65536, 8), comm_allreduce_graph(&h100, 65536, 8));
+    cr_expect_eq(comm_allgather_graph(&back, 1e8, 8), comm_allgather_graph(&h100, 1e8, 8));
+    cr_expect_eq(cost_attn_chunk(&back, 32, 8, 128, 512, 512 * 256.5, 512),
+                 cost_attn_chunk(&h100, 32, 8, 128, 512, 512 * 256.5, 512));
+    cr_expect_eq(back.train_eff, h100.train_eff);
+    unlink(path);
+    rmdir(dir);
 }
