@@ -25,7 +25,16 @@
  * torch.distributed are captured once (coll_lat_graph_s), and messages up to
  * car_max_bytes inside a node take the engine's custom all-reduce (vLLM's
  * and SGLang's one/two-shot kernels over NVLink peer memory: car_lat_s, no
- * ring hops).  Sources are in models/hw/h100.ini.  Pure functions of their arguments,
+ * ring hops).  Outside a graph the same engine still takes its custom
+ * all-reduce for small messages (comm_allreduce_eager_car): SGLang's
+ * GroupCoordinator.all_reduce picks it whenever should_custom_ar() accepts
+ * the message, captured or not, and the uncaptured call first copies the
+ * input into the registered buffer (custom_all_reduce.py: "outside of cuda
+ * graph context, custom allreduce incurs a cost of cudaMemcpy"; vLLM's has
+ * the same path).  The copy is priced as one streaming kernel (launch_s +
+ * read and write at mem_eff x HBM); NCCL's eager call (coll_lat_s) stays
+ * for larger messages and for the logits all-gather.
+ * Sources are in models/hw/h100.ini.  Pure functions of their arguments,
  * seconds, cannot fail; 0 for n <= 1 or no bytes.
  */
 #include "models/comm.h"
@@ -116,6 +125,17 @@ double comm_allreduce_graph(const hw_desc *hw, double bytes, int n)
     if (custom_ar(hw, bytes, n))
         return hw->car_lat_s + bw;
     return graph_lat(hw) + 2.0 * ring_lat(&t) + bw;
+}
+
+double comm_allreduce_eager_car(const hw_desc *hw, double bytes, int n)
+{
+    if (n <= 1 || bytes <= 0)
+        return 0.0;
+    if (!custom_ar(hw, bytes, n))
+        return comm_allreduce(hw, bytes, n);
+    topo t = topo_of(hw, n);
+    double copy = hw->launch_s + 2.0 * bytes / (hw->hbm_bw * hw->mem_eff);
+    return copy + hw->car_lat_s + 2.0 * (n - 1) / n * bytes / t.bw;
 }
 
 double comm_allgather_graph(const hw_desc *hw, double bytes_out, int n)

@@ -25,6 +25,14 @@ double comm_allgather(const hw_desc *hw, double bytes_out, int n);
  * functions above exactly.  0 for n <= 1 or no bytes; cannot fail. */
 double comm_allreduce_graph(const hw_desc *hw, double bytes, int n);
 double comm_allgather_graph(const hw_desc *hw, double bytes_out, int n);
+/* The all-reduce of an engine step run eagerly by an engine that has its
+ * custom all-reduce (SGLang's and vLLM's take it outside CUDA graphs too):
+ * a message the custom all-reduce takes (as comm_allreduce_graph) costs a
+ * copy into its registered buffer (launch_s + 2 x bytes at mem_eff x
+ * hbm_bw) plus car_lat_s and the ring's bytes; anything else is
+ * comm_allreduce() (eager NCCL).  Without the car_* keys it is
+ * comm_allreduce() exactly.  0 for n <= 1 or no bytes; cannot fail. */
+double comm_allreduce_eager_car(const hw_desc *hw, double bytes, int n);
 double comm_reduce_scatter(const hw_desc *hw, double bytes_in, int n);
 /* All-to-all where every GPU holds `bytes` and sends (n-1)/n of it. */
 double comm_alltoall(const hw_desc *hw, double bytes, int n);

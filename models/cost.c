@@ -23,8 +23,10 @@
  * Elementwise kernels (norms, RoPE, activation, residual add, embedding
  * gather) are streaming kernels: launch_s plus bytes over the streaming
  * bandwidth, scaled by how well the kernel that serving engines ship uses it
- * (kernel_bw below).  Attention is a roofline of its FLOPs at attn_eff and
- * its KV bytes at mem_eff.
+ * (kernel_bw below).  Attention is a roofline of its FLOPs at attn_eff (for
+ * chunks and prefill, with attn_fa_version set, FlashAttention's published
+ * H100 throughput at the chunk's equivalent causal length) and its KV bytes
+ * at mem_eff.
  *
  * cost_iter() is on the simulator's hot path (about a million calls per
  * simulated RL step): it prices one layer in closed form and multiplies by the
@@ -118,10 +120,10 @@ static double gemm_m_factor(double mp)
     return gemm_m_table[i] * (1.0 - f) + gemm_m_table[i + 1] * f;
 }
 
-double cost_gemm(const hw_desc *hw, double m, double n, double k)
+/* cost_gemm() with base compute efficiency `base` (gemm_eff, or train_eff
+ * for a training step's GEMMs). */
+static double gemm_time(const hw_desc *hw, double m, double n, double k, double base)
 {
-    if (m <= 0 || n <= 0 || k <= 0)
-        return 0.0;
     double bytes = 2.0 * (m * k + k * n + m * n);
     double gme = hw->gemm_mem_eff > 0 ? hw->gemm_mem_eff : hw->mem_eff;
     double t_mem = bytes / (hw->hbm_bw * gme);
@@ -150,17 +152,67 @@ double cost_gemm(const hw_desc *hw, double m, double n, double k)
     }
     /* padded FLOPs of the waves run, at gemm_eff * f_pad / (f_pad + half) */
     double f_pad = waves * sms * 2.0 * tm * tn * kslice;
-    double eff = hw->gemm_eff *
+    double eff = base *
                  (hw->gemm_m_eff ? gemm_m_factor(f_pad / (2.0 * ceil(n / tn) * tn * k)) : 1.0);
     double t_comp = (f_pad + hw->gemm_half_flops) / (hw->peak_flops * eff);
     return hw->launch_s + hw->gemm_lat_s + (t_comp > t_mem ? t_comp : t_mem);
 }
 
-/* Attention over KV read from HBM: memory for `kv_bytes`, compute for `flops`
- * at attn_eff (decode is memory bound, long prefill compute bound). */
-static double attn_time(const hw_desc *hw, double flops, double kv_bytes)
+double cost_gemm(const hw_desc *hw, double m, double n, double k)
 {
-    double tc = flops / (hw->peak_flops * hw->attn_eff);
+    if (m <= 0 || n <= 0 || k <= 0)
+        return 0.0;
+    return gemm_time(hw, m, n, k, hw->gemm_eff);
+}
+
+double cost_train_gemm_eff(const hw_desc *hw)
+{
+    return hw->train_eff > 0 ? hw->train_eff : hw->gemm_eff;
+}
+
+double cost_gemm_train(const hw_desc *hw, double m, double n, double k)
+{
+    if (m <= 0 || n <= 0 || k <= 0)
+        return 0.0;
+    return gemm_time(hw, m, n, k, cost_train_gemm_eff(hw));
+}
+
+/* Forward causal attention throughput on H100 SXM5, head dim 128, bf16, as a
+ * fraction of its 989 TFLOP/s, at sequence lengths 512, 1k, ..., 16k
+ * (FlashAttention-3 paper, Shah et al. 2024, arXiv:2407.08608, Figure 5,
+ * causal head dim 128: FlashAttention-2 191, 260, 298, 319, 333, 335 TFLOP/s;
+ * FlashAttention-3 292, 423, 521, 579, 602, 616).  Published, not fitted. */
+static const double attn_fa_table[2][6] = {
+    {0.193, 0.263, 0.301, 0.323, 0.337, 0.339},
+    {0.295, 0.428, 0.527, 0.585, 0.609, 0.623},
+};
+
+/* Compute efficiency of chunked causal attention with `q` query tokens over
+ * `pairs` (query, key) pairs: attn_eff, or with attn_fa_version set the
+ * published table at the causal length with as many keys per query, L =
+ * 2 x pairs / q (a whole causal sequence of L tokens has L/2), piecewise
+ * linear in log2(L) between 512 and 16k and flat outside. */
+static double attn_chunk_eff(const hw_desc *hw, double q, double pairs)
+{
+    if (hw->attn_fa_version < 2 || hw->attn_fa_version > 3 || q <= 0)
+        return hw->attn_eff;
+    const double *t = attn_fa_table[hw->attn_fa_version - 2];
+    double L = 2.0 * pairs / q;
+    if (L <= 512.0)
+        return t[0];
+    if (L >= 16384.0)
+        return t[5];
+    double x = log2(L) - 9.0; /* 0 at 512, 5 at 16k */
+    int i = (int)x;
+    double f = x - i;
+    return t[i] * (1.0 - f) + t[i + 1] * f;
+}
+
+/* Attention over KV read from HBM: memory for `kv_bytes`, compute for `flops`
+ * at efficiency `eff` (decode is memory bound, long prefill compute bound). */
+static double attn_time(const hw_desc *hw, double flops, double kv_bytes, double eff)
+{
+    double tc = flops / (hw->peak_flops * eff);
     double tm = kv_bytes / (hw->hbm_bw * hw->mem_eff);
     return hw->launch_s + (tc > tm ? tc : tm);
 }
@@ -172,7 +224,7 @@ double cost_attn_decode(const hw_desc *hw, double heads, double kv_heads, double
         return 0.0;
     double kv_tok = 2.0 * kv_heads * head_dim * 2.0; /* K+V bytes/token */
     return attn_time(hw, 4.0 * heads * head_dim * ctx_sum,
-                     ctx_sum * kv_tok + batch * 2.0 * heads * head_dim * 2.0);
+                     ctx_sum * kv_tok + batch * 2.0 * heads * head_dim * 2.0, hw->attn_eff);
 }
 
 double cost_attn_chunk(const hw_desc *hw, double heads, double kv_heads, double head_dim,
@@ -182,7 +234,8 @@ double cost_attn_chunk(const hw_desc *hw, double heads, double kv_heads, double 
         return 0.0;
     double kv_tok = 2.0 * kv_heads * head_dim * 2.0;
     return attn_time(hw, 4.0 * heads * head_dim * attn_sum,
-                     kv_sum * kv_tok + q_tokens * 2.0 * heads * head_dim * 2.0);
+                     kv_sum * kv_tok + q_tokens * 2.0 * heads * head_dim * 2.0,
+                     attn_chunk_eff(hw, q_tokens, attn_sum));
 }
 
 double cost_lm_head(const hw_desc *hw, const llm_desc *m, int tp, double rows)
@@ -268,10 +321,12 @@ static void iter_tok_terms(const hw_desc *hw, const llm_desc *m, int tp, double 
     e->post[6] = layer_op_time(hw, m, tp, LOP_ADD, T);  /* residual */
     e->post[7] = tp > 1 ? 2.0 * comm_allreduce(hw, act, tp) : 0.0;
     e->ar_graph = tp > 1 ? 2.0 * comm_allreduce_graph(hw, act, tp) : 0.0;
+    e->ar_car = tp > 1 ? 2.0 * comm_allreduce_eager_car(hw, act, tp) : 0.0;
     /* embedding (vocab-parallel: gather + all-reduce) */
     e->emb = layer_op_time(hw, m, tp, LOP_EMB, T);
     e->emb_ar = tp > 1 ? comm_allreduce(hw, act, tp) : 0.0;
     e->emb_ar_graph = tp > 1 ? comm_allreduce_graph(hw, act, tp) : 0.0;
+    e->emb_ar_car = tp > 1 ? comm_allreduce_eager_car(hw, act, tp) : 0.0;
 }
 
 /* The row-count terms for rows >= 1 LM head rows on tp >= 1 GPUs, into e
@@ -286,10 +341,24 @@ static void iter_row_terms(const hw_desc *hw, const llm_desc *m, int tp, double 
     e->gather_graph = tp > 1 ? comm_allgather_graph(hw, rows * m->vocab * 2.0, tp) : 0.0;
 }
 
+/* The layer's two all-reduces and the embedding's under collective mode
+ * `graph` (enum cost_coll_mode). */
+static double tok_ar(const cost_cache_tok *e, int graph)
+{
+    return graph == COST_COLL_GRAPH ? e->ar_graph
+           : graph == COST_COLL_EAGER_CAR ? e->ar_car : e->post[7];
+}
+
+static double tok_emb_ar(const cost_cache_tok *e, int graph)
+{
+    return graph == COST_COLL_GRAPH ? e->emb_ar_graph
+           : graph == COST_COLL_EAGER_CAR ? e->emb_ar_car : e->emb_ar;
+}
+
 /* Adds up one forward iteration of b (T >= 1 tokens) over `layers` layers:
  * e holds the token-count terms for T, r the row-count terms for b's LM head
  * rows (NULL when there are none), heads and kvh the TP-local head counts;
- * graph 1 takes the collectives of a CUDA-graph step. */
+ * graph is the collectives' enum cost_coll_mode. */
 static double iter_sum(const hw_desc *hw, const llm_desc *m, double heads, double kvh,
                        int layers, const cost_cache_tok *e, const cost_cache_row *r,
                        const cost_batch *b, int graph)
@@ -302,17 +371,17 @@ static double iter_sum(const hw_desc *hw, const llm_desc *m, double heads, doubl
                              b->prefill_kv_sum);
     for (int i = 0; i < 7; i++)
         t += e->post[i];
-    t += graph ? e->ar_graph : e->post[7];
+    t += tok_ar(e, graph);
     t *= layers;
 
     if (m->vocab <= 0)
         return t; /* no token embedding or LM head (e.g. a diffusion transformer) */
     t += e->emb;
-    t += graph ? e->emb_ar_graph : e->emb_ar;
+    t += tok_emb_ar(e, graph);
     if (r) {
         t += r->norm;
         t += r->head;
-        t += graph ? r->gather_graph : r->gather;
+        t += graph == COST_COLL_GRAPH ? r->gather_graph : r->gather;
     }
     return t;
 }
@@ -330,15 +399,15 @@ double cost_iter_comm(const hw_desc *hw, const llm_desc *m, int tp, const cost_b
         return 0.0;
     cost_cache_tok e;
     iter_tok_terms(hw, m, tp, T, &e);
-    double t = m->layers * (graph ? e.ar_graph : e.post[7]);
+    double t = m->layers * tok_ar(&e, graph);
     if (m->vocab <= 0)
         return t;
-    t += graph ? e.emb_ar_graph : e.emb_ar;
+    t += tok_emb_ar(&e, graph);
     double rows = (double)b->n_decode + (double)b->n_prefill_seqs;
     if (rows > 0) {
         cost_cache_row r;
         iter_row_terms(hw, m, tp, rows, &r);
-        t += graph ? r.gather_graph : r.gather;
+        t += graph == COST_COLL_GRAPH ? r.gather_graph : r.gather;
     }
     return t;
 }
@@ -388,7 +457,7 @@ void cost_cache_free(cost_cache *c)
 
 void cost_cache_set_graph(cost_cache *c, int graph)
 {
-    c->graph = graph != 0;
+    c->graph = graph == COST_COLL_GRAPH || graph == COST_COLL_EAGER_CAR ? graph : COST_COLL_EAGER;
 }
 
 /* Slot of count x (a whole number >= 1) in a table. */
@@ -487,7 +556,7 @@ double cost_train_fwd(const hw_desc *hw, const llm_desc *m, double tokens, doubl
         return 0.0;
     double gemm = 2.0 * gemm_params(m) * tokens;
     double attn = 4.0 * m->layers * (double)m->heads * m->head_dim * sq_sum / 2.0;
-    return gemm / (hw->peak_flops * hw->gemm_eff) + attn / (hw->peak_flops * hw->attn_eff);
+    return gemm / (hw->peak_flops * cost_train_gemm_eff(hw)) + attn / (hw->peak_flops * hw->attn_eff);
 }
 
 double cost_train_fwd_bwd(const hw_desc *hw, const llm_desc *m, double tokens, double sq_sum,

@@ -18,6 +18,14 @@
  * overhead, tile/wave quantization and the memory-bound regime. */
 double cost_gemm(const hw_desc *hw, double m, double n, double k);
 
+/* cost_gemm() for a training step's GEMM: the compute side at train_eff
+ * (cost_train_gemm_eff) instead of gemm_eff, the rest as cost_gemm(). */
+double cost_gemm_train(const hw_desc *hw, double m, double n, double k);
+
+/* The base compute efficiency of training GEMMs: train_eff, or gemm_eff
+ * when train_eff is 0 (an INI without the key).  Cannot fail. */
+double cost_train_gemm_eff(const hw_desc *hw);
+
 /* A streaming elementwise kernel moving `bytes` bytes, s. */
 double cost_stream(const hw_desc *hw, double bytes);
 
@@ -77,10 +85,18 @@ double cost_draft_fc(const hw_desc *hw, const llm_desc *m, int tp, double tokens
  * batch on a TP group of `tp` GPUs, s.  An empty batch costs 0. */
 double cost_iter(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b);
 
-/* cost_iter() as an engine runs the step: graph 0 eagerly (exactly
- * cost_iter()), 1 replayed from a CUDA graph, whose all-reduces and logits
- * all-gather are comm_allreduce_graph() and comm_allgather_graph()
- * (models/comm.h: custom all-reduce for small messages).  Cannot fail. */
+/* How an engine step runs its collectives (cost_iter_mode's `graph`). */
+enum cost_coll_mode {
+    COST_COLL_EAGER = 0,     /* eagerly, every collective an NCCL call (cost_iter()) */
+    COST_COLL_GRAPH = 1,     /* replayed from a CUDA graph: comm_allreduce_graph(),
+                              * comm_allgather_graph() */
+    COST_COLL_EAGER_CAR = 2  /* eagerly, by an engine with a custom all-reduce:
+                              * comm_allreduce_eager_car(), NCCL's all-gather */
+};
+
+/* cost_iter() as an engine runs the step, its collectives as `graph` (an
+ * enum cost_coll_mode) says: COST_COLL_EAGER is exactly cost_iter(); any
+ * other value counts as COST_COLL_EAGER.  Cannot fail. */
 double cost_iter_mode(const hw_desc *hw, const llm_desc *m, int tp, const cost_batch *b,
                       int graph);
 
@@ -113,9 +129,11 @@ typedef struct cost_cache_tok {
     double post[8];         /* O, residual, norm, MLP up, activation, MLP down, residual,
                              * 2 x all-reduce (0 when tp == 1), s */
     double ar_graph;        /* the 2 all-reduces inside a CUDA graph (0 when tp == 1), s */
+    double ar_car;          /* the 2 all-reduces of an eager step with the custom all-reduce, s */
     double emb;             /* embedding gather, s */
     double emb_ar;          /* embedding all-reduce (0 when tp == 1), s */
     double emb_ar_graph;    /* the same inside a CUDA graph, s */
+    double emb_ar_car;      /* the same eagerly with the custom all-reduce, s */
     double fc;              /* EAGLE drafter's fc, T x 2h -> h / tp (models/cost_spec.c), s */
 } cost_cache_tok;
 
@@ -132,7 +150,7 @@ typedef struct cost_cache {
     llm_desc m;
     int tp;                 /* GPUs of the TP group (>= 1) */
     double heads, kvh;      /* TP-local query heads and KV heads (>= 1), as cost_iter() has them */
-    int graph;              /* 1: price steps as replayed from a CUDA graph (cost_cache_set_graph) */
+    int graph;              /* the collectives' enum cost_coll_mode (cost_cache_set_graph) */
     cost_cache_tok tok[COST_CACHE_SLOTS];
     cost_cache_row row[COST_CACHE_SLOTS];
 } cost_cache;
@@ -144,8 +162,9 @@ cost_cache *cost_cache_new(const hw_desc *hw, const llm_desc *m, int tp);
 /* Frees a cache; NULL is a no-op. */
 void cost_cache_free(cost_cache *c);
 
-/* Sets whether the next cost_iter_cached*() calls price a CUDA-graph step
- * (graph != 0) or an eager one (0, the state of a new cache).  Cannot fail. */
+/* Sets how the next cost_iter_cached*() calls price the step's collectives:
+ * an enum cost_coll_mode (COST_COLL_EAGER, the state of a new cache; an
+ * unknown value counts as it).  Cannot fail. */
 void cost_cache_set_graph(cost_cache *c, int graph);
 
 /* Exactly cost_iter_mode(&c->hw, &c->m, c->tp, b, graph) with the cache's
@@ -175,7 +194,8 @@ double cost_prefill_chunk(const hw_desc *hw, const llm_desc *m, int tp,
 
 /* Training: forward (1x) and backward (2x) of `tokens` tokens in sequences
  * whose squared lengths sum to `sq_sum`, on one GPU of a data-parallel group
- * (no TP), s.  `recompute` adds one forward. */
+ * (no TP), s.  `recompute` adds one forward.  GEMM FLOPs at train_eff x
+ * peak (gemm_eff when train_eff is 0), attention at attn_eff. */
 double cost_train_fwd(const hw_desc *hw, const llm_desc *m, double tokens, double sq_sum);
 double cost_train_fwd_bwd(const hw_desc *hw, const llm_desc *m, double tokens,
                           double sq_sum, int recompute);

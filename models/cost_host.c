@@ -28,6 +28,8 @@
  */
 #include "models/cost_host.h"
 
+#include "models/cost.h"
+
 #define SAMPLE_KERNELS 3.0     /* fp32 cast, softmax, top-k or sampling */
 #define SPEC_TREE_KERNELS 8.0  /* per draft step, and for the verify's tree and accept */
 
@@ -61,6 +63,13 @@ double cost_spec_kernels(const llm_desc *m, int tp, int depth)
 int cost_host_graphed(const host_mode *mode, int batch, int decode_only)
 {
     return mode->on && mode->graph && decode_only && batch > 0 && batch <= mode->graph_max_bs;
+}
+
+int cost_host_coll(const host_mode *mode, int batch, int decode_only)
+{
+    if (cost_host_graphed(mode, batch, decode_only))
+        return COST_COLL_GRAPH;
+    return mode->on && mode->graph ? COST_COLL_EAGER_CAR : COST_COLL_EAGER;
 }
 
 double cost_host_step(const hw_desc *hw, const host_mode *mode, int batch, int decode_only,

@@ -13,14 +13,23 @@ typedef struct host_mode {
     int on;                 /* 0 (the zero value): no host time, GPU time only */
     int graph_max_bs;       /* largest batch replayed from a CUDA graph (0: none) */
     int overlap;            /* 1: the overlap scheduler hides scheduling behind the GPU */
-    int graph;              /* 1: a graphed step's collectives are priced as replayed from
-                             * the CUDA graph (cost_iter_mode); 0: NCCL called eagerly */
+    int graph;              /* 1: an engine with CUDA graphs and a custom all-reduce (SGLang,
+                             * vLLM): graphed steps' collectives replay from the graph, eager
+                             * steps' small all-reduces take the custom all-reduce
+                             * (cost_host_coll); 0: every collective an eager NCCL call */
 } host_mode;
 
 /* 1 when a step of `batch` running requests replays a CUDA graph under mode:
  * mode->graph set, a pure decode step (decode_only) and batch <=
  * mode->graph_max_bs.  Cannot fail. */
 int cost_host_graphed(const host_mode *mode, int batch, int decode_only);
+
+/* How the collectives of that step run, an enum cost_coll_mode
+ * (models/cost.h): COST_COLL_GRAPH when cost_host_graphed(), else
+ * COST_COLL_EAGER_CAR when mode->on and mode->graph (an eager step of an
+ * engine that has its custom all-reduce), else COST_COLL_EAGER.  Cannot
+ * fail. */
+int cost_host_coll(const host_mode *mode, int batch, int decode_only);
 
 /* Kernels one forward of cost_iter() launches (its per-layer ops, the TP
  * all-reduces, the embedding, final norm, LM head and logits all-gather, and

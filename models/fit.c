@@ -337,6 +337,9 @@ int fit_hw(const hw_desc *start, const calib_row *rows, size_t n, const unsigned
     int rc = -1;
     gsl_error_handler_t *old = gsl_set_error_handler_off();
     fit_ctx c = {.hw = *start, .rows = rows, .idx = idx, .kind = kind};
+    /* measured attention replaces the published FlashAttention table
+     * (attn_fa_version) by one fitted attn_eff; kept when no row uses it */
+    c.hw.attn_fa_version = 0;
     if (!idx || !kind) {
         ts_errf(e, "fit: out of memory for %zu rows", n);
         goto cleanup;
@@ -364,6 +367,8 @@ int fit_hw(const hw_desc *start, const calib_row *rows, size_t n, const unsigned
     if (half_used && c.n >= c.p + 2 && fit_pass2(&c, start, &o1, &best, &kept, out, e))
         goto cleanup;
     fit_report(&c, &best, &kept, out);
+    if (out->state[FIT_ATTN_EFF] != FIT_FITTED)
+        out->hw.attn_fa_version = start->attn_fa_version;
     rc = 0;
 cleanup:
     gsl_set_error_handler(old);
@@ -548,6 +553,21 @@ int fit_write_ini(const hw_desc *hw, const char *path, const char *comment, ts_e
                "ar_eff = %.9g\ncoll_lat_s = %.9g\ncalibration = %s\n",
             hw->gemm_eff, hw->gemm_half_flops, hw->gemm_lat_s, hw->tile_m, hw->tile_n,
             hw->mem_eff, hw->launch_s, hw->attn_eff, hw->ar_eff, hw->coll_lat_s, cal);
+    /* the issue 18 keys, so the written INI prices GEMMs, attention,
+     * training and collectives as the description it was fitted from;
+     * a key at its "absent" value is left out (the loader's default) */
+    fprintf(f, "gemm_m_eff = %d\ngemm_mem_eff = %.9g\ngemm_mem_fill_s = %.9g\n"
+               "gemm_mem_fill_bytes = %.9g\ncar_lat_s = %.9g\ncar_max_bytes = %.9g\n",
+            hw->gemm_m_eff, hw->gemm_mem_eff, hw->gemm_mem_fill_s, hw->gemm_mem_fill_bytes,
+            hw->car_lat_s, hw->car_max_bytes);
+    if (hw->gemm_mem_lat_s >= 0)
+        fprintf(f, "gemm_mem_lat_s = %.9g\n", hw->gemm_mem_lat_s);
+    if (hw->coll_lat_graph_s >= 0)
+        fprintf(f, "coll_lat_graph_s = %.9g\n", hw->coll_lat_graph_s);
+    if (hw->train_eff > 0)
+        fprintf(f, "train_eff = %.9g\n", hw->train_eff);
+    if (hw->attn_fa_version >= 2)
+        fprintf(f, "attn_fa_version = %d\n", hw->attn_fa_version);
     fprintf(f, "\n[host]\neager_launch_s = %.9g\nsched_s = %.9g\nsched_req_s = %.9g\n"
                "pcie_bw = %.9g\nhost_mem_bw = %.9g\nhost_bytes = %.9g\n",
             hw->eager_launch_s, hw->sched_s, hw->sched_req_s, hw->pcie_bw, hw->host_mem_bw,

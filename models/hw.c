@@ -64,8 +64,10 @@ static const key_spec hw_keys[] = {
     HW_D("efficiency", gemm_eff, 0.01, 1, 0),
     HW_D("efficiency", gemm_half_flops, 0, 1e15, 0),
     HW_D("efficiency", gemm_lat_s, 0, 1e-3, 0),
+    HW_D("efficiency", train_eff, 0.01, 1, 0),
     HW_D("efficiency", mem_eff, 0.01, 1, 0),
     HW_D("efficiency", attn_eff, 0.01, 1, 0),
+    HW_I("efficiency", attn_fa_version, 2, 3, 0),
     HW_D("efficiency", launch_s, 0, 1e-3, 0),
     HW_I("efficiency", tile_m, 1, 1024, 0),
     HW_I("efficiency", tile_n, 1, 1024, 0),
@@ -261,8 +263,10 @@ static int load_ini(const char *name, hw_desc *hw, char *ini, ts_err *e)
     d.gemm_eff = 0.77;
     d.gemm_half_flops = 0;
     d.gemm_lat_s = 5e-6;
+    d.train_eff = 0;           /* gemm_eff */
     d.mem_eff = 0.83;
     d.attn_eff = 0.38;
+    d.attn_fa_version = 0;     /* attn_eff at every length */
     d.launch_s = 1.5e-6;
     d.tile_m = 128;
     d.tile_n = 64;

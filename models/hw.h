@@ -21,8 +21,13 @@ typedef struct hw_desc {
     double gemm_eff;        /* fraction of peak_flops reached by a large GEMM */
     double gemm_half_flops; /* FLOPs at which a GEMM reaches half its peak efficiency */
     double gemm_lat_s;      /* s, GEMM pipeline fill/drain on top of launch_s (added field) */
+    double train_eff;       /* fraction of peak_flops a training step's GEMMs reach
+                             * (cost_train_fwd; 0, absent: gemm_eff) */
     double mem_eff;         /* fraction of hbm_bw reached by streaming kernels */
     double attn_eff;        /* fraction of peak_flops reached by prefill attention */
+    int attn_fa_version;    /* 2 or 3: prefill/chunk attention efficiency by length from
+                             * FlashAttention-2's or -3's published H100 table
+                             * (models/cost.c); 0 (absent): attn_eff for every length */
     double launch_s;        /* fixed cost per kernel launch, s */
     int tile_m, tile_n;     /* GEMM output tile, for wave/tile quantization */
     /* memory-bound (skinny, decode-sized) GEMMs stream their operands at

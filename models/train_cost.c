@@ -2,7 +2,8 @@
  * Training cost and memory of a micro-batch on a sequence-parallel group.
  *
  * One layer is priced operator by operator with the roofline functions of
- * models/cost.h and models/comm.h (cost_gemm with tile/wave quantization,
+ * models/cost.h and models/comm.h (cost_gemm_train: cost_gemm's tile/wave
+ * quantization at the training efficiency train_eff,
  * cost_stream for elementwise kernels, comm_alltoall over NVLink or the NIC):
  * each GPU of an SP group of P holds r = tokens / P rows of every
  * activation, so every GEMM has r rows; Ulysses exchanges q, k, v and the
@@ -25,7 +26,7 @@
  * micro-batch costs a few dozen cost-model calls (microseconds).
  *
  * The same code runs in a lower-bound mode (`acc.lb`): every term becomes
- * its linear part with no latency (GEMM FLOPs at peak * gemm_eff, attention
+ * its linear part with no latency (GEMM FLOPs at peak * train_eff, attention
  * FLOPs at attn_eff, bytes at bandwidth), which is additive over sequences
  * and below every exact term; tc_seq_lower_bound() uses it for the `bound`
  * strategy.  Memory follows the same shapes (see tc_act_bytes()).  All
@@ -112,7 +113,8 @@ typedef struct acc {
 static void op_gemm1(acc *a, double m, double n, double k)
 {
     const hw_desc *hw = a->hw;
-    a->t += a->lb ? 2.0 * m * n * k / (hw->peak_flops * hw->gemm_eff) : cost_gemm(hw, m, n, k);
+    a->t += a->lb ? 2.0 * m * n * k / (hw->peak_flops * cost_train_gemm_eff(hw))
+                  : cost_gemm_train(hw, m, n, k);
 }
 
 /* A weight GEMM of m rows: forward, or its two backward GEMMs. */

@@ -304,8 +304,8 @@ int ro_plan(sim *s, engine *e, replica *rp)
         }
         if (n_dec > 0 || rp->nsched > 0) {
             double dt;
-            cost_cache_set_graph(s->cc, cost_host_graphed(&cfg->host, n_dec + rp->nsched,
-                                                          rp->nsched == 0));
+            cost_cache_set_graph(s->cc, cost_host_coll(&cfg->host, n_dec + rp->nsched,
+                                                       rp->nsched == 0));
             if (rp->spec_on && n_dec > 0) {
                 dt = ro_spec_plan(s, rp, V, &b);
             } else {

@@ -2,15 +2,22 @@
  * Host time of an engine step (models/cost_host.c): eager launches only above
  * the CUDA-graph limit or with prefill in the step, scheduling hidden by the
  * overlap scheduler and exposed without it, and the engine settings a
- * scenario gives the plain and the speculative engine (fastrl's).
+ * scenario gives the plain and the speculative engine (fastrl's); the
+ * collectives of a graph engine's eager steps (its custom all-reduce, not
+ * NCCL), in the pure functions and in a rollout.
  */
 #include <criterion/criterion.h>
 #include <math.h>
 
+#include "models/comm.h"
+#include "models/cost.h"
 #include "models/cost_host.h"
+#include "models/cost_spec.h"
 #include "models/hw.h"
 #include "models/hw_calib.h"
+#include "sim/rollout.h"
 #include "sim/scenario.h"
+#include "traces/trace.h"
 
 static hw_desc hw;
 static llm_desc m;
@@ -75,4 +82,84 @@ Test(cost_host, scenario_gives_fastrl_settings_to_the_speculative_engine)
     cr_assert_eq(scenario_host_mode(&s, 0).graph_max_bs, 256, "below TP 4");
     cr_assert_eq(scenario_set(&s, "rollout.graph_max_bs=64", &e), 0, "%s", e.msg);
     cr_assert_eq(scenario_host_mode(&s, 0).graph_max_bs, 64);
+}
+
+/* Review of issue 18: SGLang and vLLM take their custom all-reduce for small
+ * messages outside CUDA graphs too (after a copy into the registered buffer),
+ * so a graph engine's eager step pays that, not NCCL's 20 us call; only an
+ * eager engine (rollout.engine = eager) keeps NCCL for everything. */
+Test(cost_host, graph_engine_eager_steps_take_the_custom_all_reduce)
+{
+    host_mode graph = {.on = 1, .graph_max_bs = 32, .graph = 1}, eager = {.on = 1};
+    cr_expect_eq(cost_host_coll(&graph, 32, 1), COST_COLL_GRAPH);
+    cr_expect_eq(cost_host_coll(&graph, 33, 1), COST_COLL_EAGER_CAR, "above the graph limit");
+    cr_expect_eq(cost_host_coll(&graph, 8, 0), COST_COLL_EAGER_CAR, "prefill in the step");
+    cr_expect_eq(cost_host_coll(&eager, 8, 1), COST_COLL_EAGER);
+    cr_expect_eq(cost_host_coll(&(host_mode){0}, 8, 1), COST_COLL_EAGER, "no host model");
+    /* a small all-reduce: copy + custom all-reduce, far below NCCL's call */
+    double act = 64 * 2.0 * m.hidden, bw = 2.0 * 7 / 8 * act / (hw.nvlink_bw * hw.ar_eff);
+    double copy = hw.launch_s + 2.0 * act / (hw.hbm_bw * hw.mem_eff);
+    cr_expect_float_eq(comm_allreduce_eager_car(&hw, act, 8), copy + hw.car_lat_s + bw, 1e-15);
+    cr_expect_lt(comm_allreduce_eager_car(&hw, act, 8), 0.5 * comm_allreduce(&hw, act, 8));
+    cr_expect_gt(comm_allreduce_eager_car(&hw, act, 8), comm_allreduce_graph(&hw, act, 8));
+    /* above car_max_bytes, and without the car keys, it is NCCL's */
+    double big = 2.0 * hw.car_max_bytes;
+    cr_expect_eq(comm_allreduce_eager_car(&hw, big, 8), comm_allreduce(&hw, big, 8));
+    hw_desc old = hw;
+    old.car_max_bytes = 0;
+    cr_expect_eq(comm_allreduce_eager_car(&old, act, 8), comm_allreduce(&old, act, 8));
+    /* a step: between the graphed and the NCCL figure; the cache agrees */
+    cost_batch b = {.n_decode = 64, .decode_ctx_sum = 64 * 2000.0};
+    double te = cost_iter_mode(&hw, &m, 8, &b, COST_COLL_EAGER);
+    double tc = cost_iter_mode(&hw, &m, 8, &b, COST_COLL_EAGER_CAR);
+    double tg = cost_iter_mode(&hw, &m, 8, &b, COST_COLL_GRAPH);
+    cr_expect_lt(tc, te);
+    cr_expect_gt(tc, tg);
+    double want = m.layers * 2.0 * comm_allreduce_eager_car(&hw, act, 8) +
+                  comm_allreduce_eager_car(&hw, act, 8) + comm_allgather(&hw, 64 * 2.0 * m.vocab, 8);
+    cr_expect_float_eq(cost_iter_comm(&hw, &m, 8, &b, COST_COLL_EAGER_CAR), want, 1e-15);
+    cost_cache *c = cost_cache_new(&hw, &m, 8);
+    cr_assert_not_null(c);
+    cost_cache_set_graph(c, COST_COLL_EAGER_CAR);
+    cr_expect_eq(cost_iter_cached(c, &b), tc);
+    cost_cache_free(c);
+}
+
+/* The rollout prices a graph engine's eager decode steps with the custom
+ * all-reduce: 8 equal requests at TP 8 on one replica, a graph limit of 4
+ * (every decode step eager), host launches and scheduling free, against the
+ * sum of the steps by hand; the eager engine's sum is NCCL's. */
+Test(cost_host, rollout_prices_eager_steps_of_a_graph_engine)
+{
+    hw_desc h = hw;
+    h.eager_launch_s = 0;
+    h.sched_s = 0;
+    h.sched_req_s = 0;
+    const int n = 8, p = 100, len = 50;
+    trace *t = trace_new();
+    for (int i = 0; i < n; i++) {
+        int32_t l = len;
+        cr_assert_eq(trace_add(t, 0, i, -1, p, &l, 1, NULL), 0);
+    }
+    for (int mode = 0; mode < 2; mode++) {
+        rollout_cfg c = {.hw = &h, .llm = &m, .tp = 8, .replicas = 1, .max_running = 256,
+                         .chunk_tokens = 8192, .kv_tokens = 400000, .tail_threshold = 32};
+        c.host = (host_mode){.on = 1, .graph_max_bs = 4, .overlap = 1, .graph = mode};
+        int coll = mode ? COST_COLL_EAGER_CAR : COST_COLL_EAGER;
+        cost_batch b = {.n_prefill_seqs = n, .prefill_tokens = n * p,
+                        .prefill_attn = (double)n * p * (p + 1) / 2.0,
+                        .prefill_kv_sum = (double)n * p};
+        double want = cost_iter_mode(&h, &m, 8, &b, coll) + cost_sample(&h, &m, n);
+        for (int j = 1; j < len; j++) {
+            cost_batch d = {.n_decode = n, .decode_ctx_sum = (double)n * (p + j)};
+            want += cost_iter_mode(&h, &m, 8, &d, coll) + cost_sample(&h, &m, n);
+        }
+        rollout_result r;
+        ts_err e = {{0}};
+        cr_assert_eq(rollout_run(&c, t, &r, &e), 0, "%s", e.msg);
+        cr_expect_lt(fabs(r.makespan_s - want) / want, 1e-9, "engine %s: %g vs %g",
+                     mode ? "graph" : "eager", r.makespan_s, want);
+        rollout_result_free(&r);
+    }
+    trace_free(t);
 }
