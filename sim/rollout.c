@@ -412,9 +412,11 @@ static void iter_done(engine *e, void *ctx, uint64_t arg)
         }
     }
     rp->npre = keep;
-    /* multi-turn: prefix cache gives way to the KV the iteration took */
-    while (rp->kv_soft > 0 && rp->kv_used + rp->kv_soft > cfg->kv_tokens + 0.5 &&
-           ro_turn_evict(s, rp, 1))
+    /* multi-turn: prefix cache gives way to the KV the iteration took; then,
+     * if a tool call that returned during the iteration pinned its prefix
+     * again over the capacity, held contexts of waiting turns go too */
+    while (rp->kv_used + rp->kv_soft > cfg->kv_tokens + 0.5 &&
+           ro_turn_evict(s, rp, rp->kv_soft > 0))
         ;
     assert(rp->kv_used <= cfg->kv_tokens + 0.5);
     /* TLT's adaptive switch: consecutive decode iterations in the tail */

@@ -96,7 +96,9 @@ typedef struct rollout_cfg {
                              * its length (NULL: none) */
     int stop_groups;        /* > 0: stop once this many prompts (groups) have all
                              * their responses finished, and every must_finish
-                             * one; the rest are aborted where they stand */
+                             * one; the rest are aborted where they stand (a
+                             * multi-turn trajectory: at its last turn boundary,
+                             * rollout_result.turns_done) */
     const uint8_t *must_finish; /* per prompt: 1 if the stop waits for it (NULL: none) */
     /* Multi-turn traces (trace_prompt.turns; sim/rollout_turns.c): a trajectory's
      * turns run in order on its replica, leaving the batch while its tool runs. */
@@ -173,6 +175,12 @@ typedef struct rollout_result {
     int64_t evictions;        /* held contexts evicted under KV pressure */
     double tool_wait_fraction;/* sum tool_wait_s over replicas*makespan (a bubble of its
                                * own; bubble_fraction is then the tail bubble only) */
+    int32_t *turns_done;      /* per response: turns whose generation ended (a stopped
+                               * run: a trajectory out on a tool call counts the turn
+                               * before it; one cut inside a turn does not count that
+                               * turn); NULL for single-turn traces */
+    int64_t cut_tokens;       /* tokens of turns a stop cut part-way (discarded: a cut
+                               * trajectory resumes at a turn start) */
     int32_t crit_resp;        /* the trajectory that finished last (response index) */
     int32_t crit_turns;       /* its turns */
     double crit_tool_s;       /* its time in tool calls, slot waits included, s */

@@ -33,6 +33,7 @@ void rollout_result_free(rollout_result *res)
     free(res->resp_replica);
     free(res->gen);
     free(res->tj);
+    free(res->turns_done);
     memset(res, 0, sizeof *res);
 }
 
@@ -98,7 +99,8 @@ static int run_alloc(sim *s, const trace *t, size_t n, rollout_result *res)
     if (s->tq_cap > 0 && !(s->tq = malloc((size_t)s->tq_cap * sizeof *s->tq)))
         return ts_errf(s->e, "out of memory for %zu responses", n);
     if (res->turns) {
-        if (!(s->rt = calloc(n, sizeof *s->rt)))
+        if (!(s->rt = calloc(n, sizeof *s->rt)) ||
+            !(res->turns_done = calloc(n, sizeof *res->turns_done)))
             return ts_errf(s->e, "out of memory for %zu responses", n);
         for (size_t k = 0; k < n; k++)
             s->rt[k].lprev = s->rt[k].lnext = -1;
@@ -127,11 +129,11 @@ static int run_alloc(sim *s, const trace *t, size_t n, rollout_result *res)
     return 0;
 }
 
-/* Sets up response j of multi-turn prompt p as request k on replica rep: its
+/* Sets up response j of multi-turn prompt p (index i) as request k on replica rep: its
  * first turn queued, the others to follow (sim/rollout_turns.c).  Returns 0,
  * or -1 with e set: a turn that can never fit in the KV cache. */
-static int load_turns(sim *s, const trace_prompt *p, int32_t j, size_t k, int32_t rep,
-                      rollout_result *res)
+static int load_turns(sim *s, const trace_prompt *p, size_t i, int32_t j, size_t k,
+                      int32_t rep, rollout_result *res)
 {
     const trace_turn *tt = p->turns + p->turn0[j];
     int32_t nt = p->turn0[j + 1] - p->turn0[j];
@@ -147,6 +149,10 @@ static int load_turns(sim *s, const trace_prompt *p, int32_t j, size_t k, int32_
     s->rt[k] = (req_turn){.tt = tt, .nt = nt, .full = p->resp[j], .lprev = -1, .lnext = -1,
                           .tv0 = s->n_tv};
     s->n_tv += nt;
+    if (s->grp) {
+        s->grp[k] = (int32_t)i;
+        s->grp_left[i]++;
+    }
     res->resp_replica[k] = rep;
     res->rep[rep].responses++;
     return 0;
@@ -183,7 +189,7 @@ static int run_load(sim *s, const trace *t, size_t n, rollout_result *res)
         const trace_prompt *p = &t->prompts[i];
         for (int32_t j = 0; j < p->n_resp; j++, k++) {
             if (p->turn0) {
-                if (load_turns(s, p, j, k, place[i], res))
+                if (load_turns(s, p, i, j, k, place[i], res))
                     goto done;
                 continue;
             }
@@ -377,6 +383,13 @@ static void run_collect(const sim *s, size_t n, rollout_result *res)
                                           : heap ? dec_gen(rq, s->reps[rq->replica].D) : rq->gen;
         if (rq->state != R_DONE)
             res->finish_s[q] = -1;
+        if (res->turns_done) { /* multi-turn: where a cut leaves it, a turn boundary */
+            const req_turn *t = &s->rt[q];
+            int ended = rq->state == R_DONE || s->tv[t->tv0 + t->k].ended >= 0;
+            res->turns_done[q] = rq->state == R_DONE ? t->nt : t->k + ended;
+            if (!ended)
+                res->cut_tokens += res->gen[q];
+        }
     }
     res->events = engine_events(s->eng);
 }
@@ -475,10 +488,10 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
         return -1;
     int rc = -1;
     if ((res->turns = trace_has_turns(t))) {
-        if (cfg->start_gen || cfg->stop_groups > 0)
-            return ts_errf(e, "this rollout does not support multi-turn trajectories yet: "
-                              "resuming or stopping part-way (a policy that carries work "
-                              "across steps; the trace has turns)");
+        if (cfg->start_gen)
+            return ts_errf(e, "start_gen resumes single-turn responses by tokens; a "
+                              "multi-turn trajectory resumes at a turn: pass its remaining "
+                              "turns (the trace has turns)");
         if (cfg->tool_concurrency < 0)
             return ts_errf(e, "tool_concurrency is %d (0: unlimited)", cfg->tool_concurrency);
         s.tq_cap = (int64_t)n;

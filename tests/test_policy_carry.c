@@ -515,3 +515,43 @@ Test(policy_carry, async_needs_a_rollout_group_and_a_trainer_gpu)
     cr_assert(strstr(e.msg, "policy.rollout_pool"), "%s", e.msg);
     unload(1, tr);
 }
+
+/* Search-R1's multi-turn steps (issue 20): partial (APRIL) and async
+ * (AReaL) carry trajectories at a turn boundary.  Every token generated is
+ * trained, pending, or was in a turn a cut stopped part-way (discarded: the
+ * trajectory resumes at that turn's start); a carried partial turn would
+ * count twice and break the sum.  Async's staleness stays within its bound,
+ * and every trained trajectory is trained whole (the carry checks each
+ * one's turn count).  Skipped without ../shared. */
+Test(policy_carry, search_r1_turns_partial_and_async, .timeout = 120)
+{
+    char path[1024];
+    shared_path(path, sizeof path, "traces/polytrace-search-r1-7b/step_3.jsonl");
+    scenario s;
+    hw_desc h;
+    llm_desc m;
+    ts_err e = {{0}};
+    load_scenario_hw_llm("search-r1-7b-polytrace", &s, &h, &m);
+    trace *tr[4];
+    cr_assert_eq(policy_load_steps(&s, NULL, 4, tr, &e), 0, "%s", e.msg);
+    const char *pol[] = {"partial", "async", "partial+tlt"};
+    for (int x = 0; x < 3; x++) {
+        multistep_result r;
+        cr_assert_eq(policy_run(&s, policy_find(pol[x]), &h, &m, tr, 4, 1, &r, NULL, &e), 0,
+                     "%s: %s", pol[x], e.msg);
+        int64_t cut = 0;
+        for (int k = 0; k < 4; k++)
+            cut += r.step[k].ro.cut_tokens;
+        cr_assert_eq(r.wasted_tokens, cut, "%s", pol[x]);
+        cr_assert_eq(generated(&r), r.trained_tokens + r.pending_tokens + r.wasted_tokens,
+                     "%s", pol[x]);
+        cr_assert_gt(r.pending_groups, 0, "%s: something is carried at the end", pol[x]);
+        cr_assert_eq(r.trained_groups, 4 * 256, "%s", pol[x]);
+        if (x == 1) {
+            cr_assert_leq(r.max_staleness, s.max_staleness);
+            cr_assert_geq(r.max_staleness, 1, "rollout runs a version behind");
+        }
+        multistep_result_free(&r);
+    }
+    unload(4, tr);
+}

@@ -429,3 +429,48 @@ Test(turns, single_turn_outputs_unchanged_polytrace)
     shared_path(path, sizeof path, "traces/polytrace-dapo-32b");
     same_as_golden("dapo-32b-polytrace");
 }
+
+/* A stop cuts at a turn boundary (APRIL's partial rollout, AReaL's
+ * interruptible generation on turns): one replica, three one-trajectory
+ * groups prefilled in the same iteration; A (one 1-token turn) completes its
+ * group and stops the run.  B has ended turn 0 and is out on its tool: one
+ * turn done.  C (one 100-token turn) has 1 token of it: no turn done, the
+ * token discarded (cut_tokens), never a partial turn carried. */
+Test(turns, a_stop_cuts_at_a_turn_boundary, .init = load_models)
+{
+    trace *t = trace_new();
+    trace_turn a[1] = {{500, 0, 1, 0, 0, 0, -1}};
+    trace_turn b[2] = {{500, 0, 1, 1, 300, 10.0, -1}, {810, 500, 2, 0, 0, 0, -1}};
+    trace_turn c[1] = {{500, 0, 100, 0, 0, 0, -1}};
+    int32_t n1 = 1, n2 = 2, ra = 1, rb = 312, rc = 100;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_add_turns(t, 0, 0, -1, 500, &ra, 1, &n1, a, &e), 0);
+    cr_assert_eq(trace_add_turns(t, 0, 1, -1, 500, &rb, 1, &n2, b, &e), 0);
+    cr_assert_eq(trace_add_turns(t, 0, 2, -1, 500, &rc, 1, &n1, c, &e), 0);
+    rollout_cfg cfg = two_cfg(0);
+    cfg.replicas = 1;
+    cfg.stop_groups = 1;
+    rollout_result r;
+    cr_assert_eq(rollout_run(&cfg, t, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.stopped, 1);
+    cr_assert_eq(r.groups_done, 1);
+    /* one iteration: the three 500-token prefills, each sampling its first token */
+    cost_batch cb = {.n_prefill_seqs = 3, .prefill_tokens = 1500,
+                    .prefill_attn = 3 * 500 * (501 / 2.0), .prefill_kv_sum = 1500};
+    double T = cost_iter(&hw, &m7, 1, &cb) + cost_sample(&hw, &m7, 3);
+    cr_assert_float_eq(r.makespan_s, T, 1e-9, "%.9f vs %.9f", r.makespan_s, T);
+    cr_assert_eq(r.turns_done[0], 1);
+    cr_assert_eq(r.turns_done[1], 1, "out on its tool: turn 0 done");
+    cr_assert_eq(r.turns_done[2], 0, "cut inside turn 0: it starts over");
+    cr_assert_eq(r.cut_tokens, 1);
+    cr_assert_eq(r.decode_tokens, 3);
+    cr_assert(r.finish_s[1] < 0 && r.finish_s[2] < 0);
+    rollout_result_free(&r);
+    /* the same without a stop: no cut, every trajectory ends */
+    cfg.stop_groups = 0;
+    cr_assert_eq(rollout_run(&cfg, t, &r, &e), 0, "%s", e.msg);
+    cr_assert(r.turns_done[0] == 1 && r.turns_done[1] == 2 && r.turns_done[2] == 1);
+    cr_assert_eq(r.cut_tokens, 0);
+    rollout_result_free(&r);
+    trace_free(t);
+}

@@ -56,6 +56,8 @@ typedef struct policy {
     void (*apply)(scenario *s);
     int lossless;         /* 1: trains exactly the samples of the synchronous step */
     policy_run_fn run;    /* its multi-step driver, or NULL: policy_run's synchronous loop */
+    int turns;            /* 1: run also takes multi-turn traces (carried trajectories
+                           * resume at a turn boundary); 0: it refuses them */
 } policy;
 
 /* The apply() of every policy that decodes plainly: speculation off, no

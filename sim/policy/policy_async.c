@@ -169,9 +169,9 @@ static int async_run(const scenario *s, const hw_desc *hw, const llm_desc *m, tr
 
 const policy policy_async = {
     "async", "AReaL: disjoint rollout/trainer pools, interruptible rollout, bounded staleness",
-    "AReaL (arXiv 2505.24298), github.com/inclusionAI/AReaL", policy_apply_plain, 0, async_run};
+    "AReaL (arXiv 2505.24298), github.com/inclusionAI/AReaL", policy_apply_plain, 0, async_run, 1};
 
 const policy policy_async_tlt = {
     "async+tlt", "async's rollout pool with TLT's adaptive speculation and spot trainer",
     "AReaL (arXiv 2505.24298) + TLT (arXiv 2511.16665); the combination is tailsim's",
-    policy_apply_plain_tlt, 0, async_run};
+    policy_apply_plain_tlt, 0, async_run, 1};

@@ -32,6 +32,33 @@ static int32_t cap_len(const carry_state *cs, int32_t len)
     return cs->max_response > 0 && len > cs->max_response ? cs->max_response : len;
 }
 
+/* Turns of response j of multi-turn prompt p. */
+static int32_t n_turns(const trace_prompt *p, int32_t j)
+{
+    return p->turn0[j + 1] - p->turn0[j];
+}
+
+/* Where response j of g is complete: its capped length in tokens, or (a
+ * multi-turn trajectory, whose progress counts turns) its turn count. */
+static int32_t target(const carry_state *cs, const carry_group *g, int32_t j)
+{
+    return g->p->turn0 ? n_turns(g->p, j) : cap_len(cs, g->p->resp[j]);
+}
+
+/* Tokens response j of g has at progress u: u itself, or (multi-turn) what
+ * its first u turns generated (the trained tokens once every turn is done,
+ * as verl counts them: the model's own, not the tool results). */
+static int64_t tokens_at(const carry_group *g, int32_t j, int32_t u)
+{
+    const trace_prompt *p = g->p;
+    if (!p->turn0)
+        return u;
+    int64_t sum = 0;
+    for (int32_t x = 0; x < u; x++)
+        sum += p->turns[p->turn0[j] + x].gen;
+    return sum;
+}
+
 void carry_init(carry_state *cs, trace *const *steps, int n, int max_response, int lag,
                 multistep_result *res)
 {
@@ -60,7 +87,7 @@ void carry_finish(carry_state *cs)
         carry_group *g = &cs->g[i];
         cs->res->pending_groups++;
         for (int32_t j = 0; j < g->p->n_resp; j++)
-            cs->res->pending_tokens += g->gen[j];
+            cs->res->pending_tokens += tokens_at(g, j, g->gen[j]);
         group_free(g);
     }
     free(cs->g);
@@ -127,9 +154,45 @@ int carry_launch(carry_state *cs, int k, int count, ts_err *e)
 static int group_complete(const carry_state *cs, const carry_group *g)
 {
     for (int32_t j = 0; j < g->p->n_resp; j++)
-        if (g->gen[j] < cap_len(cs, g->p->resp[j]))
+        if (g->gen[j] < target(cs, g, j))
             return 0;
     return 1;
+}
+
+/* Appends group g's responses rj[0..n) to seg, each with its turns from
+ * start[x] on: a carried trajectory resumes at a turn start, its context
+ * (nothing of it in KV after the weight update) prefilled again.  Returns 0,
+ * or -1 on allocation failure. */
+static int seg_add_turns(trace *seg, const carry_group *g, const int32_t *rj,
+                         const int32_t *start, int32_t n, ts_err *e)
+{
+    const trace_prompt *p = g->p;
+    size_t nt = 0;
+    for (int32_t x = 0; x < n; x++)
+        nt += (size_t)(n_turns(p, rj[x]) - start[x]);
+    int32_t *cnt = malloc(((size_t)n + 1) * sizeof *cnt);
+    int32_t *full = malloc(((size_t)n + 1) * sizeof *full);
+    trace_turn *tt = malloc((nt + 1) * sizeof *tt);
+    int rc = -1;
+    if (!cnt || !full || !tt) {
+        ts_errf(e, "out of memory for a rollout segment");
+        goto done;
+    }
+    size_t u = 0;
+    for (int32_t x = 0; x < n; x++) {
+        int32_t j = rj[x];
+        cnt[x] = n_turns(p, j) - start[x];
+        full[x] = p->resp[j];
+        memcpy(tt + u, p->turns + p->turn0[j] + start[x], (size_t)cnt[x] * sizeof *tt);
+        u += (size_t)cnt[x];
+    }
+    rc = trace_add_turns(seg, p->step, p->prompt_id, p->dp_rank, p->prompt_tokens, full, n,
+                         cnt, tt, e);
+done:
+    free(cnt);
+    free(full);
+    free(tt);
+    return rc;
 }
 
 int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const llm_desc *m,
@@ -158,7 +221,7 @@ int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const l
             continue;
         int32_t n = 0;
         for (int32_t j = 0; j < g->p->n_resp; j++) {
-            int32_t l = cap_len(cs, g->p->resp[j]);
+            int32_t l = target(cs, g, j);
             if (g->gen[j] >= l)
                 continue;
             len[q + (size_t)n] = l;
@@ -167,8 +230,9 @@ int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const l
             rj[q + (size_t)n] = j;
             n++;
         }
-        if (trace_add(seg, g->p->step, g->p->prompt_id, g->p->dp_rank, g->p->prompt_tokens,
-                      len + q, n, e))
+        if (g->p->turn0 ? seg_add_turns(seg, g, rj + q, start + q, n, e)
+                        : trace_add(seg, g->p->step, g->p->prompt_id, g->p->dp_rank,
+                                    g->p->prompt_tokens, len + q, n, e))
             goto done;
         must[np++] = (uint8_t)g->must;
         q += (size_t)n;
@@ -179,8 +243,9 @@ int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const l
     }
     if (stop > 0)
         stop = stop - buffered > 1 ? stop - buffered : 1;
-    rlstep_opts o = {.start_gen = start, .stop_groups = stop, .must_finish = must,
-                     .ranks = cs->ranks};
+    int turns = trace_has_turns(seg);
+    rlstep_opts o = {.start_gen = turns ? NULL : start, .stop_groups = stop,
+                     .must_finish = must, .ranks = cs->ranks};
     if (rlstep_rollout_opts(s, hw, m, seg, &o, res, rec, e))
         goto done;
     /* utilization against the full-batch rate of the step's own prompts:
@@ -195,7 +260,8 @@ int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const l
     res->ro.utilization = span > 0 ? (double)res->ro.decode_tokens / span : 0;
     for (size_t x = 0; x < q; x++) {
         carry_group *g = &cs->g[gi[x]];
-        int32_t now = res->ro.gen[x];
+        /* a trajectory's progress is in turns: it ran from turn start[x] on */
+        int32_t now = turns ? start[x] + res->ro.turns_done[x] : res->ro.gen[x];
         TS_CHECK(now >= start[x] && now <= len[x]);
         if (g->first[rj[x]] < 0 && now > 0)
             g->first[rj[x]] = k;
@@ -205,6 +271,7 @@ int carry_rollout(carry_state *cs, const scenario *s, const hw_desc *hw, const l
         }
         g->gen[rj[x]] = now;
     }
+    cs->res->wasted_tokens += res->ro.cut_tokens; /* turns cut part-way start over */
     /* groups complete in this segment: when (their last response's end) */
     for (size_t x = 0; x < q; x++) {
         carry_group *g = &cs->g[gi[x]];
@@ -286,14 +353,15 @@ int carry_take_done(carry_state *cs, int k, int limit, trace **out, ts_err *e)
         res->trained_groups++;
         for (int32_t j = 0; j < g->p->n_resp; j++) {
             /* every trained response has exactly its trace length */
-            TS_CHECK(g->gen[j] == cap_len(cs, g->p->resp[j]) && g->first[j] >= 0);
+            TS_CHECK(g->gen[j] == target(cs, g, j) && g->first[j] >= 0);
             int v = g->first[j] - cs->lag > 0 ? g->first[j] - cs->lag : 0;
             int stale = k - v;
-            res->trained_tokens += g->gen[j];
+            int64_t pre = tokens_at(g, j, g->pre[j]), all = tokens_at(g, j, g->gen[j]);
+            res->trained_tokens += all;
             /* tokens before its latest segment are older; those of it are
              * older too when that segment ran an earlier version than k */
             int vl = g->last[j] - cs->lag > 0 ? g->last[j] - cs->lag : 0;
-            cs->offpol_tokens += g->pre[j] + (vl < k ? g->gen[j] - g->pre[j] : 0);
+            cs->offpol_tokens += pre + (vl < k ? all - pre : 0);
             cs->trained_resp++;
             cs->stale_sum += stale;
             cs->offpol += stale > 0;
@@ -312,7 +380,7 @@ void carry_restart(carry_state *cs, size_t i)
 {
     carry_group *g = &cs->g[i];
     for (int32_t j = 0; j < g->p->n_resp; j++) {
-        cs->res->wasted_tokens += g->gen[j];
+        cs->res->wasted_tokens += tokens_at(g, j, g->gen[j]);
         g->gen[j] = 0;
         g->first[j] = g->last[j] = -1;
         g->pre[j] = 0;

@@ -39,9 +39,9 @@ static int partial_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
 
 const policy policy_partial = {
     "partial", "APRIL: over-provision, stop when the batch is full, resume the rest next step",
-    "APRIL (arXiv 2509.18521), github.com/RLsys-Foundation/APRIL, THUDM/slime --partial-rollout", policy_apply_plain, 0, partial_run};
+    "APRIL (arXiv 2509.18521), github.com/RLsys-Foundation/APRIL, THUDM/slime --partial-rollout", policy_apply_plain, 0, partial_run, 1};
 
 const policy policy_partial_tlt = {
     "partial+tlt", "partial's rollouts with TLT's adaptive speculation and spot trainer",
     "APRIL (arXiv 2509.18521) + TLT (arXiv 2511.16665); the combination is tailsim's",
-    policy_apply_plain_tlt, 0, partial_run};
+    policy_apply_plain_tlt, 0, partial_run, 1};

@@ -323,13 +323,13 @@ int policy_run_progress(const scenario *s0, const policy *p, const hw_desc *hw,
     memset(res, 0, sizeof *res);
     if (n < 1)
         return ts_errf(e, "need at least one RL step");
-    if (p && p->run)
+    if (p && p->run && !p->turns)
         for (int k = 0; k < n; k++)
             if (trace_has_turns(steps[k]))
                 return ts_errf(e, "policy '%s' does not support multi-turn traces yet: its "
                                   "driver reorders or carries responses across steps and would "
                                   "ignore their turns (step %d of the trace has turns); use "
-                                  "verl", p->name, k);
+                                  "verl, tlt, partial or async", p->name, k);
     if (policy_check_placement(s0, p, NULL, steps, n, e))
         return -1;
     scenario s = *s0;

@@ -124,9 +124,9 @@ static int sorted_run(const scenario *s, const hw_desc *hw, const llm_desc *m,
 
 const policy policy_sorted = {
     "sorted", "length-aware: longest predicted first, LPT placement (default predictor: oracle)",
-    "SortedRL (arXiv 2603.23414), its length-aware scheduling only; LPT", policy_apply_plain, 1, sorted_run};
+    "SortedRL (arXiv 2603.23414), its length-aware scheduling only; LPT", policy_apply_plain, 1, sorted_run, 0};
 
 const policy policy_sorted_tlt = {
     "sorted+tlt", "sorted's length-aware rollout with TLT's adaptive speculation and spot trainer",
     "SortedRL's scheduling (arXiv 2603.23414) + TLT (arXiv 2511.16665); the combination is tailsim's",
-    policy_apply_plain_tlt, 1, sorted_run};
+    policy_apply_plain_tlt, 1, sorted_run, 0};

@@ -64,9 +64,9 @@ static int tailbatch_run(const scenario *s, const hw_desc *hw, const llm_desc *m
 
 const policy policy_tailbatch = {
     "tailbatch", "RollPacker: 1.25x short rounds keep the first finishers; long prompts batched",
-    "RollPacker tail batching (arXiv 2509.21009, NSDI'26)", policy_apply_plain, 0, tailbatch_run};
+    "RollPacker tail batching (arXiv 2509.21009, NSDI'26)", policy_apply_plain, 0, tailbatch_run, 0};
 
 const policy policy_tailbatch_tlt = {
     "tailbatch+tlt", "tailbatch's short and long rounds with TLT's adaptive speculation and spot trainer",
     "RollPacker (arXiv 2509.21009) + TLT (arXiv 2511.16665); the combination is tailsim's",
-    policy_apply_plain_tlt, 0, tailbatch_run};
+    policy_apply_plain_tlt, 0, tailbatch_run, 0};

@@ -28,4 +28,4 @@ void policy_apply_tlt(scenario *s)
 
 const policy policy_tlt = {
     "tlt", "adaptive speculation in the tail + spot-trained drafter",
-    "TLT (ASPLOS'26, arXiv 2511.16665), github.com/mit-han-lab/fastrl", policy_apply_tlt, 1, NULL};
+    "TLT (ASPLOS'26, arXiv 2511.16665), github.com/mit-han-lab/fastrl", policy_apply_tlt, 1, NULL, 0};

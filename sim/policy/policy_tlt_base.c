@@ -25,4 +25,4 @@ static void tlt_base_apply(scenario *s)
 
 const policy policy_tlt_base = {
     "tlt-base", "speculation always on, frozen drafter",
-    "TLT ablation (arXiv 2511.16665); SGLang EAGLE", tlt_base_apply, 1, NULL};
+    "TLT ablation (arXiv 2511.16665); SGLang EAGLE", tlt_base_apply, 1, NULL, 0};

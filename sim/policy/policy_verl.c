@@ -8,4 +8,4 @@
 
 const policy policy_verl = {
     "verl", "synchronous baseline: plain decoding, idle tail",
-    "VeRL / HybridFlow (EuroSys'25), github.com/volcengine/verl", policy_apply_plain, 1, NULL};
+    "VeRL / HybridFlow (EuroSys'25), github.com/volcengine/verl", policy_apply_plain, 1, NULL, 0};
