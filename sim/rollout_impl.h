@@ -45,6 +45,9 @@ typedef struct req_turn {
     int32_t lprev, lnext; /* the replica's list of held contexts, oldest first (-1) */
     int32_t soft;       /* 1: held is evictable prefix cache (kv_soft) */
     int32_t turn_arg;   /* its longest turn so far: which */
+    int32_t hit;        /* context tokens its current turn found in KV at admission
+                         * (counted in sim.cached_tokens until a flush or a
+                         * preemption makes the turn prefill them after all) */
     int64_t tv0;        /* its first turn's index in sim.tv */
     double t_turn;      /* when the current turn entered the waiting queue, s */
     double t_tool;      /* when its tool call was issued, s */
@@ -176,6 +179,10 @@ int ro_turn_evict(sim *s, replica *rp, int soft_only);
  * any) off the list and returns the held tokens (now prefilled, in kv_used),
  * 0 when none. */
 int32_t ro_turn_admit(sim *s, replica *rp, int32_t r, double now);
+/* Request r (multi-turn) prefills its whole context again (TLT's switch
+ * flushed the KV): its turn's cache hit is taken back from cached_tokens.
+ * Cannot fail. */
+void ro_turn_unhit(sim *s, int32_t r);
 
 /* sim/rollout_spec.c: the speculative path of a replica. */
 /* TLT's adaptive switch: flush the KV cache, re-prefill every running

@@ -228,6 +228,8 @@ void ro_spec_switch(sim *s, replica *rp, double now)
         req *q = &s->reqs[rp->pre[k]];
         q->need = q->prompt + q->gen;
         q->done = 0;
+        if (s->rt) /* a turn admitted with a cached prefix recomputes it */
+            ro_turn_unhit(s, rp->pre[k]);
     }
     /* insertion sort by admission order (tail batches are small) */
     for (int32_t k = 1; k < rp->npre; k++) {

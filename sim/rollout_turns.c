@@ -24,8 +24,9 @@
  * (replica_stats.tool_wait_s), a bubble of its own next to the tail bubble
  * after the replica's end.  A trajectory whose last turn is followed by a
  * tool call finishes when that call returns.  The simulator counts its own
- * cache hits (rollout_result.cached_tokens); the trace's recorded ones are
- * for comparison (`tailsim trace stats`).
+ * cache hits (rollout_result.cached_tokens; a hit that a preemption or TLT's
+ * flush then makes the turn prefill after all is taken back); the trace's
+ * recorded ones are for comparison (`tailsim trace stats`).
  *
  * Cost: O(1) per turn end and tool return, O(held contexts) per eviction
  * scan in the worst case (it stops at the first evictable one).
@@ -97,14 +98,23 @@ int32_t ro_turn_admit(sim *s, replica *rp, int32_t r, double now)
     turn_times *tv = &s->tv[q->tv0 + q->k];
     if (tv->admitted < 0)
         tv->admitted = now;
+    else /* admitted again after a preemption: its whole context is prefilled */
+        ro_turn_unhit(s, r);
     int32_t h = q->held;
     if (h == 0)
         return 0;
     TS_CHECK(!q->soft);
     held_remove(s, rp, r);
     q->held = 0;
+    q->hit = h;
     s->cached_tokens += h;
     return h;
+}
+
+void ro_turn_unhit(sim *s, int32_t r)
+{
+    s->cached_tokens -= s->rt[r].hit;
+    s->rt[r].hit = 0;
 }
 
 /* Starts r's tool call at time now (a slot is free).  Sets s->failed when
@@ -212,6 +222,7 @@ static void tool_done(engine *e, void *ctx, uint64_t arg)
     }
     q->prompt = u->context;
     q->target = u->gen;
+    t->hit = 0;
     q->gen = 0;
     t->t_turn = now;
     s->tv[t->tv0 + t->k].queued = now;

@@ -474,3 +474,48 @@ Test(turns, a_stop_cuts_at_a_turn_boundary, .init = load_models)
     rollout_result_free(&r);
     trace_free(t);
 }
+
+/* TLT's adaptive switch on turns (one replica, contexts kept during tools,
+ * spec_patience 10): A's turn 0 ends with a 1 ms tool, B decodes 400
+ * tokens, C's turn 0 ends with a 10 s tool.  A's turn 1 is admitted with its
+ * 500-token context still in KV (a cache hit) and runs with B; after 10
+ * decode iterations in the tail the switch flushes the KV: A's turn 1 and B
+ * prefill again from scratch, so A's hit saved nothing, and C's kept context
+ * is evicted (its turn 1 prefills all 810 tokens).  Without speculation both
+ * hits count: 500 + 500 cached tokens, no eviction. */
+Test(turns, adaptive_switch_evicts_kept_contexts, .init = load_models)
+{
+    trace *t = trace_new();
+    trace_turn a[2] = {{500, 0, 1, 1, 300, 0.001, -1}, {810, 500, 200, 0, 0, 0, -1}};
+    trace_turn b[1] = {{500, 0, 400, 0, 0, 0, -1}};
+    trace_turn c[2] = {{500, 0, 1, 1, 300, 10.0, -1}, {810, 500, 2, 0, 0, 0, -1}};
+    int32_t n1 = 1, n2 = 2, ra = 501, rb = 400, rc = 303;
+    ts_err e = {{0}};
+    cr_assert_eq(trace_add_turns(t, 0, 0, -1, 500, &ra, 1, &n2, a, &e), 0);
+    cr_assert_eq(trace_add_turns(t, 0, 1, -1, 500, &rb, 1, &n1, b, &e), 0);
+    cr_assert_eq(trace_add_turns(t, 0, 2, -1, 500, &rc, 1, &n2, c, &e), 0);
+    for (int spec = 0; spec < 2; spec++) {
+        rollout_cfg cfg = two_cfg(1);
+        cfg.replicas = 1;
+        cfg.spec = spec ? SPEC_ADAPTIVE : SPEC_OFF;
+        cfg.spec_patience = 10;
+        spec_params_default(&cfg.sp);
+        rollout_result r;
+        cr_assert_eq(rollout_run(&cfg, t, &r, &e), 0, "spec %d: %s", spec, e.msg);
+        if (!spec) {
+            cr_assert_eq(r.cached_tokens, 1000);
+            cr_assert_eq(r.evictions, 0);
+            cr_assert_eq(r.prefill_tokens, 1500 + 310 + 310);
+        } else {
+            double on = r.rep[0].spec_on_s;
+            cr_assert(on > 0 && on < 10.0, "switched at %.3f s, C still on its tool", on);
+            cr_assert_eq(r.evictions, 1, "C's kept context");
+            cr_assert_eq(r.cached_tokens, 0, "A's hit was recomputed by the flush");
+            cr_assert_float_eq(r.tool_s, 10.001, 1e-9);
+        }
+        cr_assert_eq(r.gen[0], 501);
+        cr_assert_eq(r.gen[2], 303);
+        rollout_result_free(&r);
+    }
+    trace_free(t);
+}
