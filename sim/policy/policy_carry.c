@@ -17,6 +17,12 @@
  * trained at step k, first token at step j, it is k - max(0, j - lag)
  * policy versions behind (lag 0 colocated, 1 when rollout runs one version
  * behind the trainer).
+ *
+ * A multi-turn trajectory (issue 20) counts its progress in turns, not
+ * tokens: a segment runs its remaining turns, a stop leaves it at a turn
+ * boundary (rollout_result.turns_done; the tokens of a turn cut part-way are
+ * wasted), and it resumes at its next turn with that turn's whole context
+ * prefilled.  Its tokens are its turns' generated ones.
  */
 #include "sim/policy/policy_carry.h"
 
