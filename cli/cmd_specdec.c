@@ -176,7 +176,7 @@ static void specdec_row_eval(const specdec_out *r, const host_mode *host, int b,
     row->ng_acc = s->sp.ngram ? mean_ngram(&s->sp, sp.V, s->seed) : 0;
     row->ng_spd = s->sp.ngram
                       ? b * row->ng_acc /
-                            cost_host_step(&r->hw, host, b, 1, cost_spec_kernels(&r->m, s->tp, 1),
+                            cost_host_spec_step(&r->hw, host, b, 1, cost_spec_kernels(&r->m, s->tp, 1),
                                            ngram_iter_cost(&s->sp, &r->hw, &r->m, s->tp, b, sp.V,
                                                            ctx_sum, NULL)) /
                             sp.plain

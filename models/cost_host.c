@@ -25,6 +25,19 @@
  * kernel per op; the EAGLE tree bookkeeping per draft step (top-k
  * selection, score products, gathers, concatenation) and the verify's
  * tree mask and accept kernels are counted as SPEC_TREE_KERNELS each.
+ *
+ * Speculative steps' host sync.  Between the verify's forward (a CUDA graph
+ * up to the capture size) and the draft extend, SGLang's
+ * EagleVerifyInput.verify (speculative/eagle_utils.py) samples the tree,
+ * frees the rejected tokens' KV slots (token_to_kv_pool_allocator.free on a
+ * boolean mask), runs assign_req_to_token_pool and copies the accept lengths
+ * to the host (accept_length.tolist(), then seq_lens.sum().item()): the
+ * host waits for the GPU, and the ~24 small kernels it then launches
+ * (indexing, masks, cumsum, the Triton assignment, the draft-extend
+ * inputs) run one launch at a time with the GPU idle between them.  So
+ * every speculative step pays SPEC_SYNC_KERNELS x eager_launch_s of
+ * serial host time on top of cost_host_step(), graphed or eager (counted
+ * from the code, not fitted; 0.24 ms at 10 us a launch).
  */
 #include "models/cost_host.h"
 
@@ -32,6 +45,7 @@
 
 #define SAMPLE_KERNELS 3.0     /* fp32 cast, softmax, top-k or sampling */
 #define SPEC_TREE_KERNELS 8.0  /* per draft step, and for the verify's tree and accept */
+#define SPEC_SYNC_KERNELS 24.0 /* launched after the verify's host sync, graphs or not */
 
 static double layer_kernels(int tp)
 {
@@ -58,6 +72,15 @@ double cost_spec_kernels(const llm_desc *m, int tp, int depth)
     double draft = (depth > 1 ? depth - 1 : 0) * (drafter + SPEC_TREE_KERNELS);
     double verify = cost_iter_kernels(m, tp) + SPEC_TREE_KERNELS;
     return draft + verify + drafter;
+}
+
+double cost_host_spec_step(const hw_desc *hw, const host_mode *mode, int batch,
+                           int decode_only, double kernels, double gpu_s)
+{
+    double t = cost_host_step(hw, mode, batch, decode_only, kernels, gpu_s);
+    if (batch > 0 && mode->on)
+        t += SPEC_SYNC_KERNELS * hw->eager_launch_s;
+    return t;
 }
 
 int cost_host_graphed(const host_mode *mode, int batch, int decode_only)

@@ -52,4 +52,12 @@ double cost_spec_kernels(const llm_desc *m, int tp, int depth);
 double cost_host_step(const hw_desc *hw, const host_mode *mode, int batch, int decode_only,
                       double kernels, double gpu_s);
 
+/* cost_host_step() for one speculative step (EAGLE or n-gram: both verify
+ * through SGLang's EagleVerifyInput.verify), plus the serial host time after
+ * the verify's device-to-host sync: SPEC_SYNC_KERNELS (24, models/
+ * cost_host.c) x eager_launch_s whenever mode->on, graphed or not.  Returns
+ * gpu_s unchanged for batch <= 0 or mode->on 0.  Cannot fail. */
+double cost_host_spec_step(const hw_desc *hw, const host_mode *mode, int batch,
+                           int decode_only, double kernels, double gpu_s);
+
 #endif

@@ -13,8 +13,11 @@
  * Verify: the target's forward over batch x V tokens (SGLang's
  * speculative_num_draft_tokens V counts the tree's root, the last verified
  * token, so the tree holds V - 1 draft tokens), priced as chunks of V tokens
- * at each sequence's context (tree attention reads the same KV as a causal
- * chunk), plus the LM head over every verified token rather than one row per
+ * at each sequence's context: the attention reads the same KV as a causal
+ * chunk, but under the tree's custom mask it computes all V x (ctx + V)
+ * pairs (a causal chunk skips the upper triangle of its V x V block), and
+ * the mask itself is built, bit-packed and read by every layer (tree_mask
+ * below); plus the LM head over every verified token rather than one row per
  * sequence, and the target's probabilities over the vocabulary for every
  * row (tree speculative sampling reads them).  At large batch b x V tokens
  * make the target's GEMMs compute bound, and the per-row vocabulary work
@@ -93,6 +96,24 @@ static double draft(const spec_src *s, int batch, int depth, int topk, double ct
     return (depth - 1) * t;
 }
 
+/* The verify's tree mask (SGLang's TreeMaskMode FULL_MASK, built by
+ * build_tree_kernel_efficient in speculative/eagle_utils.py): one bool per
+ * (draft token, key) of each sequence, V x (ctx + V) bytes, filled with
+ * torch.full and written by the build kernel, then packed to bits
+ * (FlashInfer's segment_packbits: read 1 B, write 1/8 B) once per step; every
+ * layer's attention reads the packed bits once per TP-local KV head. */
+static double tree_mask(const spec_src *s, int batch, double v, double ctx_sum)
+{
+    double elems = v * ctx_sum + batch * v * v;
+    if (elems <= 0)
+        return 0.0;
+    double kvh = (double)s->m->kv_heads / s->tp;
+    if (kvh < 1)
+        kvh = 1;
+    double t = cost_stream(s->hw, elems) + cost_stream(s->hw, elems * 1.125);
+    return t + s->m->layers * kvh * elems / 8.0 / (s->hw->hbm_bw * s->hw->mem_eff);
+}
+
 static double verify(const spec_src *s, int batch, int budget, double ctx_sum,
                      const cost_batch *extra)
 {
@@ -101,9 +122,12 @@ static double verify(const spec_src *s, int batch, int budget, double ctx_sum,
     double v = budget;
     b.n_prefill_seqs += batch;
     b.prefill_tokens += batch * budget;
-    b.prefill_attn += v * ctx_sum + batch * v * (v + 1) / 2;
+    /* the tree mask is a custom mask: the kernel computes every (draft
+     * token, key) pair of the V x (ctx + V) block and masks, no causal
+     * tile skipping inside the tree */
+    b.prefill_attn += v * ctx_sum + batch * v * v;
     b.prefill_kv_sum += ctx_sum + batch * v;
-    double t = src_iter(s, m->layers, &b);
+    double t = src_iter(s, m->layers, &b) + tree_mask(s, batch, v, ctx_sum);
     /* cost_iter priced one logits row per sequence; verify needs one per token */
     if (m->vocab > 0 && budget > 1) {
         t += src_head(s, (double)batch * budget) - src_head(s, batch);

@@ -26,8 +26,9 @@ double cost_draft(const hw_desc *hw, const llm_desc *m, int tp, int batch, int d
 
 /* The target verifying `budget` draft tokens for each of `batch` sequences,
  * plus `extra` (prefill chunks sharing the forward pass; may be NULL): one
- * forward pass with a logits row per verified token, and the target's
- * probabilities for every row.  ctx_sum is the sum of
+ * forward pass with a logits row per verified token, the attention over
+ * every pair of the tree's custom mask, the mask's build and reads, and the
+ * target's probabilities for every row.  ctx_sum is the sum of
  * the sequences' contexts before the draft. */
 double cost_verify(const hw_desc *hw, const llm_desc *m, int tp, int batch, int budget,
                    double ctx_sum, const cost_batch *extra);

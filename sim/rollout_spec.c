@@ -117,13 +117,13 @@ double ro_spec_plan(sim *s, replica *rp, int32_t V, const cost_batch *b)
     /* host time (models/cost_host.c): eager launches above the engine's CUDA
      * graph limit or with prefill chunks in the step, exposed scheduling */
     int batch = n_dec + (b ? b->n_prefill_seqs : 0), graphable = !b || b->prefill_tokens == 0;
-    double t_eagle = cost_host_step(cfg->hw, &cfg->host, batch, graphable,
+    double t_eagle = cost_host_spec_step(cfg->hw, &cfg->host, batch, graphable,
                                     cost_spec_kernels(cfg->llm, cfg->tp, p.depth),
                                     spec_iter_cost_cached(&p, s->cc, n_dec, V, rp->sp_ctx, b));
     double t = t_eagle;
     rp->sp_ngram = 0;
     if (p.ngram) {
-        double t_ngram = cost_host_step(cfg->hw, &cfg->host, batch, graphable,
+        double t_ngram = cost_host_spec_step(cfg->hw, &cfg->host, batch, graphable,
                                         cost_spec_kernels(cfg->llm, cfg->tp, 1),
                                         ngram_iter_cost_cached(&p, s->cc, n_dec, V, rp->sp_ctx,
                                                                b));

@@ -372,7 +372,7 @@ void spec_point_eval(const spec_params *p, const hw_desc *hw, const host_mode *h
     out->t_plain = cost_host_step(hw, host, batch, 1, cost_iter_kernels(m, tp),
                                   cost_decode_iter(hw, m, tp, batch, ctx_sum) +
                                       cost_sample(hw, m, batch));
-    out->t_spec = cost_host_step(hw, host, batch, 1, cost_spec_kernels(m, tp, p->depth),
+    out->t_spec = cost_host_spec_step(hw, host, batch, 1, cost_spec_kernels(m, tp, p->depth),
                                  spec_iter_cost(p, hw, m, tp, batch, out->V, ctx_sum, NULL));
     out->plain = batch / out->t_plain;
     out->spec = batch * out->accept / out->t_spec;

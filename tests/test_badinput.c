@@ -220,11 +220,11 @@ static const bad_case cases[] = {
     {"models_operand", NULL, NULL, T "models qwen2.5-7b", 2, "no operand", "", NULL},
     {"models_bad_flag", NULL, NULL, T "models --all", 2, "all", "usage: tailsim models", NULL},
     {"models_unknown_model_lists", "s.ini", "[cluster]\ngpus = 8\n[model]\nname = gpt-17\n", T "rollout $D/s.ini --db $D/r.db", 1, "s.ini: key 'model.name': unknown model 'gpt-17'", "available: deepseek-r1-distill-qwen-7b, llama-2-7b,", "r.db"},
-    {"models_unknown_hw_lists", "s.ini", "[cluster]\ngpus = 8\nhw = tpu9\n[model]\nname = qwen2.5-7b\n", T "rlstep $D/s.ini --db $D/r.db", 1, "s.ini: key 'cluster.hw': unknown hardware 'tpu9'", "available: h100, h200 (details: tailsim models)", "r.db"},
+    {"models_unknown_hw_lists", "s.ini", "[cluster]\ngpus = 8\nhw = tpu9\n[model]\nname = qwen2.5-7b\n", T "rlstep $D/s.ini --db $D/r.db", 1, "s.ini: key 'cluster.hw': unknown hardware 'tpu9'", "available: a100, h100, h200 (details: tailsim models)", "r.db"},
     {"models_set_unknown_model_lists", NULL, NULL, T "memory qwen7b-64gpu --set model.name=qwen3", 1, "key 'model.name': unknown model 'qwen3'", "qwen2.5-7b", NULL},
-    {"models_specdec_unknown_hw_lists", NULL, NULL, T "specdec qwen7b-64gpu --set cluster.hw=b200", 1, "key 'cluster.hw': unknown hardware 'b200'", "available: h100, h200", NULL},
+    {"models_specdec_unknown_hw_lists", NULL, NULL, T "specdec qwen7b-64gpu --set cluster.hw=b200", 1, "key 'cluster.hw': unknown hardware 'b200'", "available: a100, h100, h200", NULL},
     {"models_dcp_unknown_model_lists", NULL, NULL, T "dcp dcp-llama8b-32xh200 --set model.name=llama-4 --db $D/r.db", 1, "key 'model.name': unknown model 'llama-4'", "llama-3.1-8b", "r.db"},
-    {"models_calib_unknown_hw_lists", "v.csv", "num_prefill_tokens,num_decode_tokens\n100,5\n", T "calib vidur $D/v.csv --hw a100", 1, "unknown hardware 'a100'", "available: h100, h200", NULL},
+    {"models_calib_unknown_hw_lists", "v.csv", "num_prefill_tokens,num_decode_tokens\n100,5\n", T "calib vidur $D/v.csv --hw v100", 1, "unknown hardware 'v100'", "available: a100, h100, h200", NULL},
     {"unknown_scenario_lists", NULL, NULL, T "rlstep no-such-scenario --db $D/r.db", 1, "unknown scenario 'no-such-scenario'", "available: bench-32b-128gpu, dapo-32b-polytrace,", "r.db"},
     /* the same core options everywhere (issue 17, item 5): plan --trace/--seed, memory and
      * specdec --seed, dcp -o refused like the other commands' */

@@ -163,3 +163,42 @@ Test(cost_host, rollout_prices_eager_steps_of_a_graph_engine)
     }
     trace_free(t);
 }
+
+/* Issue 18 item 6: every speculative step waits for the verify's
+ * device-to-host sync and then launches its bookkeeping one kernel at a
+ * time, graphed or eager, with or without the overlap scheduler. */
+Test(cost_host, spec_step_pays_the_verify_sync_graphed_or_eager)
+{
+    host_mode mode = {.on = 1, .graph_max_bs = 32, .overlap = 0, .graph = 1};
+    double k = cost_spec_kernels(&m, 4, 8), gpu = 5e-3, sync = 24.0 * hw.eager_launch_s;
+    for (int b = 1; b <= 64; b *= 4) {
+        double plain = cost_host_step(&hw, &mode, b, 1, k, gpu);
+        cr_assert_float_eq(cost_host_spec_step(&hw, &mode, b, 1, k, gpu), plain + sync, 1e-12,
+                           "batch %d", b);
+    }
+    /* no host model: GPU time only */
+    host_mode off = {0};
+    cr_assert_float_eq(cost_host_spec_step(&hw, &off, 8, 1, k, gpu), gpu, 1e-15);
+}
+
+/* Issue 18 item 6: the verify under the tree's custom mask computes every
+ * (draft token, key) pair, V x (ctx + V), where a causal chunk of V tokens
+ * computes V x ctx + V (V + 1) / 2, and pays the mask: a V x (ctx + V) bool
+ * tensor filled and bit-packed once per step, its bits read by every layer. */
+Test(cost_host, tree_verify_prices_the_dense_mask_and_its_traffic)
+{
+    const int V = 48, tp = 1;
+    const double ctx = 8192;
+    cost_batch causal = {.n_prefill_seqs = 1, .prefill_tokens = V,
+                         .prefill_attn = V * ctx + V * (V + 1) / 2.0,
+                         .prefill_kv_sum = ctx + V};
+    double old = cost_iter(&hw, &m, tp, &causal) + cost_lm_head(&hw, &m, tp, V) -
+                 cost_lm_head(&hw, &m, tp, 1) + cost_sample(&hw, &m, V);
+    double now = cost_verify(&hw, &m, tp, 1, V, ctx, NULL);
+    double elems = V * (ctx + V);
+    double mask = cost_stream(&hw, elems) + cost_stream(&hw, 1.125 * elems) +
+                  m.layers * (m.kv_heads / (double)tp) * elems / 8.0 / (hw.hbm_bw * hw.mem_eff);
+    cr_assert_gt(now, old + mask * 0.999, "verify %g, causal chunk %g, mask %g", now, old, mask);
+    /* and the extra is the mask plus attention pairs only: a few percent */
+    cr_assert_lt(now, old * 1.10, "verify %g vs causal %g", now, old);
+}
