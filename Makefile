@@ -108,6 +108,9 @@ validate:
 	@echo "nvcc not found: skipping the CUDA validation program"
 endif
 
+# --- the kernels on the CPU (g++ only): make kernels-emu --------------------
+include emu/emu.mk
+
 # --- the two quick-start commands -------------------------------------------
 deps:
 	@sh tools/deps.sh
