@@ -2,7 +2,7 @@
  * tailsim-validate: measures on a real GPU the operations tailsim's cost
  * model prices, so that the model can be fitted and checked against them.
  *
- *   tailsim-validate selftest [--seed N]      every kernel vs its C reference
+ *   tailsim-validate selftest [--seed N] [--only OP] [--small]   every kernel vs its C reference
  *   tailsim-validate calibrate [--quick] [--budget S] -o DIR   timings -> DIR/calib.csv, calib.db
  *   tailsim-validate check CSV [--json] [-o FILE.ini]   fit and hold-out error
  *   tailsim-validate confirm [--quick] [--trace FILE] [-o DIR]   mini rollout on the GPU
@@ -25,8 +25,10 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tailsim-validate COMMAND [options]\n"
-            "  selftest [--seed N]          run every kernel on random data and compare\n"
-            "                               with the C reference (exit 0 when all pass)\n"
+            "  selftest [--seed N] [--only OP] [--small]\n"
+            "                               run every kernel on random data and compare\n"
+            "                               with the C reference (exit 0 when all pass);\n"
+            "                               --small: small shapes, same code paths\n"
             "  calibrate [--quick] [--reps N] [--only GROUP] [--budget S] [--db FILE] -o DIR\n"
             "                               time every op over the model shapes; writes\n"
             "                               DIR/calib.csv (after every row) and DIR/calib.db;\n"
