@@ -17,8 +17,9 @@
 
 EMU_CXX   ?= g++
 EMU_SEEDS ?= 20
-EMU_CXXFLAGS := -std=c++17 -O2 -g -fno-strict-aliasing -Wall -Wextra -Wno-unknown-pragmas -Wno-unused-parameter \
-                -pthread -Iemu/include -I$(B)/emu -I.
+EMU_BASEFLAGS := -std=c++17 -O2 -g -fno-strict-aliasing -Wall -Wextra -Wno-unknown-pragmas \
+                 -Wno-unused-parameter -pthread
+EMU_CXXFLAGS  := $(EMU_BASEFLAGS) -Iemu/include -I$(B)/emu -I.
 EMU_KSRC  := $(wildcard kernels/*.cu) $(wildcard kernels/*.cuh)
 EMU_KCOPY := $(EMU_KSRC:%=$(B)/emu/%)
 EMU_KOBJ  := $(patsubst %.cu,$(B)/emu/%.o,$(wildcard kernels/*.cu))
@@ -27,6 +28,10 @@ EMU_VALOBJ := $(patsubst %.c,$(B)/%.o,$(wildcard validate/*.c))
 EMU_HDR   := $(wildcard emu/include/*.h) emu/emu_impl.h
 
 .PHONY: kernels-emu check-kernels emu-quick
+
+# `make check` runs emu-quick (one seed, ~15 s), except under SANITIZE: the
+# sanitizers do not follow the emulator's stack switches
+EMU_CHECK_BIN := $(if $(SANITIZE),,$(B)/tailsim-validate-emu)
 
 $(B)/.emuflags: FORCE
 	@mkdir -p $(B)
@@ -45,7 +50,7 @@ $(B)/emu/rt/%.o: emu/%.cc $(EMU_HDR) $(B)/.emuflags
 	$(EMU_CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
 $(B)/tailsim-validate-emu: $(EMU_VALOBJ) $(EMU_KOBJ) $(EMU_RTOBJ) $(LIBS_A)
-	$(EMU_CXX) -pthread -o $@ $(EMU_VALOBJ) $(EMU_KOBJ) $(EMU_RTOBJ) -Wl,-u,llm_load \
+	$(EMU_CXX) -pthread $(LDSAN) -o $@ $(EMU_VALOBJ) $(EMU_KOBJ) $(EMU_RTOBJ) -Wl,-u,llm_load \
 	    $(LIBS_A) $(LDLIBS) -ldl
 
 emu-quick: $(B)/tailsim-validate-emu
@@ -53,7 +58,7 @@ emu-quick: $(B)/tailsim-validate-emu
 
 kernels-emu: $(B)/tailsim-validate-emu
 	@sh emu/seeds.sh $(B)/tailsim-validate-emu $(EMU_SEEDS)
-	@EMU_CXX='$(EMU_CXX)' EMU_CXXFLAGS='$(EMU_CXXFLAGS)' B='$(B)' \
+	@EMU_CXX='$(EMU_CXX)' EMU_BASEFLAGS='$(EMU_BASEFLAGS)' B='$(B)' \
 	    LINK='$(EMU_VALOBJ) $(EMU_RTOBJ) -Wl,-u,llm_load $(LIBS_A) $(LDLIBS) -ldl' \
 	    sh emu/planted.sh
 
