@@ -49,14 +49,23 @@ $(B)/emu/rt/%.o: emu/%.cc $(EMU_HDR) $(B)/.emuflags
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
+# the emulator's own checks (emu/emu_test.cu)
+$(B)/emu/emu_test.cu: emu/emu_test.cu emu/rewrite.sh
+	@mkdir -p $(dir $@)
+	@sh emu/rewrite.sh $< $@
+$(B)/emu/emu-test: $(B)/emu/emu_test.cu $(EMU_KCOPY) $(EMU_HDR) $(EMU_RTOBJ) $(B)/.emuflags
+	$(EMU_CXX) $(EMU_CXXFLAGS) -x c++ $< -x none $(EMU_RTOBJ) -o $@
+
 $(B)/tailsim-validate-emu: $(EMU_VALOBJ) $(EMU_KOBJ) $(EMU_RTOBJ) $(LIBS_A)
 	$(EMU_CXX) -pthread $(LDSAN) -o $@ $(EMU_VALOBJ) $(EMU_KOBJ) $(EMU_RTOBJ) -Wl,-u,llm_load \
 	    $(LIBS_A) $(LDLIBS) -ldl
 
-emu-quick: $(B)/tailsim-validate-emu
+emu-quick: $(B)/tailsim-validate-emu $(B)/emu/emu-test
+	@$(B)/emu/emu-test
 	$(B)/tailsim-validate-emu selftest --small --seed 1
 
-kernels-emu: $(B)/tailsim-validate-emu
+kernels-emu: $(B)/tailsim-validate-emu $(B)/emu/emu-test
+	@$(B)/emu/emu-test
 	@sh emu/seeds.sh $(B)/tailsim-validate-emu $(EMU_SEEDS)
 	@EMU_CXX='$(EMU_CXX)' EMU_BASEFLAGS='$(EMU_BASEFLAGS)' B='$(B)' \
 	    LINK='$(EMU_VALOBJ) $(EMU_RTOBJ) -Wl,-u,llm_load $(LIBS_A) $(LDLIBS) -ldl' \
