@@ -18,7 +18,10 @@ while [ "$s" -lt $((first + n)) ]; do
     s=$((s + 1))
 done
 echo "== worst error / tolerance over seeds $first..$((first + n - 1)), per compared quantity"
-cat "$dir"/seed-*.log | sed -n 's/^  \(.*\): [0-9]* values, [0-9]* mismatches, worst error \([0-9.]*\) of tolerance$/\2 \1/p' |
+s=$first logs=""
+while [ "$s" -lt $((first + n)) ]; do logs="$logs $dir/seed-$s.log"; s=$((s + 1)); done
+# shellcheck disable=SC2086
+cat $logs | sed -n 's/^  \(.*\): [0-9]* values, [0-9]* mismatches, worst error \([0-9.]*\) of tolerance$/\2 \1/p' |
     awk '{ r = $1; $1 = ""; k = substr($0, 2); if (!(k in w) || r > w[k]) w[k] = r }
          END { for (k in w) printf "  %5.2f  %s\n", w[k], k }' | sort -k2
 if [ -n "$errs" ]; then
