@@ -26,7 +26,7 @@ allowed() {
     reports)  echo "common results" ;;
     cli)      echo "common traces models results sim sweep reports" ;;
     kernels)  echo "" ;;
-    emu)      echo "" ;;
+    emu)      echo "kernels/cuda_common.cuh" ;;
     validate) echo "common traces models results sim kernels cli/cmd.h" ;;
     bench)    echo "common traces models results sim sweep" ;;
     tests)    echo "*" ;;
