@@ -17,6 +17,8 @@
  *    complete, is a deadlock that stops the launch with an error naming the
  *    kernel (cudaErrorLaunchFailure, sticky like a device fault).
  *  - __shared__ is static thread_local: one OS thread runs one block at a time.
+ *    Dynamic shared memory (extern __shared__) is not supported (no kernel
+ *    uses it; it would not compile); a launch may still name a size <= 48 KiB.
  *  - No memory model: the fibers of a block interleave only at barriers, so a
  *    data race that a GPU would expose (a missing __syncthreads) may pass here.
  *  - __expf/rsqrtf/sincosf are the C library's (correctly rounded or nearly),
