@@ -108,6 +108,9 @@ validate:
 	@echo "nvcc not found: skipping the CUDA validation program"
 endif
 
+# --- the kernels on the CPU (g++ only): make kernels-emu --------------------
+include emu/emu.mk
+
 # --- the two quick-start commands -------------------------------------------
 deps:
 	@sh tools/deps.sh
@@ -118,9 +121,10 @@ run: deps
 
 check: deps
 	@sh tools/check-includes.sh --self-test && sh tools/check-includes.sh
-	@$(MAKE) --no-print-directory $(B)/tailsim $(MPI_BIN) $(TESTS) validate
+	@$(MAKE) --no-print-directory $(B)/tailsim $(MPI_BIN) $(TESTS) validate $(EMU_CHECK_BIN)
 	@sh tools/run-tests.sh $(TESTS)
 	@bash tools/docs-check.sh
+	@$(if $(EMU_CHECK_BIN),$(MAKE) --no-print-directory emu-quick,echo "check: emulated selftest skipped under SANITIZE (fibers)")
 
 bench: deps
 	@$(MAKE) --no-print-directory OPT=-O2 $(B)/tailsim $(BENCHES)

@@ -89,11 +89,15 @@ __device__ __forceinline__ uint32_t kt_pack2(float lo, float hi)
 __device__ __forceinline__ void kt_mma_16816(float d[4], const uint32_t a[4],
                                              uint32_t b0, uint32_t b1)
 {
+#ifdef TS_EMU /* the CPU emulator (emu/): the warp's lanes meet, D += A B in fp32 */
+    emu_mma_m16n8k16(d, a, b0, b1);
+#else
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 #endif

@@ -403,3 +403,20 @@ extern "C" double kt_rms(const float *x, size_t n)
         s += (double)x[i] * x[i];
     return n ? sqrt(s / n) : 0.0;
 }
+
+extern "C" double kt_tol(double rms, int stages, double k)
+{
+    return KT_TOL_Z * rms * (KREF_BF16_EPS * sqrt((double)stages) + 0x1p-24 * k);
+}
+
+static int selftest_small;
+
+extern "C" void kt_selftest_set_small(int on)
+{
+    selftest_small = on != 0;
+}
+
+extern "C" int kt_selftest_small(void)
+{
+    return selftest_small;
+}

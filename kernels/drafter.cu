@@ -200,11 +200,15 @@ static int draft_ref_forward(const kt_draft *p, const kref_drafter *dr, kref_kv 
     snprintf(what, sizeof what, "draft step %d: features", t);
     if (kt_download_bf16(got, p->hout[t % 2], (size_t)R * D))
         return -1;
+    /* step t's features went through t + 1 fc GEMMs and layers (each step
+     * starts from the previous step's own features), the logits two more */
+    const int fs = (KL_LAYER_STAGES + 1) * (t + 1) - 1;
+    const double k = 2 * D > V ? 2 * D : V; /* the fc GEMM's or the head's sum */
     *bad += kt_compare(log, what, w->hh, got, (size_t)R * D,
-                       4 * KREF_BF16_EPS * kt_rms(w->hh, (size_t)R * D), KREF_BF16_EPS);
+                       kt_tol(kt_rms(w->hh, (size_t)R * D), fs, k), KREF_BF16_EPS);
     memcpy(ref_h, w->hh, (size_t)R * D * sizeof(float));
     snprintf(what, sizeof what, "draft step %d: logits", t);
-    *tol = 8 * KREF_BF16_EPS * kt_rms(w->lg, (size_t)R * V);
+    *tol = kt_tol(kt_rms(w->lg, (size_t)R * V), fs + 2, k);
     if (kt_download_bf16(w->gl, p->logits, (size_t)R * V))
         return -1;
     *bad += kt_compare(log, what, w->lg, w->gl, (size_t)R * V, *tol, KREF_BF16_EPS);

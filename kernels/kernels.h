@@ -42,6 +42,10 @@ typedef struct kt_device {
     size_t mem_bytes;       /* device memory, bytes */
 } kt_device;
 
+/* The name the CPU emulator (emu/, make kernels-emu) gives its device: its
+ * timings are not a GPU's, so calibrate refuses it. */
+#define KT_EMU_DEVICE_NAME "tailsim CPU emulator"
+
 /* Opens device 0.  Returns 1 with d filled, 0 when there is no usable CUDA
  * device or driver (kt_error() says why), -1 on any other failure. */
 int kt_device_open(kt_device *d);
@@ -111,6 +115,23 @@ size_t kt_compare(FILE *log, const char *what, const float *ref,
                   const float *got, size_t n, double abs_tol, double eps);
 /* Root mean square of x: the natural abs tolerance scale of an output. */
 double kt_rms(const float *x, size_t n);
+/* The absolute part of every selftest tolerance, from error propagation
+ * (docs/validation.md, "Selftest tolerances"); compare with
+ * kt_compare(..., kt_tol(rms, stages, k), KREF_BF16_EPS):
+ *   KT_TOL_Z * rms * (eps(bf16) * sqrt(stages) + 2^-24 * k)
+ * rms: of the reference values compared; stages: the bf16 roundings on the
+ * path from the (bf16) inputs to the compared value, not counting its own
+ * (the relative term eps |ref| covers that one), where GPU and reference may
+ * round differently or the GPU alone rounds; k: the fp32 error growth of the
+ * path, the longest sum (terms added in fp32), or for RoPE the largest angle
+ * in radians.  Returns the tolerance; cannot fail. */
+#define KT_TOL_Z 2.0
+double kt_tol(double rms, int stages, double k);
+/* Selftest shapes: 0 (the default) the full shapes, 1 small shapes that
+ * cover the same code paths (selftest --small, for the CPU emulator).
+ * kt_selftest_small reads the setting; neither can fail. */
+void kt_selftest_set_small(int on);
+int kt_selftest_small(void);
 
 /* ---- GEMM (gemm_lt.cu, over blas.cu's cuBLASLt wrapper) ----------------- */
 

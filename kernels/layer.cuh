@@ -103,4 +103,13 @@ int kl_head(const kt_model_shape *s, const kt_bf16 *x, const int *d_rows, int R,
  * kref_layer_w shapes, malloc'ed into *buf, which the caller frees). */
 int kl_download_layer(const kt_model *m, const kl_layer *L, float **buf, float *ptrs[7]);
 
+/* Selftest tolerances (kt_tol): the bf16 roundings of one layer's forward
+ * pass, as kref_layer_forward does them: ln1, QKV GEMM, bias, RoPE, the
+ * softmax weights (GPU only), attention output, O GEMM, residual, ln2,
+ * gate_up GEMM, SwiGLU, down GEMM, residual.  Cached K has KL_K_STAGES of
+ * its layer's before it (ln1, QKV, bias; V one fewer), the logits two more
+ * than the stack's residual stream (its last rounding, the final norm). */
+#define KL_LAYER_STAGES 13
+#define KL_K_STAGES 3
+
 #endif

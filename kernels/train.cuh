@@ -37,4 +37,11 @@ int kx_qkv_merge(const kt_bf16 *dq, const kt_bf16 *dk, const kt_bf16 *dv, kt_bf1
 /* out[c] += sum over rows of x[r][c] (fp32 out). */
 int kx_colsum(const kt_bf16 *x, float *out, int rows, int cols);
 
+/* Selftest tolerances (kt_tol): the bf16 roundings of one layer's backward
+ * pass, as kref_train_layer_bwd does them: ds, dgu, dh, dx2, d(attention
+ * out), P and dS (GPU only), dq/dk/dv, RoPE backward, dqkv, dh, dx.  A
+ * gradient's path is bounded by every forward and backward rounding of the
+ * stack (KL_LAYER_STAGES + KTR_BWD_STAGES per layer). */
+#define KTR_BWD_STAGES 12
+
 #endif

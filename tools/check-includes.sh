@@ -26,6 +26,7 @@ allowed() {
     reports)  echo "common results" ;;
     cli)      echo "common traces models results sim sweep reports" ;;
     kernels)  echo "" ;;
+    emu)      echo "kernels/cuda_common.cuh" ;;
     validate) echo "common traces models results sim kernels cli/cmd.h" ;;
     bench)    echo "common traces models results sim sweep" ;;
     tests)    echo "*" ;;
@@ -41,7 +42,8 @@ check_tree() {
     bad=0
     out=$(mktemp) || exit 2
     (cd "$root" && find common traces models results sim sweep reports cli kernels validate \
-        bench tests -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) \
+        emu bench tests -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
+        -o -name '*.cc' \) \
         2>/dev/null | LC_ALL=C sort) > "$out"
     while IFS= read -r f; do
         src=$(room_of "$f")

@@ -14,6 +14,8 @@ need_pc inih libinih-dev
 need_pc jansson libjansson-dev
 command -v gnuplot >/dev/null 2>&1 || missing="$missing gnuplot-nox"
 command -v cc >/dev/null 2>&1 || missing="$missing gcc"
+# g++: the CPU emulator of the kernels (emu/, make kernels-emu, run by make check)
+command -v g++ >/dev/null 2>&1 || missing="$missing g++"
 # OpenMPI: `make check` builds build/tailsim-mpi and runs the sweep under
 # `mpirun -np 2`; `make MPI=1` makes build/tailsim that binary.  The library
 # and the default binary do not link it (set TAILSIM_NO_MPI=1 to skip it here;

@@ -358,6 +358,12 @@ int val_calibrate(int argc, char **argv)
     rc = val_open_device(&dev);
     if (rc <= 0)
         return rc == 0 ? VAL_EXIT_SKIP : 2;
+    if (!strcmp(dev.name, KT_EMU_DEVICE_NAME)) {
+        fprintf(stderr, "calibrate: %s: the CPU emulator's timings are not GPU timings; "
+                        "calibrate needs a GPU (the emulator runs selftest and confirm)\n",
+                dev.name);
+        return 2;
+    }
     rc = set_up(&c, &dev, o.reps);
     double t0 = ts_wall_s();
     c.deadline = o.budget > 0 ? t0 + o.budget : 0;

@@ -2,7 +2,7 @@
  * tailsim-validate: measures on a real GPU the operations tailsim's cost
  * model prices, so that the model can be fitted and checked against them.
  *
- *   tailsim-validate selftest [--seed N] [--only OP,...]   every kernel vs its C reference
+ *   tailsim-validate selftest [--seed N] [--only OP,...] [--small]   every kernel vs its C reference
  *   tailsim-validate calibrate [--quick|--tail] [--budget S] -o DIR   timings -> DIR/calib.csv, calib.db
  *   tailsim-validate check CSV [--json] [-o FILE.ini]   fit and hold-out error
  *   tailsim-validate confirm [--quick] [--trace FILE] [-o DIR]   mini rollout on the GPU
@@ -25,9 +25,10 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tailsim-validate COMMAND [options]\n"
-            "  selftest [--seed N] [--only OP,...]\n"
+            "  selftest [--seed N] [--only OP,...] [--small]\n"
             "                               run every kernel on random data and compare\n"
-            "                               with the C reference (exit 0 when all pass)\n"
+            "                               with the C reference (exit 0 when all pass);\n"
+            "                               --small: small shapes, same code paths\n"
             "  calibrate [--quick|--tail] [--reps N] [--only GROUP,...] [--budget S] [--db FILE]\n"
             "            -o DIR             time every op over the model shapes (--tail: what\n"
             "                               the decode tail needs, 7B at TP 1); writes\n"

@@ -2,7 +2,10 @@
  * `tailsim-validate selftest`: runs every kernel on seeded random data and
  * compares it with its C reference (kernels/ref/), tolerance
  * abs + |ref| * eps(bf16), through the kt_<op>_selftest functions that sit in
- * each kernel file's "C reference" section.  Prints per-op results with the
+ * each kernel file's "C reference" section; --small runs smaller shapes that
+ * cover the same code paths (for the CPU emulator, make kernels-emu).  The
+ * tolerances are kt_tol's (kernels.h, docs/validation.md "Selftest
+ * tolerances").  Prints per-op results with the
  * first few mismatches (--only OP,OP,...: those ops alone); exit 0 when all pass, 1 on a mismatch, 2 on a CUDA
  * error, 77 without a GPU.
  */
@@ -44,8 +47,11 @@ int val_selftest(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             only = argv[++i];
+        } else if (!strcmp(argv[i], "--small")) {
+            kt_selftest_set_small(1);
         } else {
-            fprintf(stderr, "selftest: unknown option '%s' (--seed N, --only OP[,OP...])\n", argv[i]);
+            fprintf(stderr, "selftest: unknown option '%s' (--seed N, --only OP[,OP...], --small)\n",
+                    argv[i]);
             return 2;
         }
     }
