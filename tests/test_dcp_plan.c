@@ -511,11 +511,51 @@ Test(dcp_plan, coarse_buckets_ahead_balance_the_last_steps, .timeout = 120)
     dcp_setup_free(&d);
 }
 
+/* The last step of plan p (dcp-inter, ch its choices): for each SP size,
+ * the least and most loaded group (planner time, s) and the longest
+ * micro-batch; *mixed set when some group holds micro-batches of several
+ * buckets. */
+typedef struct eg_span {
+    double lo, hi, longest; /* s */
+    int n;                  /* groups of this SP size */
+} eg_span;
+
+static void last_step_spans(const dcp_setup *d, const dcp_ctx *c, const dcp_choice *ch,
+                            const dcp_plan *p, eg_span sp[DCP_MAX_SP], int *mixed)
+{
+    const dcp_step *last = &p->step[p->n_step - 1];
+    *mixed = 0;
+    for (int j = 0; j < DCP_MAX_SP; j++)
+        sp[j] = (eg_span){INFINITY, 0, 0, 0};
+    for (int32_t k = 0; k < last->n_g; k++) {
+        const dcp_group *g = &p->grp[last->g0 + k];
+        int j = 0;
+        while (j < c->cfg.n_sp && c->cfg.sp[j] != g->sp)
+            j++;
+        cr_assert_lt(j, c->cfg.n_sp, "group of SP %d, not one of the sizes", g->sp);
+        double t = 0;
+        int32_t b0 = d->bt->seq[p->seq[p->mb[g->mb0].first]].bucket;
+        for (int32_t m = g->mb0; m < g->mb0 + g->n_mb; m++) {
+            int32_t b = d->bt->seq[p->seq[p->mb[m].first]].bucket;
+            cr_assert_eq(ch[b].sp, g->sp, "bucket %d keeps its SP size %d", b, ch[b].sp);
+            double x = dcp_choice_time(c, b, &ch[b], p->mb[m].n);
+            t += x;
+            sp[j].longest = fmax(sp[j].longest, x);
+            *mixed |= b != b0;
+        }
+        sp[j].lo = fmin(sp[j].lo, t);
+        sp[j].hi = fmax(sp[j].hi, t);
+        sp[j].n++;
+    }
+}
+
 /* dcp.endgame: once what is left fits one step at the last target, it is
  * one step, its micro-batches placed longest first on the least-loaded
- * group, so in that step two groups of one SP size differ by at most its
- * longest micro-batch (list scheduling), and some group mixes buckets.  On
- * the STDiT3 mix the epoch is shorter, less imbalanced and has fewer steps
+ * group of their SP size, so in that step two groups of one SP size differ
+ * by at most its longest micro-batch (list scheduling), and some group
+ * mixes buckets.  Pinned on a load with one SP size by construction (the
+ * STDiT3 mix 1 with dcp.sp_sizes = 1 and dcp.bucket_sp = 0, so the property covers every group of
+ * the step): the epoch is shorter, less imbalanced and has no more steps
  * than planned step by step to the end. */
 Test(dcp_plan, endgame_packs_the_last_step, .timeout = 120)
 {
@@ -523,6 +563,9 @@ Test(dcp_plan, endgame_packs_the_last_step, .timeout = 120)
     dcp_ctx c;
     setup_load("dcp-stdit3-32xh200-mix1", &d);
     cr_assert_eq(d.cfg.endgame, 1, "the default");
+    d.cfg.sp[0] = 1;
+    d.cfg.n_sp = 1;
+    d.cfg.bucket_sp = 0;
     for (int pac = 0; pac < 2; pac++) {
         dcp_result r[2];
         for (int on = 0; on < 2; on++) {
@@ -530,27 +573,15 @@ Test(dcp_plan, endgame_packs_the_last_step, .timeout = 120)
             dcp_plan p;
             inter_run(&d, pac, &c, &p, &r[on]);
             if (on) {
-                const dcp_choice *ch = pac ? c.best_pac : c.best;
+                eg_span sp[DCP_MAX_SP];
+                int mixed;
+                last_step_spans(&d, &c, pac ? c.best_pac : c.best, &p, sp, &mixed);
                 const dcp_step *last = &p.step[p.n_step - 1];
-                double lo = INFINITY, hi = 0, longest = 0;
-                int mixed = 0;
-                for (int32_t k = 0; k < last->n_g; k++) {
-                    const dcp_group *g = &p.grp[last->g0 + k];
-                    cr_assert_eq(g->sp, p.grp[last->g0].sp, "one SP size at this load");
-                    double t = 0;
-                    int32_t b0 = d.bt->seq[p.seq[p.mb[g->mb0].first]].bucket;
-                    for (int32_t m = g->mb0; m < g->mb0 + g->n_mb; m++) {
-                        int32_t b = d.bt->seq[p.seq[p.mb[m].first]].bucket;
-                        double x = dcp_choice_time(&c, b, &ch[b], p.mb[m].n);
-                        t += x;
-                        longest = fmax(longest, x);
-                        mixed |= b != b0;
-                    }
-                    lo = fmin(lo, t);
-                    hi = fmax(hi, t);
-                }
-                cr_assert_leq(hi - lo, longest * (1 + 1e-9), "pac %d: groups %g..%g s, longest %g s",
-                              pac, lo, hi, longest);
+                cr_assert_eq(sp[0].n, last->n_g, "pac %d: one SP size", pac);
+                cr_assert_geq(sp[0].n, 2, "pac %d: %d groups", pac, sp[0].n);
+                cr_assert_leq(sp[0].hi - sp[0].lo, sp[0].longest * (1 + 1e-9),
+                              "pac %d: groups %g..%g s, longest %g s", pac, sp[0].lo, sp[0].hi,
+                              sp[0].longest);
                 cr_assert(mixed, "pac %d: no group of the last step mixes buckets", pac);
             }
             dcp_plan_free(&p);
@@ -560,6 +591,37 @@ Test(dcp_plan, endgame_packs_the_last_step, .timeout = 120)
         cr_assert_lt(r[1].imbalance, r[0].imbalance, "pac %d: %g vs %g", pac, r[1].imbalance,
                      r[0].imbalance);
         cr_assert_leq(r[1].steps, r[0].steps);
+    }
+    dcp_setup_free(&d);
+}
+
+/* dcp.endgame on the shipped STDiT3 mix 1 (SP sizes 1, 2, 4, 8), whose
+ * last step may hold several SP sizes (with PAC, the longest buckets run
+ * uncheckpointed at SP 4 or 8 when that beats recomputing at SP 1): every
+ * micro-batch keeps its bucket's SP size, and within each SP size the
+ * groups differ by at most its longest micro-batch.  Groups of different
+ * SP sizes are not balanced against each other (a size in use takes at
+ * least one group, however little work it has). */
+Test(dcp_plan, endgame_balances_each_sp_size, .timeout = 120)
+{
+    dcp_setup d;
+    dcp_ctx c;
+    setup_load("dcp-stdit3-32xh200-mix1", &d);
+    for (int pac = 0; pac < 2; pac++) {
+        dcp_result r;
+        dcp_plan p;
+        inter_run(&d, pac, &c, &p, &r);
+        eg_span sp[DCP_MAX_SP];
+        int mixed;
+        last_step_spans(&d, &c, pac ? c.best_pac : c.best, &p, sp, &mixed);
+        for (int j = 0; j < c.cfg.n_sp; j++)
+            if (sp[j].n)
+                cr_assert_leq(sp[j].hi - sp[j].lo, sp[j].longest * (1 + 1e-9),
+                              "pac %d SP %d: groups %g..%g s, longest %g s", pac, c.cfg.sp[j],
+                              sp[j].lo, sp[j].hi, sp[j].longest);
+        cr_assert(mixed, "pac %d: the last step is the endgame's", pac);
+        dcp_plan_free(&p);
+        dcp_ctx_free(&c);
     }
     dcp_setup_free(&d);
 }
