@@ -5,6 +5,8 @@
  *   tailsim trace gen --dist D --prompts N --group G [--steps S] [--cap C]
  *                     [--corr RHO] [--ranks R] [--prompt-median T]
  *                     [--prompt-sigma S] --seed S -o FILE
+ *   tailsim trace gen --turns search-r1[:P1,P2,...] --prompts N --group G
+ *                     [--steps S] [--cap C] [--prompt-median T] --seed S -o FILE
  *
  * stats loads every FILE (format detected from the content), concatenates
  * them, optionally keeps one step, and prints trace_stats as an aligned table
@@ -85,8 +87,12 @@ static void usage_gen(FILE *f)
             "  --ranks R           assign dp_rank = prompt %% R (default: none)\n"
             "  --prompt-median T   prompt length median, tokens (default 256)\n"
             "  --prompt-sigma S    lognormal sigma of prompt lengths (default 0: all T)\n"
+            "  --turns search-r1[:P1,P2,...]\n"
+            "                      multi-turn trajectories instead of --dist, written as\n"
+            "                      multi-turn JSONL: the Search-R1 fit (docs/agentic.md),\n"
+            "                      optionally other turn-count probabilities\n"
             "  --seed S            RNG seed (streams per step, reproducible)\n"
-            "  -o FILE             output CSV\n"
+            "  -o FILE             output CSV (JSONL with --turns)\n"
             "  --help              this text\n");
 }
 
@@ -391,6 +397,17 @@ static int gen_cmd_parse(int argc, char **argv, gen_params *p, const char **out)
                 return 2;
             }
             have_dist = 1;
+        } else if (FLAG("--turns")) {
+            const char *pr = m > 0 ? v + (strncmp(v, "search-r1:", 10) ? 9 : 10) : NULL;
+            if (m > 0 && (strncmp(v, "search-r1", 9) || (v[9] && v[9] != ':') ||
+                          (v[9] == ':' && gen_parse_turn_probs(pr, &p->turns, &e)))) {
+                fprintf(stderr, "tailsim: trace gen: --turns '%s': %s\n", v,
+                        e.msg[0] ? e.msg : "expected search-r1[:P1,P2,...]");
+                return 2;
+            }
+            bad = m < 0;
+            p->turns.on = 1;
+            have_dist = 1;
         } else if (FLAG("--prompts")) {
             bad = m < 0 || int_flag("--prompts", v, 1, INT32_MAX, &n);
             p->prompts = (int32_t)n;
@@ -454,7 +471,7 @@ static int cmd_gen(int argc, char **argv)
         fprintf(stderr, "tailsim: %s\n", e.msg);
         return 1;
     }
-    int rc = trace_write_csv(t, out, &e);
+    int rc = p.turns.on ? trace_write_turns_jsonl(t, out, &e) : trace_write_csv(t, out, &e);
     char shown[4096];
     if (rc) {
         fprintf(stderr, "tailsim: %s\n", e.msg);

@@ -186,6 +186,8 @@ static const paper_exp experiments[] = {
      paper_exp_dcp, NULL, NULL, {NULL}, {NULL}, NULL, 0},
     {"dcp-released", "DCP as released: VideoSys' configurations (frac 1/10/50) on 8 H100, 8 H200, 32 H200",
      "dcp-videosys-1x8-frac{1,10,50}", paper_exp_dcp_released, NULL, NULL, {NULL}, {NULL}, NULL, 0},
+    {"search-r1", "Agentic RL: the recorded Search-R1 step against tailsim (8 H100 assumed)",
+     "search-r1-7b-polytrace", paper_exp_agentic, NULL, NULL, {NULL}, {NULL}, NULL, 0},
 };
 #define N_EXP (sizeof experiments / sizeof experiments[0])
 

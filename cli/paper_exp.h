@@ -66,6 +66,10 @@ int paper_exp_dcp(const paper_exp *x, paper_ctx *c, ts_err *e);
 /* VideoSys' released DCP configurations on H100 and H200 (cli/paper_dcp_released.c). */
 int paper_exp_dcp_released(const paper_exp *x, paper_ctx *c, ts_err *e);
 
+/* The recorded Search-R1 step against tailsim's simulation of it
+ * (cli/paper_agentic.c). */
+int paper_exp_agentic(const paper_exp *x, paper_ctx *c, ts_err *e);
+
 /* Records a value under "<x->id>/<name>" (cli/paper.c).  Returns 0, or -1 when full. */
 int paper_put(paper_ctx *c, const char *key, double v, double lo, double hi);
 /* Adds a calibration name to the report's list unless present. */

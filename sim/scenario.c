@@ -111,6 +111,16 @@ static const key_def keys[] = {
     {"trace", "corr", K_DBL, OFF(corr), 0, 1, "within-group length correlation"},
     {"trace", "prompt_median", K_DBL, OFF(prompt_median), 1, 1 << 20, "median prompt length, tokens"},
     {"trace", "seed", K_U64, OFF(seed), 0, 0, "generator seed"},
+    {"trace", "turns", K_STR, OFF(turns), 0, 16, "off | search-r1: generate multi-turn trajectories (the turn_*, tool_*, append_*, gen*_ keys; defaults: the Search-R1 fit)"},
+    {"trace", "turn_probs", K_STR, OFF(turn_probs), 0, SCN_STR, "multi-turn: probabilities of 1, 2, ... turns, summing to 1"},
+    {"trace", "tool_median", K_DBL, OFF(tool_median), 1e-6, 86400, "multi-turn: tool latency lognormal median, s"},
+    {"trace", "tool_sigma", K_DBL, OFF(tool_sigma), 0, 10, "multi-turn: tool latency lognormal sigma"},
+    {"trace", "append_median", K_DBL, OFF(append_median), 1e-3, 1 << 20, "multi-turn: tokens a tool result appends, lognormal median"},
+    {"trace", "append_sigma", K_DBL, OFF(append_sigma), 0, 10, "multi-turn: appended tokens lognormal sigma"},
+    {"trace", "gen0_median", K_DBL, OFF(gen0_median), 1e-3, 1 << 20, "multi-turn: turn 0's generated tokens, lognormal median"},
+    {"trace", "gen0_sigma", K_DBL, OFF(gen0_sigma), 0, 10, "multi-turn: turn 0's generated tokens lognormal sigma"},
+    {"trace", "gen_median", K_DBL, OFF(gen_median), 1e-3, 1 << 20, "multi-turn: later turns' generated tokens, lognormal median"},
+    {"trace", "gen_sigma", K_DBL, OFF(gen_sigma), 0, 10, "multi-turn: later turns' generated tokens lognormal sigma"},
     {"dcp", "strategies", K_STR, OFF(dcp.strategies), 0, SCN_STR, "default strategy list"},
     {"dcp", "sp_sizes", K_STR, OFF(dcp.sp_sizes), 0, 64, "SP sizes the planners may use"},
     {"dcp", "bucket_sp", K_INT, OFF(dcp.bucket_sp), 0, 65536, "SP of bucket/packed (0: auto)"},
@@ -193,6 +203,23 @@ void scenario_defaults(scenario *s)
     s->corr = 0.5;
     s->prompt_median = 256;
     s->seed = 1;
+    {
+        gen_turns gt; /* the generator's defaults: one place */
+        gen_turns_default(&gt);
+        snprintf(s->turns, sizeof s->turns, "off");
+        int at = 0;
+        for (int k = 0; k < gt.n_probs; k++)
+            at += snprintf(s->turn_probs + at, sizeof s->turn_probs - (size_t)at, "%s%.3f",
+                           k ? "," : "", gt.probs[k]);
+        s->tool_median = gt.tool_median;
+        s->tool_sigma = gt.tool_sigma;
+        s->append_median = gt.append_median;
+        s->append_sigma = gt.append_sigma;
+        s->gen0_median = gt.gen0_median;
+        s->gen0_sigma = gt.gen0_sigma;
+        s->gen_median = gt.gen_median;
+        s->gen_sigma = gt.gen_sigma;
+    }
     snprintf(s->dcp.strategies, sizeof s->dcp.strategies,
              "bucket,packed,dcp-intra,dcp-inter,dcp-inter+pac,bound");
     /* the planner's keys take dcp_cfg_default()'s values: one table */
@@ -461,6 +488,12 @@ static int set_key(scenario *s, const char *section, const char *key, const char
         if (k->off == OFF(engine) && strcmp(val, "graph") && strcmp(val, "eager"))
             return ts_errf(e, "key '%s.%s': '%s' is not graph or eager", section, key,
                            ts_quote(val, TS_QUOTE_MAX, q, sizeof q));
+        if (k->off == OFF(turns) && strcmp(val, "off") && strcmp(val, "search-r1"))
+            return ts_errf(e, "key '%s.%s': '%s' is not off or search-r1", section, key,
+                           ts_quote(val, TS_QUOTE_MAX, q, sizeof q));
+        gen_turns gt;
+        if (k->off == OFF(turn_probs) && gen_parse_turn_probs(val, &gt, e))
+            return ts_err_prefix(e, "key '%s.%s': ", section, key);
         rollout_placement pl;
         if (k->off == OFF(placement) && rollout_placement_parse(val, &pl))
             return ts_errf(e, "key '%s.%s': '%s' is not balanced, trace or round-robin", section,
@@ -678,6 +711,23 @@ int scenario_gen_params(const scenario *s, gen_params *p, ts_err *e)
     p->corr = s->corr;
     p->seed = s->seed;
     p->prompt_median = s->prompt_median;
+    if (!strcmp(s->turns, "off"))
+        return 0;
+    if (strcmp(s->turns, "search-r1"))
+        return ts_errf(e, "%s: key 'trace.turns': '%s' is not off or search-r1", s->path,
+                       s->turns);
+    gen_turns *t = &p->turns;
+    if (gen_parse_turn_probs(s->turn_probs, t, e))
+        return ts_err_prefix(e, "%s: key 'trace.turn_probs': ", s->path);
+    t->on = 1;
+    t->tool_median = s->tool_median;
+    t->tool_sigma = s->tool_sigma;
+    t->append_median = s->append_median;
+    t->append_sigma = s->append_sigma;
+    t->gen0_median = s->gen0_median;
+    t->gen0_sigma = s->gen0_sigma;
+    t->gen_median = s->gen_median;
+    t->gen_sigma = s->gen_sigma;
     return 0;
 }
 

@@ -129,6 +129,12 @@ typedef struct scenario {
     double corr;
     double prompt_median;
     uint64_t seed;
+    char turns[16];          /* off | search-r1: multi-turn trajectories (traces/gen.h) */
+    char turn_probs[SCN_STR];/* turn-count probabilities P1,P2,... (sum 1) */
+    double tool_median, tool_sigma;     /* tool latency lognormal: s, log sd */
+    double append_median, append_sigma; /* appended tokens lognormal: tokens, log sd */
+    double gen0_median, gen0_sigma;     /* turn 0's generated tokens lognormal */
+    double gen_median, gen_sigma;       /* later turns' generated tokens lognormal */
     /* [dcp] */
     scn_dcp dcp;
 } scenario;

@@ -266,6 +266,19 @@ static const bad_case cases[] = {
     {"set_engine_unknown", "s.ini", SCN(""), T "rlstep $D/s.ini --set rollout.engine=Graph --db $D/r.db", 1, "--set", "rollout.engine", "r.db"},
     {"hw_car_max_bytes_bad", "g.ini", "[gpu]\npeak_flops = 989e12\nhbm_bw = 3.35e12\nhbm_bytes = 85e9\nsms = 132\n[interconnect]\nnvlink_bw = 450e9\nnvlink_lat = 0.75e-6\nnic_bw = 50e9\nnic_lat = 5e-6\ngpus_per_node = 8\n[efficiency]\ncar_max_bytes = -8\n", T "rollout qwen7b-64gpu --set cluster.hw=$PWD/$D/g.ini --db $D/r.db", 1, "g.ini:13", "car_max_bytes", "r.db"},
     {"hw_gemm_m_eff_bad", "g.ini", "[gpu]\npeak_flops = 989e12\nhbm_bw = 3.35e12\nhbm_bytes = 85e9\nsms = 132\n[interconnect]\nnvlink_bw = 450e9\nnvlink_lat = 0.75e-6\nnic_bw = 50e9\nnic_lat = 5e-6\ngpus_per_node = 8\n[efficiency]\ngemm_m_eff = 2\n", T "rollout qwen7b-64gpu --set cluster.hw=$PWD/$D/g.ini --db $D/r.db", 1, "g.ini:13", "gemm_m_eff", "r.db"},
+    /* the multi-turn trace generator (issue 20): trace.turns and its keys
+     * name file, line and key */
+    {"gen_turns_unknown", "s.ini", SCN("[trace]\nturns = poisson\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:7", "'trace.turns': 'poisson' is not off or search-r1", "r.db"},
+    {"gen_turns_probs_sum", "s.ini", SCN("[trace]\nturns = search-r1\nturn_probs = 0.5,0.4\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:8", "'trace.turn_probs': turn probabilities '0.5,0.4' sum to 0.9, not 1", "r.db"},
+    {"gen_turns_probs_negative", "s.ini", SCN("[trace]\nturns = search-r1\nturn_probs = 1.2,-0.2\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:8", "entry 1 '1.2' is not a number in [0, 1]", "r.db"},
+    {"gen_turns_probs_junk", "s.ini", SCN("[trace]\nturns = search-r1\nturn_probs = half,half\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:8", "entry 1 'half'", "r.db"},
+    {"gen_turns_probs_too_many", "s.ini", SCN("[trace]\nturns = search-r1\nturn_probs = " "0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.03,0.04" "\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:8", "at most 32 turns", "r.db"},
+    {"gen_turns_negative_median", "s.ini", SCN("[trace]\nturns = search-r1\ntool_median = -0.2\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:8", "trace.tool_median", "r.db"},
+    {"gen_turns_zero_gen_median", "s.ini", SCN("[trace]\nturns = search-r1\ngen_median = 0\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:8", "trace.gen_median", "r.db"},
+    {"gen_turns_sigma_range", "s.ini", SCN("[trace]\nturns = search-r1\nappend_sigma = 11\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:8", "trace.append_sigma", "r.db"},
+    {"set_gen_turns_probs", "s.ini", SCN(""), T "rollout $D/s.ini --set trace.turns=search-r1 --set trace.turn_probs=0.6,0.6 --db $D/r.db", 1, "--set", "trace.turn_probs", "r.db"},
+    {"gen_cli_turns_probs", NULL, "", T "trace gen --turns search-r1:0.2,0.2 --prompts 2 --group 2 --seed 1 -o $D/t.jsonl", 2, "--turns 'search-r1:0.2,0.2'", "sum to 0.4, not 1", "t.jsonl"},
+    {"gen_cli_turns_unknown", NULL, "", T "trace gen --turns swe --prompts 2 --group 2 --seed 1 -o $D/t.jsonl", 2, "--turns 'swe'", "expected search-r1", "t.jsonl"},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

@@ -155,6 +155,35 @@ static void check_dcp_released(const char *md, const char *html)
     cr_assert(strstr(pub, max_bound >= 2.88 ? "the bound reaches it" : "not reached"));
 }
 
+/* The agentic section of index.md (issue 20): with the shared Search-R1
+ * trace, every row, the recorded figures of step 0 (2,048 trajectories,
+ * 5,455 turns, 3,469 tool calls: tests/test_turns.c counts them in the raw
+ * text), and TLT's rollout speedup the ratio of the two rollout cells;
+ * without it, the skip says so. */
+static void check_agentic(const char *md)
+{
+    const char *sec = strstr(md, "## Agentic RL: the recorded Search-R1 step 0 against tailsim");
+    if (!sec) {
+        cr_assert(strstr(md, "polytrace-search-r1-7b"), "neither the agentic section nor its skip");
+        return;
+    }
+    const char *rows[] = {"| trajectories | 2048 | 2048 | 2048 |", "| turns | 5455 (2.66 each) |",
+                          "| tool calls | 3469 |", "| tool latency, s | mean 0.461,",
+                          "| turn latency p50 / p90 / max, s | 78.6 / 176.0 / 394.4 |",
+                          "| turn latency p90 / p50 | 2.24 |", "| step, s | - |",
+                          "| rollout, s | - |", "| tool-wait bubble | - |", "| tail bubble | - |",
+                          "| critical trajectory | - |", "| TLT rollout speedup | - | 1.00x |",
+                          "| TLT step speedup | - | 1.00x |", "8 H100"};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        cr_assert(strstr(sec, rows[i]), "the agentic section lacks '%s'", rows[i]);
+    double rv, rt, sp;
+    const char *r = strstr(sec, "| rollout, s | - | "), *x = strstr(sec, "| TLT rollout speedup");
+    cr_assert_eq(sscanf(r, "| rollout, s | - | %lf | %lf |", &rv, &rt), 2);
+    cr_assert_eq(sscanf(x, "| TLT rollout speedup | - | 1.00x | %lfx", &sp), 1);
+    cr_assert_float_eq(sp, rv / rt, 0.006, "speedup %.2fx is not %.2f / %.2f", sp, rv, rt);
+    cr_assert_gt(sp, 1.0, "TLT does not speed up the Search-R1 rollout");
+}
+
 Test(paper, quick_report_has_every_row_and_figure, .timeout = 300)
 {
     char cmd[512];
@@ -187,6 +216,7 @@ Test(paper, quick_report_has_every_row_and_figure, .timeout = 300)
     cr_assert(strstr(md, "calibration: ") && strstr(md, "bootstrap: 2 resamples"));
     cr_assert(strstr(html, "<style>") && !strstr(html, "<link"), "HTML is self-contained");
     check_dcp_released(md, html);
+    check_agentic(md);
     free(md);
     free(html);
 }

@@ -63,6 +63,7 @@ void gen_params_default(gen_params *p)
     p->prompt_median = 256;
     p->prompt_sigma = 0;
     p->n_ranks = 0;
+    gen_turns_default(&p->turns);
 }
 
 /* Parses "W/M/S,W/M/S,..." into q. */
@@ -161,6 +162,8 @@ static int check_params(const gen_params *p, ts_err *e)
         !(p->prompt_sigma >= 0 && p->prompt_sigma <= 10))
         return ts_errf(e, "gen: prompt median %g or sigma %g out of range", p->prompt_median,
                        p->prompt_sigma);
+    if (p->turns.on)
+        return gen_turns_check(&p->turns, e);
     switch (p->dist) {
     case GEN_LOGNORMAL:
         if (!isfinite(p->ln_mu) || !(p->ln_sigma >= 0 && p->ln_sigma <= 10))
@@ -241,6 +244,8 @@ trace *gen_trace(const gen_params *p, ts_err *e)
 {
     if (check_params(p, e))
         return NULL;
+    if (p->turns.on)
+        return gen_trace_turns(p, e);
     mixture mx = {.n = p->n_comp};
     if (p->dist == GEN_MIXTURE) {
         double sum = 0;

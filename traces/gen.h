@@ -16,6 +16,22 @@
 typedef enum gen_dist { GEN_LOGNORMAL, GEN_MIXTURE, GEN_FIXED } gen_dist;
 
 #define GEN_MAX_COMP 8
+#define GEN_MAX_TURNS 32
+
+/* Multi-turn (agentic) trajectories (traces/gen_turns.c): a turn count from
+ * its frequencies; every turn but the last is followed by one tool call of
+ * lognormal latency appending lognormal tokens; each turn generates
+ * lognormal tokens (turn 0 its own fit).  Defaults (gen_turns_default): the
+ * fit to the four recorded Search-R1 steps (docs/agentic.md). */
+typedef struct gen_turns {
+    int on;                             /* 1: generate multi-turn trajectories */
+    int n_probs;                        /* turn counts 1..n_probs (1..GEN_MAX_TURNS) */
+    double probs[GEN_MAX_TURNS];        /* probability of k+1 turns, sum 1 */
+    double tool_median, tool_sigma;     /* tool latency: median s, log sd */
+    double append_median, append_sigma; /* tokens a tool result appends: median, log sd */
+    double gen0_median, gen0_sigma;     /* turn 0's generated tokens: median, log sd */
+    double gen_median, gen_sigma;       /* later turns' generated tokens: median, log sd */
+} gen_turns;
 
 typedef struct gen_params {
     gen_dist dist;
@@ -35,6 +51,7 @@ typedef struct gen_params {
     /* prompt lengths: lognormal with this median and sigma (0: all equal to median) */
     double prompt_median, prompt_sigma;
     int32_t n_ranks;       /* >0: assign dp_rank round-robin over this many ranks; 0: -1 */
+    gen_turns turns;       /* turns.on: multi-turn trajectories instead of dist's lengths */
 } gen_params;
 
 /* Defaults: Intern-S1 math mixture, 64 prompts x 8, 1 step, cap 32768,
@@ -44,6 +61,21 @@ void gen_params_default(gen_params *p);
 /* Parses a --dist value: "lognormal", "lognormal:MEDIAN:SIGMA", "mixture"
  * (Intern-S1), "mixture:W/M/S,W/M/S,...", "fixed:LEN".  Returns 0 or -1. */
 int gen_parse_dist(const char *s, gen_params *p, ts_err *e);
+
+/* The Search-R1 fit, turns off.  Cannot fail. */
+void gen_turns_default(gen_turns *t);
+
+/* Parses turn-count probabilities "P1,P2,...,Pn" (n <= GEN_MAX_TURNS, each
+ * in [0, 1], summing to 1 within 1e-6) into t.  Returns 0, or -1 with a
+ * message (t unchanged). */
+int gen_parse_turn_probs(const char *s, gen_turns *t, ts_err *e);
+
+/* Checks t's ranges.  Returns 0, or -1 naming the parameter. */
+int gen_turns_check(const gen_turns *t, ts_err *e);
+
+/* The multi-turn part of gen_trace (traces/gen_turns.c): p->turns.on, p
+ * already checked.  Returns NULL with a message on allocation failure. */
+trace *gen_trace_turns(const gen_params *p, ts_err *e);
 
 /* Generates a trace.  Returns NULL with a message on bad parameters or
  * allocation failure. */

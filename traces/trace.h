@@ -134,6 +134,14 @@ int trace_load_vidur(const char *path, trace **out, ts_err *e);
  * prompt has one.  Returns 0 or -1. */
 int trace_write_csv(const trace *t, const char *path, ts_err *e);
 
+/* Writes a multi-turn trace as the multi-turn JSONL trace_load reads
+ * (traces/trace_turns_write.c), atomically: one trajectory a line, its
+ * prompt's group consecutive (prompt_group_id = prompt_id); a turn followed
+ * by several calls is written as one call carrying their summed latency and
+ * appended tokens (it reads back the same).  Returns 0, or -1 on a trace
+ * without turns, an empty trace or a write error. */
+int trace_write_turns_jsonl(const trace *t, const char *path, ts_err *e);
+
 /* A new trace holding only the prompts of one step (step < 0: the first step
  * present) and that step's recorded reward times.  Returns NULL with a
  * message when the step is absent. */
