@@ -80,15 +80,15 @@ double calib_predict(const hw_desc *hw, int kind, const calib_row *r)
                                q * r->ctx_sum - b * q * (q - 1.0) / 2.0, r->ctx_sum);
     }
     case CALIB_OP_RMSNORM:
-        return cost_kernel(hw, COST_K_NORM, 4.0 * r->m * r->n);
+        return cost_kernel(hw, COST_K_NORM, 4.0 * r->m * r->n, r->m);
     case CALIB_OP_ROPE:
-        return cost_kernel(hw, COST_K_ROPE, 4.0 * r->m * r->n * r->k);
+        return cost_kernel(hw, COST_K_ROPE, 4.0 * r->m * r->n * r->k, r->m);
     case CALIB_OP_SWIGLU:
-        return cost_kernel(hw, COST_K_ACT, 6.0 * r->m * r->n);
+        return cost_kernel(hw, COST_K_ACT, 6.0 * r->m * r->n, r->m);
     case CALIB_OP_EMBED:
-        return cost_kernel(hw, COST_K_GATHER, 4.0 * r->m * r->n);
+        return cost_kernel(hw, COST_K_GATHER, 4.0 * r->m * r->n, r->m);
     case CALIB_OP_ADD:
-        return cost_kernel(hw, COST_K_ADD, 4.0 * r->m * r->n);
+        return cost_kernel(hw, COST_K_ADD, 4.0 * r->m * r->n, r->m);
     case CALIB_OP_COPY:
         return cost_stream(hw, 2.0 * r->m);
     default:

@@ -23,7 +23,8 @@
  * Elementwise kernels (norms, RoPE, activation, residual add, embedding
  * gather) are streaming kernels: launch_s plus bytes over the streaming
  * bandwidth, scaled by how well the kernel that serving engines ship uses it
- * (kernel_bw below).  Attention is a roofline of its FLOPs at attn_eff (for
+ * (kernel_bw below), or, with the hw's per-row floor (ew_row_bw_*), no
+ * faster than one thread block streaming one row.  Attention is a roofline of its FLOPs at attn_eff (for
  * chunks and prefill, with attn_fa_version set, FlashAttention's published
  * H100 throughput at the chunk's equivalent causal length) and its KV bytes
  * at mem_eff.
@@ -76,16 +77,28 @@
 #define K_COUNT COST_K_COUNT
 static const double kernel_bw[K_COUNT] = {1.00, 0.68, 0.60, 0.48, 0.22};
 
-static double kernel_time(const hw_desc *hw, cost_kernel_kind k, double bytes)
+/* launch_s plus the longer of the bytes at the kind's fraction of the
+ * streaming bandwidth and, with hw->ew_row_bw set for the kind, one row's
+ * bytes (bytes / rows) at the per-row rate: the serving kernels give each
+ * row (token) one thread block, so a kernel of a few rows is bound by one
+ * block's walk through its row, not by HBM. */
+static double kernel_time(const hw_desc *hw, cost_kernel_kind k, double bytes, double rows)
 {
-    return hw->launch_s + bytes / (hw->hbm_bw * hw->mem_eff * kernel_bw[k]);
+    double t = bytes / (hw->hbm_bw * hw->mem_eff * kernel_bw[k]);
+    double rbw = hw->ew_row_bw[k];
+    if (rbw > 0 && rows >= 1) {
+        double t_row = bytes / rows / rbw;
+        if (t_row > t)
+            t = t_row;
+    }
+    return hw->launch_s + t;
 }
 
-double cost_kernel(const hw_desc *hw, cost_kernel_kind kind, double bytes)
+double cost_kernel(const hw_desc *hw, cost_kernel_kind kind, double bytes, double rows)
 {
     if (bytes <= 0 || (int)kind < 0 || kind >= COST_K_COUNT)
         return 0.0;
-    return kernel_time(hw, kind, bytes);
+    return kernel_time(hw, kind, bytes, rows);
 }
 
 double cost_stream(const hw_desc *hw, double bytes)
@@ -282,15 +295,15 @@ static double layer_op_time(const hw_desc *hw, const llm_desc *m, int tp, layer_
     double ffn = (double)m->ffn / tp;
     double act = T * h * 2.0; /* bytes of one [T, hidden] bf16 activation */
     switch (op) {
-    case LOP_NORM: return kernel_time(hw, K_NORM, 2.0 * act);
+    case LOP_NORM: return kernel_time(hw, K_NORM, 2.0 * act, T);
     case LOP_QKV: return cost_gemm(hw, T, (heads + 2.0 * kvh) * hd, h);
-    case LOP_ROPE: return kernel_time(hw, K_ROPE, 2.0 * T * (heads + kvh) * hd * 2.0); /* q, k */
+    case LOP_ROPE: return kernel_time(hw, K_ROPE, 2.0 * T * (heads + kvh) * hd * 2.0, T); /* q, k */
     case LOP_OPROJ: return cost_gemm(hw, T, h, heads * hd);
-    case LOP_ADD: return kernel_time(hw, K_ADD, 2.0 * act);
+    case LOP_ADD: return kernel_time(hw, K_ADD, 2.0 * act, T);
     case LOP_UP: return cost_gemm(hw, T, m->gated ? 2.0 * ffn : ffn, h);
-    case LOP_ACT: return kernel_time(hw, K_ACT, (m->gated ? 3.0 : 2.0) * T * ffn * 2.0);
+    case LOP_ACT: return kernel_time(hw, K_ACT, (m->gated ? 3.0 : 2.0) * T * ffn * 2.0, T);
     case LOP_DOWN: return cost_gemm(hw, T, h, ffn);
-    case LOP_EMB: return kernel_time(hw, K_GATHER, 2.0 * act);
+    case LOP_EMB: return kernel_time(hw, K_GATHER, 2.0 * act, T);
     }
     return 0.0;
 }
@@ -335,7 +348,7 @@ static void iter_row_terms(const hw_desc *hw, const llm_desc *m, int tp, double 
                            cost_cache_row *e)
 {
     double h = m->hidden;
-    e->norm = kernel_time(hw, K_NORM, 2.0 * rows * h * 2.0);
+    e->norm = kernel_time(hw, K_NORM, 2.0 * rows * h * 2.0, rows);
     e->head = cost_lm_head(hw, m, tp, rows);
     e->gather = tp > 1 ? comm_allgather(hw, rows * m->vocab * 2.0, tp) : 0.0; /* logits */
     e->gather_graph = tp > 1 ? comm_allgather_graph(hw, rows * m->vocab * 2.0, tp) : 0.0;

@@ -45,9 +45,12 @@ typedef enum cost_kernel_kind {
 } cost_kernel_kind;
 
 /* One elementwise kernel of `kind` moving `bytes` bytes (the cost model's
- * count: each input read once, each output written once), s: launch_s plus
- * bytes at the kind's fraction of the streaming bandwidth. */
-double cost_kernel(const hw_desc *hw, cost_kernel_kind kind, double bytes);
+ * count: each input read once, each output written once) over `rows` rows
+ * (tokens), s: launch_s plus bytes at the kind's fraction of the streaming
+ * bandwidth, or one row's bytes at hw->ew_row_bw[kind] when that is longer
+ * (the per-row floor; 0: none, and rows < 1 skips it).  Returns 0 for
+ * bytes <= 0 or an unknown kind; cannot fail. */
+double cost_kernel(const hw_desc *hw, cost_kernel_kind kind, double bytes, double rows);
 
 /* Decode attention of `batch` sequences, one query token each, over
  * contexts summing to ctx_sum tokens, with `heads` query heads and

@@ -568,6 +568,10 @@ int fit_write_ini(const hw_desc *hw, const char *path, const char *comment, ts_e
         fprintf(f, "train_eff = %.9g\n", hw->train_eff);
     if (hw->attn_fa_version >= 2)
         fprintf(f, "attn_fa_version = %d\n", hw->attn_fa_version);
+    static const char *const ew_names[5] = {"add", "act", "rope", "norm", "gather"};
+    for (int i = 0; i < 5; i++)
+        if (hw->ew_row_bw[i] > 0)
+            fprintf(f, "ew_row_bw_%s = %.9g\n", ew_names[i], hw->ew_row_bw[i]);
     fprintf(f, "\n[host]\neager_launch_s = %.9g\nsched_s = %.9g\nsched_req_s = %.9g\n"
                "pcie_bw = %.9g\nhost_mem_bw = %.9g\nhost_bytes = %.9g\n",
             hw->eager_launch_s, hw->sched_s, hw->sched_req_s, hw->pcie_bw, hw->host_mem_bw,

@@ -29,6 +29,10 @@ typedef struct hw_desc {
                              * FlashAttention-2's or -3's published H100 table
                              * (models/cost.c); 0 (absent): attn_eff for every length */
     double launch_s;        /* fixed cost per kernel launch, s */
+    /* per-row floor of the elementwise kernels (one thread block works through
+     * one row): bytes/s one row streams at, per kernel class in the order of
+     * cost_kernel_kind (add, act, rope, norm, gather); 0 (absent): no floor */
+    double ew_row_bw[5];
     int tile_m, tile_n;     /* GEMM output tile, for wave/tile quantization */
     /* memory-bound (skinny, decode-sized) GEMMs stream their operands at
      * hbm_bw * gemm_mem_eff after launch_s + gemm_mem_lat_s + gemm_mem_fill_s *

@@ -239,8 +239,8 @@ Test(calib, per_op_predictions_add_up_to_cost_iter)
     cr_expect_eq(cost_calib_op(&hw, &s.rows[1]), -1.0);
     cr_expect_eq(calib_op_kind("layer_decode"), -1);
     cr_expect_eq(calib_op_kind("gemm_peak"), CALIB_OP_GEMM);
-    cr_expect_eq(cost_kernel(&hw, COST_K_NORM, 0), 0.0);
-    cr_expect_gt(cost_kernel(&hw, COST_K_GATHER, 1e6), cost_kernel(&hw, COST_K_ADD, 1e6));
+    cr_expect_eq(cost_kernel(&hw, COST_K_NORM, 0, 1), 0.0);
+    cr_expect_gt(cost_kernel(&hw, COST_K_GATHER, 1e6, 1000), cost_kernel(&hw, COST_K_ADD, 1e6, 1000));
 }
 
 /* ---- the reader ------------------------------------------------------------ */

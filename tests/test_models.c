@@ -542,6 +542,19 @@ static void vidur_acceptance(const char *file)
     for (int b = 0; b < VIDUR_BANDS; b++)
         cr_expect_leq(r.bands[VOP_COUNT][b].mape, 10.0, "%s layer band %d: %.2f%%", file, b,
                       r.bands[VOP_COUNT][b].mape);
+    /* issue 18 item 9: with the per-row floor (ew_row_bw_*) the elementwise
+     * kernels of 1-32 tokens (38-70% fast without it) are within 6% (RMSNorm),
+     * 13% (RoPE) and 21% (SiLU-and-mul) on average, and the layer sum at
+     * 1-32 tokens within 5% (6.3% before); the acceptance's 10% per band is
+     * not met by the activation or the residual add (docs/model.md) */
+    static const struct { int op; double max; } ew[] = {
+        {VOP_INPUT_LN, 6.0}, {VOP_POST_LN, 6.0}, {VOP_ROPE, 13.0}, {VOP_ACT, 21.0},
+    };
+    for (size_t i = 0; i < sizeof ew / sizeof ew[0]; i++)
+        cr_expect_leq(r.bands[ew[i].op][0].mape, ew[i].max, "%s %s 1-32: MAPE %.2f%%", file,
+                      vidur_op_names[ew[i].op], r.bands[ew[i].op][0].mape);
+    cr_expect_leq(r.bands[VOP_COUNT][0].mape, 5.0, "%s layer 1-32: %.2f%%", file,
+                  r.bands[VOP_COUNT][0].mape);
     /* a layer's ops summed, as the simulator adds them: the project's 10% */
     cr_expect_eq(r.layer.n, (int)t.n);
     cr_expect_leq(r.layer.mape, 10.0, "%s: layer MAPE %.2f%%", file, r.layer.mape);
