@@ -11,7 +11,6 @@
  * is refused without quoting it, and a value is quoted only cut and
  * sanitised (ts_quote), since a scenario path may name any file.
  */
-#define _DEFAULT_SOURCE /* realpath */
 #include "sim/scenario.h"
 
 #include <ini.h>
@@ -27,19 +26,10 @@
 #include "models/memory.h"
 #include "sim/dcp/dcp.h"
 #include "sim/rollout.h"
+#include "sim/scenario_impl.h"
 
-typedef enum { K_INT, K_DBL, K_STR, K_BOOL, K_U64 } ktype;
 
-typedef struct key_def {
-    const char *section, *key;
-    ktype type;
-    size_t off;
-    double min, max;  /* ranges for numbers; max string length for K_STR */
-    const char *help;
-} key_def;
-
-#define OFF(f) offsetof(scenario, f)
-static const key_def keys[] = {
+const key_def scn_keys[] = {
     {"cluster", "gpus", K_INT, OFF(gpus), 1, SCN_MAX_GPUS, "total GPUs"},
     {"cluster", "hw", K_STR, OFF(hw), 0, 64, "hardware name (models/hw/NAME.ini)"},
     {"cluster", "gpus_per_node", K_INT, OFF(gpus_per_node), 0, 64, "GPUs per node (0: from hw)"},
@@ -157,7 +147,8 @@ static const key_def keys[] = {
     {"dcp", "res_scale", K_DBL, OFF(dcp.res_scale), 0, 100, "video-mix: half-normal res_scale (0: Zipf)"},
     {"dcp", "frame_scale", K_DBL, OFF(dcp.frame_scale), 0, 100, "video-mix: half-normal frame_scale (0: Zipf)"},
 };
-#define N_KEYS (sizeof keys / sizeof keys[0])
+#define N_KEYS (sizeof scn_keys / sizeof scn_keys[0])
+const size_t scn_n_keys = N_KEYS;
 
 void scenario_defaults(scenario *s)
 {
@@ -273,7 +264,7 @@ static int train_strategy_ok(const char *v)
 static int find_key(const char *section, const char *key)
 {
     for (size_t i = 0; i < N_KEYS; i++)
-        if (!strcmp(keys[i].section, section) && !strcmp(keys[i].key, key))
+        if (!strcmp(scn_keys[i].section, section) && !strcmp(scn_keys[i].key, key))
             return (int)i;
     return -1;
 }
@@ -286,13 +277,13 @@ int scenario_has_key(const char *section, const char *key)
 int scenario_has_section(const char *section)
 {
     for (size_t i = 0; i < N_KEYS; i++)
-        if (!strcmp(keys[i].section, section))
+        if (!strcmp(scn_keys[i].section, section))
             return 1;
     return 0;
 }
 
 /* The keys a scenario must set: they have no default. */
-static int key_required(const key_def *k)
+int scn_key_required(const key_def *k)
 {
     return k->off == OFF(gpus) || k->off == OFF(model);
 }
@@ -309,68 +300,6 @@ size_t scenario_key_count(void)
     return N_KEYS;
 }
 
-/* v formatted as %g does, with more significant digits when six do not
- * read back as v (never fewer: 20 stays "20", not "2e+01"). */
-static void format_real(double v, char *buf, size_t n)
-{
-    for (int prec = 6; prec <= 17; prec++) {
-        snprintf(buf, n, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            return;
-    }
-}
-
-int scenario_key_info(size_t i, scn_key_info *out)
-{
-    static const char *const type_names[] = {"int", "real", "string", "bool", "u64"};
-    static const scn_key_type types[] = {SCN_KEY_INT, SCN_KEY_REAL, SCN_KEY_STR, SCN_KEY_BOOL,
-                                         SCN_KEY_U64};
-    if (i >= N_KEYS)
-        return -1;
-    const key_def *k = &keys[i];
-    scenario d;
-    scenario_defaults(&d);
-    const char *p = (const char *)&d + k->off;
-    char lo[32], hi[32];
-    memset(out, 0, sizeof *out);
-    out->section = k->section;
-    out->key = k->key;
-    out->type = types[k->type];
-    out->type_name = type_names[k->type];
-    out->min = k->min;
-    out->max = k->max;
-    out->required = key_required(k);
-    out->help = k->help;
-    switch (k->type) {
-    case K_INT:
-        snprintf(out->def, sizeof out->def, "%d", *(const int *)p);
-        snprintf(out->range, sizeof out->range, "[%.0f, %.0f]", k->min, k->max);
-        break;
-    case K_DBL:
-        format_real(*(const double *)p, out->def, sizeof out->def);
-        format_real(k->min, lo, sizeof lo);
-        format_real(k->max, hi, sizeof hi);
-        snprintf(out->range, sizeof out->range, "[%s, %s]", lo, hi);
-        break;
-    case K_BOOL:
-        snprintf(out->def, sizeof out->def, "%s", *(const int *)p ? "true" : "false");
-        snprintf(out->range, sizeof out->range, "true/false");
-        break;
-    case K_U64:
-        snprintf(out->def, sizeof out->def, "%llu", (unsigned long long)*(const uint64_t *)p);
-        out->min = 0;
-        out->max = (double)INT64_MAX;
-        snprintf(out->range, sizeof out->range, "[0, 2^63-1]");
-        break;
-    case K_STR:
-        snprintf(out->def, sizeof out->def, "%s", p);
-        snprintf(out->range, sizeof out->range, "up to %d characters", (int)k->max - 1);
-        break;
-    }
-    if (out->required)
-        out->def[0] = 0;
-    return 0;
-}
 
 /* Levenshtein distance of a and b, or 3 once it exceeds 2 (names are
  * short; only near misses matter). */
@@ -406,10 +335,10 @@ static int near_key(const char *section, const char *key)
 {
     int best = -1, best_d = strlen(key) > 4 ? 3 : 2; /* short names: one edit */
     for (size_t i = 0; i < N_KEYS; i++) {
-        int d = near_distance(keys[i].key, key);
+        int d = near_distance(scn_keys[i].key, key);
         if (d < 3)
-            d += near_distance(keys[i].section, section);
-        if (!strcmp(keys[i].key, key))
+            d += near_distance(scn_keys[i].section, section);
+        if (!strcmp(scn_keys[i].key, key))
             d = 1; /* the right name in the wrong section */
         if (d < best_d)
             best = (int)i, best_d = d;
@@ -424,16 +353,16 @@ int scenario_unknown_key(const char *section, const char *key, ts_err *e)
     ts_quote(key, 32, qk, sizeof qk);
     int near = near_key(section, key);
     if (near >= 0)
-        snprintf(hint, sizeof hint, "did you mean %s.%s? ", keys[near].section, keys[near].key);
+        snprintf(hint, sizeof hint, "did you mean %s.%s? ", scn_keys[near].section, scn_keys[near].key);
     if (scenario_has_section(section))
         return ts_errf(e, "unknown key '%s.%s' (%sthe keys of [%s]: tailsim keys %s)", qs, qk,
                        hint, section, section);
     char list[256];
     size_t len = 0;
     for (size_t i = 0; i < N_KEYS; i++)
-        if (!i || strcmp(keys[i].section, keys[i - 1].section))
+        if (!i || strcmp(scn_keys[i].section, scn_keys[i - 1].section))
             len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "",
-                                    keys[i].section);
+                                    scn_keys[i].section);
     return ts_errf(e, "unknown key '%s.%s': no section [%s] (%ssections: %s; every key: "
                       "tailsim keys)", qs, qk, qs, hint, list);
 }
@@ -447,7 +376,7 @@ static int set_key(scenario *s, const char *section, const char *key, const char
     char q[TS_QUOTE_BUF];
     if (i < 0)
         return scenario_unknown_key(section, key, e);
-    const key_def *k = &keys[i];
+    const key_def *k = &scn_keys[i];
     char *dst = (char *)s + k->off;
     int64_t iv;
     double dv;
@@ -560,9 +489,9 @@ int scenario_load(const char *name, scenario *s, ts_err *e)
     if (rc < 0)
         return ts_errf(e, "%s: cannot read", path);
     for (size_t i = 0; i < N_KEYS; i++)
-        if (key_required(&keys[i]) && key_unset(s, &keys[i]))
-            return ts_errf(e, "%s: missing required key '%s.%s'", path, keys[i].section,
-                           keys[i].key);
+        if (scn_key_required(&scn_keys[i]) && key_unset(s, &scn_keys[i]))
+            return ts_errf(e, "%s: missing required key '%s.%s'", path, scn_keys[i].section,
+                           scn_keys[i].key);
     return 0;
 }
 
@@ -729,105 +658,4 @@ int scenario_gen_params(const scenario *s, gen_params *p, ts_err *e)
     t->gen_median = s->gen_median;
     t->gen_sigma = s->gen_sigma;
     return 0;
-}
-
-/* 1 when the INI reader reads v back as v: no control character, no
- * leading or trailing blank, no ';' that starts an inline comment (at the
- * start or after a blank). */
-static int ini_value_ok(const char *v)
-{
-    size_t n = strlen(v);
-    if (n && (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t'))
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)v[i];
-        if (c < 0x20 || c == 0x7f)
-            return 0;
-        if (c == ';' && (i == 0 || v[i - 1] == ' ' || v[i - 1] == '\t'))
-            return 0;
-    }
-    return 1;
-}
-
-/* 1 for the keys whose value names a file resolved against the scenario's
- * directory. */
-static int key_is_file(const key_def *k)
-{
-    return k->off == OFF(trace_file) || k->off == OFF(trace_reward_file) ||
-           k->off == OFF(dcp.file);
-}
-
-char *scenario_to_ini(const scenario *s, ts_err *e)
-{
-    size_t cap = 8192, len = 0;
-    char *out = malloc(cap);
-    if (!out) {
-        ts_errf(e, "out of memory writing the scenario");
-        return NULL;
-    }
-    out[0] = 0;
-    for (size_t i = 0; i < N_KEYS; i++) {
-        const key_def *k = &keys[i];
-        const char *p = (const char *)s + k->off;
-        char val[2 * SCN_STR + 8], line[2 * SCN_STR + 128];
-        switch (k->type) {
-        case K_INT:
-            snprintf(val, sizeof val, "%d", *(const int *)p);
-            break;
-        case K_DBL:
-            format_real(*(const double *)p, val, sizeof val);
-            break;
-        case K_BOOL:
-            snprintf(val, sizeof val, "%s", *(const int *)p ? "true" : "false");
-            break;
-        case K_U64:
-            snprintf(val, sizeof val, "%llu", (unsigned long long)*(const uint64_t *)p);
-            break;
-        case K_STR:
-            snprintf(val, sizeof val, "%.*s", (int)k->max, p);
-            if (key_is_file(k) && val[0] && val[0] != '/' && strncmp(val, "shared:", 7)) {
-                char dir[4096];
-                if (!realpath(s->dir, dir))
-                    snprintf(dir, sizeof dir, "%s", s->dir);
-                snprintf(val, sizeof val, "%.*s/%.*s", SCN_STR, dir, SCN_STR, p);
-                if (strlen(val) >= (size_t)k->max) {
-                    ts_errf(e, "key '%s.%s': the resolved path is longer than %d characters",
-                            k->section, k->key, (int)k->max - 1);
-                    goto fail;
-                }
-            }
-            if (!ini_value_ok(val)) {
-                ts_errf(e, "key '%s.%s': its value cannot be written as INI (a control "
-                           "character, a leading or trailing blank, or a ';' comment)",
-                        k->section, k->key);
-                goto fail;
-            }
-            break;
-        }
-        int head = !i || strcmp(k->section, keys[i - 1].section);
-        int kl = snprintf(line, sizeof line, "%s = %s\n", k->key, val);
-        if (kl - 1 > 198) {
-            ts_errf(e, "key '%s.%s': the line would be longer than 198 characters", k->section,
-                    k->key);
-            goto fail;
-        }
-        char sec[48];
-        int sl = head ? snprintf(sec, sizeof sec, "%s[%s]\n", i ? "\n" : "", k->section) : 0;
-        if (len + (size_t)sl + (size_t)kl + 1 > cap) {
-            char *grown = realloc(out, cap * 2);
-            if (!grown) {
-                ts_errf(e, "out of memory writing the scenario");
-                goto fail;
-            }
-            out = grown;
-            cap *= 2;
-        }
-        if (head)
-            len += (size_t)snprintf(out + len, cap - len, "%s", sec);
-        len += (size_t)snprintf(out + len, cap - len, "%s", line);
-    }
-    return out;
-fail:
-    free(out);
-    return NULL;
 }
