@@ -267,6 +267,16 @@ void kt_note_plan_query(void)
         plan_queries_timed++;
 }
 
+int kt_test_skip_preplan(void)
+{
+    static int skip = -1;
+    if (skip < 0) {
+        const char *v = getenv("KT_TEST_SKIP_PREPLAN");
+        skip = v && *v && strcmp(v, "0") != 0;
+    }
+    return skip;
+}
+
 extern "C" long long kt_plan_queries(void) { return plan_queries; }
 extern "C" long long kt_plan_queries_timed(void) { return plan_queries_timed; }
 

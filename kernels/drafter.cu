@@ -677,7 +677,7 @@ extern "C" kt_draft *kt_draft_plan(kt_drafter *d, kt_kv *kv, const int *seqs, in
     /* the fc and LM head shapes of every step (b rows, then b * topk): a
      * timed draft then queries no cuBLASLt heuristic */
     const int D = d->target->s.hidden, V = d->target->s.vocab;
-    for (int t = 0; ok && t < (depth > 1 ? 2 : 1); t++) {
+    for (int t = 0; ok && !kt_test_skip_preplan() && t < (depth > 1 ? 2 : 1); t++) {
         const int R = t ? p->rows : b;
         ok = kt_gemm_plan(d->g_fc, R, D, 2 * D) == 0 && kt_gemm_plan(d->g_head, R, V, D) == 0;
     }

@@ -84,6 +84,8 @@ static int plan_arrays(kt_step *st, const int *extra, const int *pos_in, int log
 static int plan_gemms(kt_model *m, int T, int R)
 {
     const kt_model_shape *s = &m->s;
+    if (kt_test_skip_preplan()) /* the planted violation of tests/test_confirm_emu.c */
+        return 0;
     if (T > 0 && (kt_gemm_plan(m->g_qkv, T, m->nqkv, s->hidden) ||
                   kt_gemm_plan(m->g_o, T, s->hidden, s->heads * s->head_dim) ||
                   kt_gemm_plan(m->g_gu, T, 2 * s->ffn, s->hidden) ||

@@ -6,7 +6,7 @@
  * Setup: a sample of long-tail responses (from --trace, or generated
  * lognormal lengths) on one replica: a stack of Qwen2.5-7B decoder layers
  * (--model: another models/llm name or INI, e.g. a tiny one for emulation)
- * (--layers, default 28: the whole model) with the embedding and LM head, random weights,
+ * (--layers, default the model's: 28 for Qwen2.5-7B) with the embedding and LM head, random weights,
  * one GPU.  tailsim simulates the rollout twice with its cost model and the
  * GPU's calibration (models/hw/<hw>.ini, or models/calib/<hw>.csv when
  * committed): plain continuous batching, and TLT's adaptive speculation
@@ -415,7 +415,7 @@ static int parse(int argc, char **argv, conf_opts *o)
         {"seed", required_argument, 0, 's'},   {"json", no_argument, 0, 'j'},
         {"budget", required_argument, 0, 'B'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    *o = (conf_opts){NULL, NULL, "h200", "qwen2.5-7b", 0, 0, 28, 256, 16384, 1, 0};
+    *o = (conf_opts){NULL, NULL, "h200", "qwen2.5-7b", 0, 0, 0, 256, 16384, 1, 0}; /* layers 0: the model's */
     int c, quick_n = 0, quick_l = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
@@ -480,7 +480,8 @@ static int predict(const conf_opts *o, conf_run *r, ts_err *e)
 {
     if (hw_load(o->hw, &r->hw, e) || llm_load(o->model, &r->m, e))
         return -1;
-    r->m.layers = o->layers;
+    if (o->layers > 0)
+        r->m.layers = o->layers;
     if (!(r->t = workload(o, e)))
         return -1;
     if (simulate(&r->hw, &r->m, r->t, SPEC_OFF, o->seed, &r->base, e) ||
@@ -491,7 +492,7 @@ static int predict(const conf_opts *o, conf_run *r, ts_err *e)
            "calibration: %s\n"
            "predicted: baseline %.3f s (%lld iterations), tail speculation %.3f s (%lld iterations, "
            "%lld speculative, accept %.2f), speedup %.3f\n",
-           (long long)r->ts.responses, r->ts.mean, (long long)r->ts.max, o->model, o->layers,
+           (long long)r->ts.responses, r->ts.mean, (long long)r->ts.max, o->model, r->m.layers,
            r->hw.name,
            r->hw.calibration, r->base.makespan, (long long)r->base.iterations, r->spec.makespan,
            (long long)r->spec.iterations, (long long)r->spec.spec_iterations, r->spec.accept_len,
@@ -508,7 +509,7 @@ static int measure(const conf_opts *o, conf_run *r, ts_err *e)
 {
     double t0 = ts_wall_s(), deadline = o->budget > 0 ? t0 + o->budget : 0;
     ts_err se = {{0}};
-    if (gpu_setup(&r->g, &r->m, o->layers, r->t, o->seed, &se)) {
+    if (gpu_setup(&r->g, &r->m, r->m.layers, r->t, o->seed, &se)) {
         r->rb.status = r->rs.status = PART_NOT_RUN;
         snprintf(r->rb.msg, sizeof r->rb.msg, "%.500s", se.msg);
         snprintf(r->rs.msg, sizeof r->rs.msg, "%.500s", se.msg);
@@ -546,7 +547,7 @@ static void run_free(conf_run *r)
  * parts have their outcomes. */
 static int finish(const conf_opts *o, conf_run *r)
 {
-    conf_result res = {r->dev.name, r->hw.calibration, (long long)r->ts.responses, o->layers,
+    conf_result res = {r->dev.name, r->hw.calibration, (long long)r->ts.responses, r->m.layers,
                        o->seed, o->budget, &r->base, &r->spec, &r->rb, &r->rs};
     conf_verdict v;
     conf_judge(&res, &v);

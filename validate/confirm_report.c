@@ -113,6 +113,20 @@ static json_t *json_times(const double *x, const it_log *l, size_t n)
     return a;
 }
 
+/* {"decode": n, "mixed": n, "speculative": n}: the iterations replayed of
+ * each kind; NULL on allocation failure. */
+static json_t *json_kinds(const replay_stats *s)
+{
+    json_t *o = json_object();
+    if (o && (json_object_set_new(o, "decode", json_integer(s->n[0])) ||
+              json_object_set_new(o, "mixed", json_integer(s->n[1])) ||
+              json_object_set_new(o, "speculative", json_integer(s->n[2])))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 /* The part's object: status, message, totals, iterations; NULL on
  * allocation failure. */
 static json_t *json_part(const run_pred *p, const replay_stats *s)
@@ -124,6 +138,7 @@ static json_t *json_part(const run_pred *p, const replay_stats *s)
               json_object_set_new(o, "message", json_string(s->msg)) ||
               json_object_set_new(o, "iterations", json_integer((json_int_t)p->log.n)) ||
               json_object_set_new(o, "replayed", json_integer((json_int_t)s->done)) ||
+              json_object_set_new(o, "replayed_by_kind", json_kinds(s)) ||
               json_object_set_new(o, "predicted_makespan_s", json_real(p->makespan)) ||
               json_object_set_new(o, "predicted_replayed_s", json_real(s->predicted)) ||
               json_object_set_new(o, "measured_replayed_s", json_real(s->measured)) ||
