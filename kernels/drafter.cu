@@ -596,7 +596,7 @@ extern "C" void kt_draft_free(kt_draft *p)
     for (int t = 0; p->steps && t < p->depth; t++)
         kt_step_free(p->steps[t]);
     free(p->steps);
-    kt_free(p->buf);
+    kt_scratch_put(p->buf);
     free(p);
 }
 
@@ -632,7 +632,7 @@ static int draft_carve(kt_draft *p)
     size_t total = 0;
     for (int i = 0; i < 14; i++)
         total += kl_align(n[i]);
-    char *q = (char *)kt_malloc(total);
+    char *q = (char *)kt_scratch_get(total); /* cached: no allocation once seen */
     if (!q)
         return -1;
     p->buf = q;

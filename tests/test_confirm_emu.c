@@ -9,7 +9,9 @@
  *     on the INI's 2 layers (no --layers given), covers plain (decode)
  *     and speculative iterations, and counts zero
  *     cuBLASLt heuristic queries inside timed intervals (confirm.json's
- *     plan_queries_timed, from kt_plan_queries_timed());
+ *     plan_queries_timed, from kt_plan_queries_timed()) and no device
+ *     allocation or free after the warm-up (device_alloc_calls, from
+ *     kt_device_alloc_calls(): plans take cached blocks);
  *   - the same replay with the GEMM pre-planning dropped
  *     (KT_TEST_SKIP_PREPLAN=1, a test hook in kernels/devutil.cu) counts
  *     queries inside timed intervals, is reported invalid and exits 2: the
@@ -96,6 +98,10 @@ Test(confirm_emu, replay_times_no_plan_query, .timeout = 240)
         cr_expect_eq(part_int(doc, parts[i], "replayed"), n, "%s: not all replayed", parts[i]);
         cr_expect_eq(part_int(doc, parts[i], "plan_queries_timed"), 0,
                      "%s: cuBLASLt queried inside timed intervals", parts[i]);
+        /* plans reuse kt_scratch_get's blocks: no cudaMalloc / cudaFree
+         * once the warm-up (the first of each kind) has run */
+        cr_expect_eq(part_int(doc, parts[i], "device_alloc_calls"), 0,
+                     "%s: device allocations after the warm-up", parts[i]);
     }
     /* the model's own depth without --layers (was 28, Qwen2.5-7B's) */
     json_t *layers = json_object_get(doc, "layers");

@@ -81,6 +81,8 @@ void conf_print(FILE *f, const conf_result *r, const conf_verdict *v)
         fprintf(f, "%-22s %11.3fx %11.3fx %+7.1f%%\n", "speedup", v->sp_pred, v->sp_meas, v->esp);
     fprintf(f, "(measured: GPU time between CUDA events; host: planning outside the timed "
                "intervals, not compared: the predictions are GPU time only)\n");
+    fprintf(f, "device allocations (cudaMalloc + cudaFree) after the warm-up: baseline %lld, "
+               "speculative %lld\n", rb->alloc_calls, rs->alloc_calls);
     fprintf(f, "\nper-iteration mean |error| by kind (both runs):\n");
     for (int k = 0; k < 3; k++) {
         int n = rb->n[k] + rs->n[k];
@@ -144,6 +146,7 @@ static json_t *json_part(const run_pred *p, const replay_stats *s)
               json_object_set_new(o, "measured_replayed_s", json_real(s->measured)) ||
               json_object_set_new(o, "host_s", json_real(s->host_s)) ||
               json_object_set_new(o, "plan_queries_timed", json_integer(s->queries_timed)) ||
+              json_object_set_new(o, "device_alloc_calls", json_integer(s->alloc_calls)) ||
               json_object_set_new(o, "iter_predicted_s", json_times(NULL, &p->log, s->done)) ||
               json_object_set_new(o, "iter_measured_s", json_times(s->iter_s, NULL, s->done));
     if (bad) {
