@@ -51,6 +51,7 @@ struct kt_attn {
     int4 *d_items;        /* {sequence, row block, first key, end key} */
     float *d_o_part;      /* [n_items, kv_heads, 16, hd] normalised partial outputs */
     float *d_lse_part;    /* [n_items, kv_heads, 16] log2-sum-exp of each row */
+    void *block;          /* kt_scratch_get block holding every d_ array above */
 };
 
 struct AttnArgs {

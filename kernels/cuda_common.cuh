@@ -27,6 +27,14 @@ extern "C" int kt_seterr(const char *file, int line, const char *fmt, ...)
  * open.  Cannot fail. */
 void kt_note_plan_query(void);
 
+/* A test hook: 1 when the environment sets KT_TEST_SKIP_PREPLAN (to
+ * anything but "" or "0"), and then step and draft planning leave out the
+ * cuBLASLt plans of their GEMMs, so that the forward pass queries the
+ * heuristic inside confirm's timed intervals.  It plants the violation
+ * tests/test_confirm_emu.c must catch; nothing else sets it.  Read once;
+ * cannot fail. */
+int kt_test_skip_preplan(void);
+
 #define CUDA_CHECK(call)                                                      \
     do {                                                                      \
         cudaError_t kt_e_ = (call);                                           \

@@ -129,10 +129,7 @@ extern "C" void kt_attn_free(kt_attn *p)
 {
     if (!p)
         return;
-    kt_free(p->d_ctx); kt_free(p->d_q_len); kt_free(p->d_tok_seq);
-    kt_free(p->d_item_off); kt_free(p->d_n_splits); kt_free(p->d_n_rb);
-    kt_free(p->d_kv_off); kt_free(p->d_q_off); kt_free(p->d_items);
-    kt_free(p->d_o_part); kt_free(p->d_lse_part);
+    kt_scratch_put(p->block); /* every device array lives in it */
     free(p);
 }
 
@@ -197,33 +194,47 @@ static int plan_build(kt_attn *p, const int *ctx, const int *q_len, plan_host *h
     return 0;
 }
 
+/* Places every device array of the plan in one block of the cache
+ * (kt_scratch_get: no allocation once a plan this large was made before) and
+ * uploads the host arrays with one copy. */
 static int plan_upload(kt_attn *p, const int *ctx, const plan_host *h)
 {
-    const size_t b = (size_t)p->b;
-#define UP(field, src, count, type)                                           \
-    do {                                                                      \
-        p->field = (type *)kt_malloc((count) * sizeof(type));                 \
-        if (!p->field || kt_upload(p->field, src, (count) * sizeof(type)))    \
-            return -1;                                                        \
-    } while (0)
-    UP(d_ctx, ctx, b, int);
-    UP(d_q_len, h->q_len, b, int);
-    UP(d_item_off, h->item_off, b, int);
-    UP(d_n_splits, h->n_splits, b, int);
-    UP(d_n_rb, h->n_rb, b, int);
-    UP(d_kv_off, h->kv_off, b, long long);
-    UP(d_q_off, h->q_off, b, long long);
-    UP(d_tok_seq, h->tok_seq, p->q_rows ? p->q_rows : 1, int);
-    UP(d_items, h->items, p->n_items ? (size_t)p->n_items : 1, int4);
-#undef UP
-    if (p->multi_split) {
-        size_t rows = (size_t)p->n_items * p->kv_heads * 16;
-        p->d_o_part = (float *)kt_malloc(rows * p->hd * sizeof(float));
-        p->d_lse_part = (float *)kt_malloc(rows * sizeof(float));
-        if (!p->d_o_part || !p->d_lse_part)
-            return -1;
+    const size_t b = (size_t)p->b, nq = p->q_rows ? p->q_rows : 1;
+    const size_t ni = p->n_items ? (size_t)p->n_items : 1;
+    const size_t rows = p->multi_split ? (size_t)p->n_items * p->kv_heads * 16 : 0;
+    /* the uploaded arrays first, then the partial buffers (not uploaded) */
+    const void *src[9] = {ctx, h->q_len, h->item_off, h->n_splits, h->n_rb, h->tok_seq,
+                          h->kv_off, h->q_off, h->items};
+    const size_t n[11] = {b * 4, b * 4, b * 4, b * 4, b * 4, nq * 4, b * 8, b * 8, ni * 16,
+                          rows * p->hd * 4, rows * 4};
+    size_t off[11], total = 0;
+    for (int i = 0; i < 11; i++) {
+        off[i] = total;
+        total += (n[i] + 255) / 256 * 256;
     }
-    return 0;
+    const size_t up = off[9]; /* bytes uploaded */
+    char *stage = (char *)malloc(up);
+    KT_REQUIRE(stage, "attention plan: out of host memory");
+    for (int i = 0; i < 9; i++)
+        memcpy(stage + off[i], src[i], n[i]);
+    char *d = (char *)kt_scratch_get(total);
+    int rc = d && kt_upload(d, stage, up) == 0 ? 0 : -1;
+    free(stage);
+    if (!d)
+        return -1;
+    p->block = d;
+    p->d_ctx = (int *)(d + off[0]);
+    p->d_q_len = (int *)(d + off[1]);
+    p->d_item_off = (int *)(d + off[2]);
+    p->d_n_splits = (int *)(d + off[3]);
+    p->d_n_rb = (int *)(d + off[4]);
+    p->d_tok_seq = (int *)(d + off[5]);
+    p->d_kv_off = (long long *)(d + off[6]);
+    p->d_q_off = (long long *)(d + off[7]);
+    p->d_items = (int4 *)(d + off[8]);
+    p->d_o_part = rows ? (float *)(d + off[9]) : NULL;
+    p->d_lse_part = rows ? (float *)(d + off[10]) : NULL;
+    return rc;
 }
 
 extern "C" kt_attn *kt_attn_plan(const int *ctx, const int *q_len, int b, int heads,

@@ -105,12 +105,18 @@ extern "C" int kt_clocks(int *sm_mhz, int *mem_mhz)
 
 /* ---- memory -------------------------------------------------------------- */
 
+/* cudaMalloc and cudaFree calls made through kt_malloc, kt_free and the
+ * block cache (kt_device_alloc_calls); single-threaded host, as above. */
+static long long alloc_calls;
+
 static int malloc_checked(void **p, size_t bytes, int pinned)
 {
-    if (pinned)
+    if (pinned) {
         CUDA_CHECK(cudaMallocHost(p, bytes ? bytes : 1));
-    else
+    } else {
+        alloc_calls++;
         CUDA_CHECK(cudaMalloc(p, bytes ? bytes : 1));
+    }
     return 0;
 }
 
@@ -135,8 +141,86 @@ extern "C" void *kt_malloc(size_t bytes)
 
 extern "C" void kt_free(void *d)
 {
-    if (d)
+    if (d) {
+        alloc_calls++;
         (void)cudaFree(d);
+    }
+}
+
+extern "C" long long kt_device_alloc_calls(void) { return alloc_calls; }
+
+/* The block cache behind kt_scratch_get/put: every block it ever allocated,
+ * free or lent out.  A few dozen at most (one or two per live step plan), so
+ * lookups are linear. */
+typedef struct scratch_blk {
+    void *p;
+    size_t bytes;   /* allocated size: a power of two >= 4 KiB */
+    int lent;       /* 1 between kt_scratch_get and kt_scratch_put */
+} scratch_blk;
+static scratch_blk *scratch;
+static int scratch_n, scratch_cap;
+
+/* Returns the cached blocks nobody holds to CUDA (after a failed
+ * allocation, and at kt_close). */
+static void scratch_trim(void)
+{
+    int k = 0;
+    for (int i = 0; i < scratch_n; i++) {
+        if (scratch[i].lent)
+            scratch[k++] = scratch[i];
+        else
+            kt_free(scratch[i].p);
+    }
+    scratch_n = k;
+}
+
+extern "C" void *kt_scratch_get(size_t bytes)
+{
+    int best = -1;
+    for (int i = 0; i < scratch_n; i++)
+        if (!scratch[i].lent && scratch[i].bytes >= bytes &&
+            (best < 0 || scratch[i].bytes < scratch[best].bytes))
+            best = i;
+    if (best >= 0) {
+        scratch[best].lent = 1;
+        return scratch[best].p;
+    }
+    if (scratch_n == scratch_cap) {
+        int cap = scratch_cap ? 2 * scratch_cap : 32;
+        scratch_blk *nb = (scratch_blk *)realloc(scratch, cap * sizeof *nb);
+        if (!nb) {
+            kt_seterr(__FILE__, __LINE__, "block cache: out of host memory");
+            return NULL;
+        }
+        scratch = nb;
+        scratch_cap = cap;
+    }
+    size_t sz = 4096;
+    while (sz < bytes)
+        sz *= 2;
+    void *p = kt_malloc(sz);
+    if (!p) { /* the idle blocks may be what is missing */
+        scratch_trim();
+        p = kt_malloc(sz);
+        if (!p)
+            return NULL;
+    }
+    scratch[scratch_n].p = p;
+    scratch[scratch_n].bytes = sz;
+    scratch[scratch_n++].lent = 1;
+    return p;
+}
+
+extern "C" void kt_scratch_put(void *d)
+{
+    if (!d)
+        return;
+    for (int i = 0; i < scratch_n; i++)
+        if (scratch[i].p == d) {
+            scratch[i].lent = 0;
+            return;
+        }
+    kt_free(d); /* not from the cache: cannot happen, but do not leak it */
 }
 
 extern "C" void *kt_host_malloc(size_t bytes)
@@ -267,6 +351,16 @@ void kt_note_plan_query(void)
         plan_queries_timed++;
 }
 
+int kt_test_skip_preplan(void)
+{
+    static int skip = -1;
+    if (skip < 0) {
+        const char *v = getenv("KT_TEST_SKIP_PREPLAN");
+        skip = v && *v && strcmp(v, "0") != 0;
+    }
+    return skip;
+}
+
 extern "C" long long kt_plan_queries(void) { return plan_queries; }
 extern "C" long long kt_plan_queries_timed(void) { return plan_queries_timed; }
 
@@ -277,6 +371,7 @@ static int flush_l2(unsigned salt)
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
         size_t bytes = 3 * (size_t)(l2 > (16 << 20) ? l2 : (16 << 20));
+        alloc_calls++;
         CUDA_CHECK(cudaMalloc((void **)&flush_buf, bytes));
         flush_n = bytes / sizeof(uint4);
     }
@@ -290,6 +385,12 @@ extern "C" void kt_close(void)
     kt_free(flush_buf);
     flush_buf = NULL;
     flush_n = 0;
+    scratch_trim();
+    if (scratch_n == 0) {
+        free(scratch);
+        scratch = NULL;
+        scratch_cap = 0;
+    }
 }
 
 extern "C" int kt_time(kt_launch_fn fn, void *ctx, int warmup, int reps, float *us)

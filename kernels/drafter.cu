@@ -596,7 +596,7 @@ extern "C" void kt_draft_free(kt_draft *p)
     for (int t = 0; p->steps && t < p->depth; t++)
         kt_step_free(p->steps[t]);
     free(p->steps);
-    kt_free(p->buf);
+    kt_scratch_put(p->buf);
     free(p);
 }
 
@@ -632,7 +632,7 @@ static int draft_carve(kt_draft *p)
     size_t total = 0;
     for (int i = 0; i < 14; i++)
         total += kl_align(n[i]);
-    char *q = (char *)kt_malloc(total);
+    char *q = (char *)kt_scratch_get(total); /* cached: no allocation once seen */
     if (!q)
         return -1;
     p->buf = q;
@@ -677,7 +677,7 @@ extern "C" kt_draft *kt_draft_plan(kt_drafter *d, kt_kv *kv, const int *seqs, in
     /* the fc and LM head shapes of every step (b rows, then b * topk): a
      * timed draft then queries no cuBLASLt heuristic */
     const int D = d->target->s.hidden, V = d->target->s.vocab;
-    for (int t = 0; ok && t < (depth > 1 ? 2 : 1); t++) {
+    for (int t = 0; ok && !kt_test_skip_preplan() && t < (depth > 1 ? 2 : 1); t++) {
         const int R = t ? p->rows : b;
         ok = kt_gemm_plan(d->g_fc, R, D, 2 * D) == 0 && kt_gemm_plan(d->g_head, R, V, D) == 0;
     }

@@ -50,7 +50,8 @@ typedef struct kt_device {
  * device or driver (kt_error() says why), -1 on any other failure. */
 int kt_device_open(kt_device *d);
 
-/* Frees what the kt_* functions keep between calls (the L2 flush buffer).
+/* Frees what the kt_* functions keep between calls (the L2 flush buffer,
+ * the idle blocks of kt_scratch_get's cache).
  * Call once at the end; cannot fail. */
 void kt_close(void);
 
@@ -62,6 +63,20 @@ void *kt_malloc(size_t bytes);  /* cudaMalloc; NULL on failure */
 void kt_free(void *d);          /* NULL is a no-op */
 int kt_upload(void *d_dst, const void *src, size_t bytes);
 int kt_download(void *dst, const void *d_src, size_t bytes);
+/* A device block of at least bytes from a cache that keeps the blocks it
+ * hands out: kt_scratch_put() returns one to the cache (not to CUDA), and
+ * the next kt_scratch_get() takes the smallest idle block that fits,
+ * allocating (a power of two >= 4 KiB, so that growth is rare) only when
+ * none does.  Step and attention plans take their device arrays from it, so
+ * that planning allocates nothing once the largest shapes have been seen.
+ * NULL on failure (idle blocks are released and the allocation retried
+ * first).  kt_close() releases the idle blocks; put NULL is a no-op. */
+void *kt_scratch_get(size_t bytes);
+void kt_scratch_put(void *d);
+/* cudaMalloc and cudaFree calls made so far (kt_malloc, kt_free, the block
+ * cache, the L2 flush buffer; pinned host memory not counted): confirm
+ * reports those its replay made after the warm-up.  Cannot fail. */
+long long kt_device_alloc_calls(void);
 int kt_sync(void);              /* waits for the device; reports async errors */
 /* Device-to-device copy on the default stream (asynchronous). */
 int kt_copy(void *d_dst, const void *d_src, size_t bytes);

@@ -8,8 +8,10 @@
  *        -gencode=arch=compute_90,code=compute_90).
  *
  * Versions: 1 (see layer.cu).  Planning is host work: the attention plan
- * (kt_attn_plan, a dozen small allocations and uploads), one upload of the
- * positions / cache rows / logit rows, growing the model's workspace, and
+ * (kt_attn_plan: one block of kt_scratch_get's cache, one upload), one
+ * upload of the positions / cache rows / logit rows (another cached block:
+ * once the largest shapes have been planned, planning allocates no device
+ * memory and frees none), growing the model's workspace, and
  * the cuBLASLt plans of every GEMM shape the step runs (T token rows, R
  * logit rows), so that the forward pass finds them all cached and a timed
  * step queries no heuristic (kt_plan_queries_timed).
@@ -40,7 +42,7 @@ extern "C" void kt_step_free(kt_step *st)
     if (!st)
         return;
     kt_attn_free(st->attn);
-    kt_free(st->d_pos); /* d_krow and d_lrow live in the same allocation */
+    kt_scratch_put(st->d_pos); /* d_krow and d_lrow live in the same block */
     free(st->seqs);
     free(st->q_len);
     free(st);
@@ -84,6 +86,8 @@ static int plan_arrays(kt_step *st, const int *extra, const int *pos_in, int log
 static int plan_gemms(kt_model *m, int T, int R)
 {
     const kt_model_shape *s = &m->s;
+    if (kt_test_skip_preplan()) /* the planted violation of tests/test_confirm_emu.c */
+        return 0;
     if (T > 0 && (kt_gemm_plan(m->g_qkv, T, m->nqkv, s->hidden) ||
                   kt_gemm_plan(m->g_o, T, s->hidden, s->heads * s->head_dim) ||
                   kt_gemm_plan(m->g_gu, T, 2 * s->ffn, s->hidden) ||
@@ -147,7 +151,7 @@ kt_step *kl_step_plan(kt_model *m, kt_kv *kv, const int *seqs, const int *q_len,
                             m->s.head_dim, 0);
     if (!st->attn)
         goto cleanup;
-    st->d_pos = (int *)kt_malloc((size_t)(2 * st->T + st->R + 1) * sizeof(int));
+    st->d_pos = (int *)kt_scratch_get((size_t)(2 * st->T + st->R + 1) * sizeof(int));
     if (!st->d_pos ||
         kt_upload(st->d_pos, host, (size_t)(2 * st->T + st->R) * sizeof(int)) ||
         kt_upload(st->attn->d_kv_off, koff, b * sizeof(long long)) ||

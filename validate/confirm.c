@@ -6,7 +6,7 @@
  * Setup: a sample of long-tail responses (from --trace, or generated
  * lognormal lengths) on one replica: a stack of Qwen2.5-7B decoder layers
  * (--model: another models/llm name or INI, e.g. a tiny one for emulation)
- * (--layers, default 28: the whole model) with the embedding and LM head, random weights,
+ * (--layers, default the model's: 28 for Qwen2.5-7B) with the embedding and LM head, random weights,
  * one GPU.  tailsim simulates the rollout twice with its cost model and the
  * GPU's calibration (models/hw/<hw>.ini, or models/calib/<hw>.csv when
  * committed): plain continuous batching, and TLT's adaptive speculation
@@ -31,7 +31,10 @@
  * uploads, and every cuBLASLt plan its GEMMs will use: kt_step_plan_rows and
  * kt_draft_plan prepare them) runs before the timed interval and is summed
  * as host time; the launches alone are timed with CUDA events (kt_time).
- * The first iteration of each kind runs once untimed first (warm-up).
+ * The first iteration of each kind runs once first, its time discarded
+ * (warm-up).  Plans take their device arrays from kt_scratch_get's cache,
+ * so that after the warm-up an iteration allocates and frees no device
+ * memory; the calls it makes (kt_device_alloc_calls) are reported.
  * kt_plan_queries_timed() counts cuBLASLt heuristic queries made inside a
  * timed interval: a part with any is reported as an invalid measurement.
  * The measured makespan is the sum of the measured iterations; host time is
@@ -245,8 +248,9 @@ static int plan_iter(gpu *g, const it_log *l, const it_rec *r, const conf_batch 
 }
 
 /* Runs the first iteration of each kind (decode, mixed, speculative) of p
- * once, untimed: module loading and first launches stay out of the
- * measurements.  0, or -1 with e set. */
+ * once through kt_time, its time discarded: module loading, first launches,
+ * the L2 flush buffer and the first cached plan blocks (kt_scratch_get)
+ * stay out of the measurements.  0, or -1 with e set. */
 static int warm_up(gpu *g, const run_pred *p, conf_batch *bt, ts_err *e)
 {
     int seen[3] = {0, 0, 0};
@@ -259,7 +263,8 @@ static int warm_up(gpu *g, const run_pred *p, conf_batch *bt, ts_err *e)
         step_ctx c;
         if (conf_batch_build(&p->log, r, bt, e))
             return -1;
-        int rc = plan_iter(g, &p->log, r, bt, &c) || launch_iter(&c) || kt_sync();
+        float us;
+        int rc = plan_iter(g, &p->log, r, bt, &c) || kt_time(launch_iter, &c, 0, 1, &us);
         step_ctx_free(&c);
         if (rc)
             return ts_errf(e, "warm-up on iteration %zu: %s", i, kt_error());
@@ -274,6 +279,7 @@ static double replay_iter(gpu *g, const it_log *l, const it_rec *r, conf_batch *
                           replay_stats *st, ts_err *e)
 {
     step_ctx c;
+    long long a0 = kt_device_alloc_calls();
     double h0 = ts_wall_s();
     if (conf_batch_build(l, r, bt, e))
         return -1;
@@ -287,6 +293,7 @@ static double replay_iter(gpu *g, const it_log *l, const it_rec *r, conf_batch *
     h0 = ts_wall_s();
     step_ctx_free(&c);
     st->host_s += ts_wall_s() - h0;
+    st->alloc_calls += kt_device_alloc_calls() - a0;
     if (rc) {
         ts_errf(e, "%s", kt_error());
         return -1;
@@ -415,7 +422,7 @@ static int parse(int argc, char **argv, conf_opts *o)
         {"seed", required_argument, 0, 's'},   {"json", no_argument, 0, 'j'},
         {"budget", required_argument, 0, 'B'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    *o = (conf_opts){NULL, NULL, "h200", "qwen2.5-7b", 0, 0, 28, 256, 16384, 1, 0};
+    *o = (conf_opts){NULL, NULL, "h200", "qwen2.5-7b", 0, 0, 0, 256, 16384, 1, 0}; /* layers 0: the model's */
     int c, quick_n = 0, quick_l = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
@@ -480,7 +487,8 @@ static int predict(const conf_opts *o, conf_run *r, ts_err *e)
 {
     if (hw_load(o->hw, &r->hw, e) || llm_load(o->model, &r->m, e))
         return -1;
-    r->m.layers = o->layers;
+    if (o->layers > 0)
+        r->m.layers = o->layers;
     if (!(r->t = workload(o, e)))
         return -1;
     if (simulate(&r->hw, &r->m, r->t, SPEC_OFF, o->seed, &r->base, e) ||
@@ -491,7 +499,7 @@ static int predict(const conf_opts *o, conf_run *r, ts_err *e)
            "calibration: %s\n"
            "predicted: baseline %.3f s (%lld iterations), tail speculation %.3f s (%lld iterations, "
            "%lld speculative, accept %.2f), speedup %.3f\n",
-           (long long)r->ts.responses, r->ts.mean, (long long)r->ts.max, o->model, o->layers,
+           (long long)r->ts.responses, r->ts.mean, (long long)r->ts.max, o->model, r->m.layers,
            r->hw.name,
            r->hw.calibration, r->base.makespan, (long long)r->base.iterations, r->spec.makespan,
            (long long)r->spec.iterations, (long long)r->spec.spec_iterations, r->spec.accept_len,
@@ -508,7 +516,7 @@ static int measure(const conf_opts *o, conf_run *r, ts_err *e)
 {
     double t0 = ts_wall_s(), deadline = o->budget > 0 ? t0 + o->budget : 0;
     ts_err se = {{0}};
-    if (gpu_setup(&r->g, &r->m, o->layers, r->t, o->seed, &se)) {
+    if (gpu_setup(&r->g, &r->m, r->m.layers, r->t, o->seed, &se)) {
         r->rb.status = r->rs.status = PART_NOT_RUN;
         snprintf(r->rb.msg, sizeof r->rb.msg, "%.500s", se.msg);
         snprintf(r->rs.msg, sizeof r->rs.msg, "%.500s", se.msg);
@@ -546,7 +554,7 @@ static void run_free(conf_run *r)
  * parts have their outcomes. */
 static int finish(const conf_opts *o, conf_run *r)
 {
-    conf_result res = {r->dev.name, r->hw.calibration, (long long)r->ts.responses, o->layers,
+    conf_result res = {r->dev.name, r->hw.calibration, (long long)r->ts.responses, r->m.layers,
                        o->seed, o->budget, &r->base, &r->spec, &r->rb, &r->rs};
     conf_verdict v;
     conf_judge(&res, &v);

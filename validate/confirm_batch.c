@@ -83,7 +83,9 @@ void conf_log_free(it_log *l)
 
 int conf_iter_kind(const it_rec *r)
 {
-    return r->V > 0 ? 2 : r->n_chunks > 0 ? 1 : 0;
+    /* a speculative iteration with no decoding sequence (prefill chunks
+     * only) drafts nothing: it is a plain prefill step */
+    return r->V > 0 && r->n_dec > 0 ? 2 : r->n_chunks > 0 ? 1 : 0;
 }
 
 void conf_batch_free(conf_batch *bt)

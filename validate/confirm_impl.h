@@ -65,8 +65,9 @@ typedef struct conf_batch {
     int cap;            /* allocated entries */
 } conf_batch;
 
-/* The kind of r for the per-kind errors: 0 decode, 1 mixed (prefill chunks
- * in a plain iteration), 2 speculative. */
+/* The kind of r for the per-kind errors and the warm-up: 0 decode, 1 mixed
+ * (prefill chunks in a plain iteration, or in a speculative one with no
+ * decoding sequence, which drafts nothing), 2 speculative (drafts). */
 int conf_iter_kind(const it_rec *r);
 /* Fills bt (grown as needed; zero it before the first call, free with
  * conf_batch_free) with the batch of l's record r.  0, or -1 with e set on
@@ -98,6 +99,8 @@ typedef struct replay_stats {
     double predicted;        /* s, the same iterations' predicted times */
     double host_s;           /* s of host work outside the timed intervals (planning) */
     long long queries_timed; /* cuBLASLt heuristic queries inside timed intervals: must be 0 */
+    long long alloc_calls;   /* cudaMalloc + cudaFree calls of the replayed iterations (after
+                                the warm-up; planning, timing, freeing): 0 expected */
     double err_abs[3];       /* sum |meas - pred| / pred by kind: decode, mixed, spec */
     int n[3];
     size_t done;             /* iterations replayed */

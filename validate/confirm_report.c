@@ -81,6 +81,8 @@ void conf_print(FILE *f, const conf_result *r, const conf_verdict *v)
         fprintf(f, "%-22s %11.3fx %11.3fx %+7.1f%%\n", "speedup", v->sp_pred, v->sp_meas, v->esp);
     fprintf(f, "(measured: GPU time between CUDA events; host: planning outside the timed "
                "intervals, not compared: the predictions are GPU time only)\n");
+    fprintf(f, "device allocations (cudaMalloc + cudaFree) after the warm-up: baseline %lld, "
+               "speculative %lld\n", rb->alloc_calls, rs->alloc_calls);
     fprintf(f, "\nper-iteration mean |error| by kind (both runs):\n");
     for (int k = 0; k < 3; k++) {
         int n = rb->n[k] + rs->n[k];
@@ -113,6 +115,20 @@ static json_t *json_times(const double *x, const it_log *l, size_t n)
     return a;
 }
 
+/* {"decode": n, "mixed": n, "speculative": n}: the iterations replayed of
+ * each kind; NULL on allocation failure. */
+static json_t *json_kinds(const replay_stats *s)
+{
+    json_t *o = json_object();
+    if (o && (json_object_set_new(o, "decode", json_integer(s->n[0])) ||
+              json_object_set_new(o, "mixed", json_integer(s->n[1])) ||
+              json_object_set_new(o, "speculative", json_integer(s->n[2])))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 /* The part's object: status, message, totals, iterations; NULL on
  * allocation failure. */
 static json_t *json_part(const run_pred *p, const replay_stats *s)
@@ -124,11 +140,13 @@ static json_t *json_part(const run_pred *p, const replay_stats *s)
               json_object_set_new(o, "message", json_string(s->msg)) ||
               json_object_set_new(o, "iterations", json_integer((json_int_t)p->log.n)) ||
               json_object_set_new(o, "replayed", json_integer((json_int_t)s->done)) ||
+              json_object_set_new(o, "replayed_by_kind", json_kinds(s)) ||
               json_object_set_new(o, "predicted_makespan_s", json_real(p->makespan)) ||
               json_object_set_new(o, "predicted_replayed_s", json_real(s->predicted)) ||
               json_object_set_new(o, "measured_replayed_s", json_real(s->measured)) ||
               json_object_set_new(o, "host_s", json_real(s->host_s)) ||
               json_object_set_new(o, "plan_queries_timed", json_integer(s->queries_timed)) ||
+              json_object_set_new(o, "device_alloc_calls", json_integer(s->alloc_calls)) ||
               json_object_set_new(o, "iter_predicted_s", json_times(NULL, &p->log, s->done)) ||
               json_object_set_new(o, "iter_measured_s", json_times(s->iter_s, NULL, s->done));
     if (bad) {
