@@ -96,6 +96,11 @@ $(B)/tests/%: tests/%.c $(LIBS_A) $(B)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP $< -o $@ $(LIBS_A) $(LDSAN) $(TEST_LIBS) $(LDLIBS)
 
+# analysis tools (not part of tailsim): build/tools/vidur-bound
+$(B)/tools/vidur-bound: tools/vidur_bound.c $(LIBS_A) $(B)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP $< -o $@ $(LIBS_A) $(LDSAN) $(LDLIBS)
+
 $(B)/bench/%: bench/%.c $(LIBS_A) $(B)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP $< -o $@ $(LIBS_A) $(LDSAN) $(LDLIBS)
