@@ -126,8 +126,10 @@ run: deps
 
 check: deps
 	@sh tools/check-includes.sh --self-test && sh tools/check-includes.sh
-	@$(MAKE) --no-print-directory $(B)/tailsim $(MPI_BIN) $(TESTS) validate $(EMU_CHECK_BIN)
+	@$(MAKE) --no-print-directory $(B)/tailsim $(MPI_BIN) $(TESTS) validate $(EMU_CHECK_BIN) \
+	    $(B)/tools/vidur-bound
 	@sh tools/run-tests.sh $(TESTS)
+	@$(B)/tools/vidur-bound --self-test
 	@bash tools/docs-check.sh
 	@$(if $(EMU_CHECK_BIN),$(MAKE) --no-print-directory emu-quick,echo "check: emulated selftest skipped under SANITIZE (fibers)")
 
