@@ -96,6 +96,11 @@ $(B)/tests/%: tests/%.c $(LIBS_A) $(B)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP $< -o $@ $(LIBS_A) $(LDSAN) $(TEST_LIBS) $(LDLIBS)
 
+# analysis tools (not part of tailsim): build/tools/vidur-bound
+$(B)/tools/vidur-bound: tools/vidur_bound.c $(LIBS_A) $(B)/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP $< -o $@ $(LIBS_A) $(LDSAN) $(LDLIBS)
+
 $(B)/bench/%: bench/%.c $(LIBS_A) $(B)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP $< -o $@ $(LIBS_A) $(LDSAN) $(LDLIBS)
@@ -121,8 +126,10 @@ run: deps
 
 check: deps
 	@sh tools/check-includes.sh --self-test && sh tools/check-includes.sh
-	@$(MAKE) --no-print-directory $(B)/tailsim $(MPI_BIN) $(TESTS) validate $(EMU_CHECK_BIN)
+	@$(MAKE) --no-print-directory $(B)/tailsim $(MPI_BIN) $(TESTS) validate $(EMU_CHECK_BIN) \
+	    $(B)/tools/vidur-bound
 	@sh tools/run-tests.sh $(TESTS)
+	@$(B)/tools/vidur-bound --self-test
 	@bash tools/docs-check.sh
 	@$(if $(EMU_CHECK_BIN),$(MAKE) --no-print-directory emu-quick,echo "check: emulated selftest skipped under SANITIZE (fibers)")
 

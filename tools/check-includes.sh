@@ -29,6 +29,7 @@ allowed() {
     emu)      echo "kernels/cuda_common.cuh" ;;
     validate) echo "common traces models results sim kernels cli/cmd.h" ;;
     bench)    echo "common traces models results sim sweep" ;;
+    tools)    echo "common models" ;;
     tests)    echo "*" ;;
     *)        echo "?" ;;
     esac
@@ -42,7 +43,7 @@ check_tree() {
     bad=0
     out=$(mktemp) || exit 2
     (cd "$root" && find common traces models results sim sweep reports cli kernels validate \
-        emu bench tests -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
+        emu bench tools tests -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
         -o -name '*.cc' \) \
         2>/dev/null | LC_ALL=C sort) > "$out"
     while IFS= read -r f; do
