@@ -411,8 +411,7 @@ static int plan_run(const plan_opts *o, plan_out *r, int *collector, ts_err *e)
     if (sweep_collect_init(&r->col, &r->g, "plan", NULL, &h, e))
         return -1;
     sweep_progress_attach(&r->col, &h);
-    if (!sweep_remote)
-        ts_signal_defer();
+    ts_signal_defer(); /* under MPI too, on every rank (sweep/sweep_mpi.c) */
     int xrc = sweep_exec(&r->g, o->co.jobs, r->mask, &h, collector, e);
     if (!*collector)
         return xrc ? -1 : 0;

@@ -266,8 +266,7 @@ static int sweep_cmd_run(const sweep_opts *o, sweep_out *r, int *collector, ts_e
         return -1;
     sweep_progress_attach(&r->col, &h);
     double w0 = ts_wall_s();
-    if (!sweep_remote)
-        ts_signal_defer();
+    ts_signal_defer(); /* under MPI too, on every rank (sweep/sweep_mpi.c) */
     int xrc = sweep_exec(&r->g, o->co.jobs, NULL, &h, collector, e);
     if (!*collector)
         return xrc ? -1 : 0;
