@@ -396,7 +396,7 @@ static int plan_points(const plan_opts *o, plan_out *r, ts_err *e)
 
 /* Builds o's grid into r (zeroed first; free with plan_out_free() whatever
  * this returns), runs what can run (the fatal signals deferred meanwhile,
- * locally; the caller ends the deferral with sweep_signal_resume()), and
+ * on every MPI rank too; the caller ends the deferral with sweep_signal_resume()), and
  * finds the front and the cheapest.  *collector is 0 on an MPI rank that
  * only ran configurations (r then holds no results).  Returns 0, or -1 or
  * SWEEP_INTERRUPTED with e set. */
