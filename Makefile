@@ -141,10 +141,10 @@ bench: deps
 # Leaks of any kind "definitely lost", invalid reads/writes and uses of
 # uninitialised values fail the run.  The suites that only drive the CLI in
 # child processes (bad inputs, scale, determinism, validate, the paper report,
-# sweeps, the gnuplot safety cases) are left out: their work happens in
+# sweeps, the gnuplot and MPI safety cases) are left out: their work happens in
 # build/tailsim, which the other suites cover (test_sweep also starts mpirun).
 MEMCHECK_SKIP := test_badinput test_scale test_determinism test_validate test_paper test_sweep \
-                 test_safety_gp
+                 test_safety_gp test_safety_mpi
 MEMCHECK := $(filter-out $(MEMCHECK_SKIP:%=$(B)/tests/%),$(TESTS))
 memcheck: deps
 	@$(MAKE) --no-print-directory $(B)/tailsim $(MEMCHECK)

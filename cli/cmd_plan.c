@@ -396,7 +396,7 @@ static int plan_points(const plan_opts *o, plan_out *r, ts_err *e)
 
 /* Builds o's grid into r (zeroed first; free with plan_out_free() whatever
  * this returns), runs what can run (the fatal signals deferred meanwhile,
- * locally; the caller ends the deferral with sweep_signal_resume()), and
+ * on every MPI rank too; the caller ends the deferral with sweep_signal_resume()), and
  * finds the front and the cheapest.  *collector is 0 on an MPI rank that
  * only ran configurations (r then holds no results).  Returns 0, or -1 or
  * SWEEP_INTERRUPTED with e set. */
@@ -411,8 +411,7 @@ static int plan_run(const plan_opts *o, plan_out *r, int *collector, ts_err *e)
     if (sweep_collect_init(&r->col, &r->g, "plan", NULL, &h, e))
         return -1;
     sweep_progress_attach(&r->col, &h);
-    if (!sweep_remote)
-        ts_signal_defer();
+    ts_signal_defer(); /* under MPI too, on every rank (sweep/sweep_mpi.c) */
     int xrc = sweep_exec(&r->g, o->co.jobs, r->mask, &h, collector, e);
     if (!*collector)
         return xrc ? -1 : 0;

@@ -16,7 +16,7 @@
  *
  * SIGINT, SIGTERM, SIGHUP and SIGPIPE (the progress line written into a
  * closed pipe) are deferred from before the database is opened until it is
- * closed (the local runner; not under mpirun): one that comes stops the
+ * closed (under mpirun too: sweep/sweep_mpi.c): one that comes stops the
  * runner, its workers are killed and reaped, the sweep's row is marked
  * 'interrupted' over the configurations already saved, a line on stderr
  * says so, and the process dies of the signal.
@@ -245,7 +245,7 @@ static int sweep_cmd_parse(int argc, char **argv, sweep_opts *o)
 /* Loads and checks o's grid into r (zeroed first; free with
  * sweep_out_free() whatever this returns), runs it into the database and
  * collects the results, with the fatal signals deferred from before the
- * database is opened (the local runner only; the caller ends the deferral
+ * database is opened (on every MPI rank too; the caller ends the deferral
  * with sweep_signal_resume()).  *collector is 0 on an MPI rank that only
  * ran configurations.  Returns 0, or -1 or SWEEP_INTERRUPTED with e set;
  * the sweep's row is marked (done, failed or interrupted) and the database
@@ -266,8 +266,7 @@ static int sweep_cmd_run(const sweep_opts *o, sweep_out *r, int *collector, ts_e
         return -1;
     sweep_progress_attach(&r->col, &h);
     double w0 = ts_wall_s();
-    if (!sweep_remote)
-        ts_signal_defer();
+    ts_signal_defer(); /* under MPI too, on every rank (sweep/sweep_mpi.c) */
     int xrc = sweep_exec(&r->g, o->co.jobs, NULL, &h, collector, e);
     if (!*collector)
         return xrc ? -1 : 0;

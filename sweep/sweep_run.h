@@ -79,8 +79,9 @@ int sweep_mpi_exec(const grid *g, const unsigned char *mask, const sweep_hooks *
                    int *collector, ts_err *e);
 
 /* sweep_remote when set, else sweep_run_local (*collector = 1).  The number
- * of processes is the MPI world's under mpirun, else jobs.  Only the local
- * runner stops at a deferred signal (SWEEP_INTERRUPTED). */
+ * of processes is the MPI world's under mpirun, else jobs.  Both stop at a
+ * deferred signal (SWEEP_INTERRUPTED, in the collector; under MPI the
+ * caller defers on every rank, see sweep/sweep_mpi.c). */
 int sweep_exec(const grid *g, int jobs, const unsigned char *mask, const sweep_hooks *h,
                int *collector, ts_err *e);
 
