@@ -589,6 +589,13 @@ extern "C" kt_kv *kt_drafter_kv_new(kt_drafter *d, int b, const int *cap)
     return kt_kv_new(d->dm, b, cap);
 }
 
+extern "C" int kt_drafter_reserve(kt_drafter *d, int b, int topk)
+{
+    KT_REQUIRE(d && b >= 0 && topk >= 1 && topk <= TOPK_MAX,
+               "kt_drafter_reserve: no drafter, or b %d topk %d", b, topk);
+    return kt_model_reserve(d->dm, b * topk, 0); /* step 0's b rows are fewer */
+}
+
 extern "C" void kt_draft_free(kt_draft *p)
 {
     if (!p)

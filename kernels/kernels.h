@@ -246,6 +246,12 @@ void kt_model_free(kt_model *m);
 size_t kt_model_weight_bytes(const kt_model *m);   /* bytes of weights */
 size_t kt_model_layer_bytes(const kt_model *m);    /* one layer's weights */
 size_t kt_model_work_bytes(const kt_model *m);     /* activation workspace now */
+/* Grows m's activation workspace (never shrinks it) to hold a step of
+ * tokens new tokens and logit_rows logit rows, so that planning steps up to
+ * that size allocates no workspace (host work: one cudaFree + cudaMalloc
+ * when it grows).  0, or -1 (kt_error() says why: negative sizes, out of
+ * device memory, the old workspace then freed). */
+int kt_model_reserve(kt_model *m, int tokens, int logit_rows);
 
 /* The KV cache of b sequences for every layer of m: sequence i owns cap[i]
  * token rows (K and V [rows, kv_heads, head_dim] per layer), filled with
@@ -318,6 +324,10 @@ void kt_drafter_free(kt_drafter *d);
 /* The drafter's one-layer cache for b sequences of capacity cap[i] (leave
  * room for 1 + (depth - 1) * topk draft rows beyond the prefix). */
 kt_kv *kt_drafter_kv_new(kt_drafter *d, int b, const int *cap);
+/* Grows the workspace of d's layer for drafts of up to b sequences of top-k
+ * topk (b * topk rows a step), as kt_model_reserve does.  0, or -1
+ * (kt_error()). */
+int kt_drafter_reserve(kt_drafter *d, int b, int topk);
 
 typedef struct kt_draft kt_draft;
 /* Plans a draft over seqs[0..b-1] of kv (prefix lengths as they are now).

@@ -526,6 +526,15 @@ int kl_reserve(kt_model *m, size_t T, size_t R)
     return 0;
 }
 
+extern "C" int kt_model_reserve(kt_model *m, int tokens, int logit_rows)
+{
+    KT_REQUIRE(m && tokens >= 0 && logit_rows >= 0,
+               "kt_model_reserve: no model, or %d tokens / %d logit rows", tokens, logit_rows);
+    if (m->s.vocab == 0) /* a bare stack: no LM head, no logit rows */
+        logit_rows = 0;
+    return kl_reserve(m, (size_t)tokens, (size_t)logit_rows);
+}
+
 /* -- KV cache -- */
 
 extern "C" void kt_kv_free(kt_kv *kv)

@@ -12,6 +12,10 @@
  *     plan_queries_timed, from kt_plan_queries_timed()) and no device
  *     allocation or free after the warm-up (device_alloc_calls, from
  *     kt_device_alloc_calls(): plans take cached blocks);
+ *   - a replay whose later steps outgrow the first of their kind (16
+ *     responses up to 400 tokens) makes no device allocation after the
+ *     warm-up either: the workspaces and the plans' blocks are reserved for
+ *     the largest step first (14 calls without that);
  *   - the same replay with the GEMM pre-planning dropped
  *     (KT_TEST_SKIP_PREPLAN=1, a test hook in kernels/devutil.cu) counts
  *     queries inside timed intervals, is reported invalid and exits 2: the
@@ -43,7 +47,7 @@ static const char tiny_ini[] =
 
 /* Runs the emulated confirm into DIR/<name>/ with env prefixed (may be "");
  * returns the exit status and the parsed confirm.json (json_decref it). */
-static int run_confirm(const char *name, const char *env, json_t **doc)
+static int run_confirm_args(const char *name, const char *env, const char *args, json_t **doc)
 {
     if (access(EMU, X_OK) != 0)
         cr_skip_test(EMU " not built (make kernels-emu; x86-64 only)");
@@ -52,9 +56,9 @@ static int run_confirm(const char *name, const char *env, json_t **doc)
     write_aside(DIR "/tiny.ini", tiny_ini);
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "rm -rf " DIR "/%s && %s " EMU " confirm --model " DIR "/tiny.ini --responses 8 "
-             "--max-len 200 --seed 1 --budget 300 -o " DIR "/%s > " DIR "/%s.log 2>&1",
-             name, env, name, name);
+             "rm -rf " DIR "/%s && %s " EMU " confirm --model " DIR "/tiny.ini %s "
+             "--budget 300 -o " DIR "/%s > " DIR "/%s.log 2>&1",
+             name, env, args, name, name);
     int st = system(cmd);
     cr_assert(WIFEXITED(st), "confirm did not exit: %s", cmd);
     char path[256];
@@ -63,6 +67,11 @@ static int run_confirm(const char *name, const char *env, json_t **doc)
     *doc = json_load_file(path, 0, &je);
     cr_assert_not_null(*doc, "%s: %s (see " DIR "/%s.log)", path, je.text, name);
     return WEXITSTATUS(st);
+}
+
+static int run_confirm(const char *name, const char *env, json_t **doc)
+{
+    return run_confirm_args(name, env, "--responses 8 --max-len 200 --seed 1", doc);
 }
 
 static long long part_int(json_t *doc, const char *part, const char *key)
@@ -131,5 +140,28 @@ Test(confirm_emu, dropped_preplanning_is_caught, .timeout = 240)
     json_decref(doc);
     char *log = slurp_file(DIR "/planted.log");
     cr_expect(strstr(log, "INVALID"), "the table does not say INVALID:\n%s", log);
+    free(log);
+}
+
+/* 16 responses up to 400 tokens, seed 3: the speculative part's later
+ * iterations are larger than the first of their kind (the re-prefill after
+ * the switch outgrows the first prefill; verified tokens per sequence rise
+ * as the batch shrinks), so without the reservation before the warm-up
+ * (reserve_for in validate/confirm.c) the workspaces and the plans' blocks
+ * grow during the measured replay: 14 allocation calls. */
+Test(confirm_emu, larger_late_steps_allocate_nothing, .timeout = 240)
+{
+    json_t *doc = NULL;
+    int rc = run_confirm_args("late", "", "--responses 16 --max-len 400 --seed 3", &doc);
+    cr_expect(rc == 0 || rc == 1, "exit %d (see " DIR "/late.log)", rc);
+    cr_expect(json_is_true(json_object_get(doc, "complete")), "not complete");
+    cr_expect_gt(kind_count(doc, "speculative", "speculative"), 1);
+    cr_expect_eq(part_int(doc, "baseline", "device_alloc_calls"), 0,
+                 "baseline: device allocations after the warm-up");
+    cr_expect_eq(part_int(doc, "speculative", "device_alloc_calls"), 0,
+                 "speculative: device allocations after the warm-up");
+    json_decref(doc);
+    char *log = slurp_file(DIR "/late.log");
+    cr_expect(strstr(log, "workspaces reserved for"), "no reservation reported:\n%s", log);
     free(log);
 }

@@ -247,6 +247,41 @@ static int plan_iter(gpu *g, const it_log *l, const it_rec *r, const conf_batch 
     return c->target ? 0 : -1;
 }
 
+/* Reserves the workspaces of the target, the extend stand-in and the
+ * drafter layer for the largest step of p's plan (conf_log_max), so that
+ * no step after the warm-up grows one: with the batch shrinking, verified
+ * tokens per sequence rise (spec_budget_for_batch) and a late step can be
+ * the largest.  Prints what was reserved.  0, or -1 with e set. */
+static int reserve_for(gpu *g, const char *name, const run_pred *p, conf_batch *bt, ts_err *e)
+{
+    conf_max mx;
+    if (conf_log_max(&p->log, bt, &mx, e))
+        return -1;
+    if (mx.T > INT32_MAX || mx.ext_T > INT32_MAX)
+        return ts_errf(e, "a step of %lld tokens is too large", mx.T);
+    if (kt_model_reserve(g->model, (int)mx.T, (int)mx.R) ||
+        kt_model_reserve(g->extend, (int)mx.ext_T, mx.draft_seqs) ||
+        kt_drafter_reserve(g->drafter, mx.draft_seqs, CONF_TOPK))
+        return ts_errf(e, "reserving the workspaces: %s", kt_error());
+    /* the plans' device arrays: planning every iteration once (host work,
+     * nothing launched) leaves kt_scratch_get's cache holding a block for
+     * each array the replay will ask for */
+    for (size_t i = 0; i < p->log.n; i++) {
+        step_ctx c;
+        if (conf_batch_build(&p->log, &p->log.it[i], bt, e))
+            return -1;
+        int rc = plan_iter(g, &p->log, &p->log.it[i], bt, &c);
+        step_ctx_free(&c);
+        if (rc)
+            return ts_errf(e, "planning iteration %zu ahead: %s", i, kt_error());
+    }
+    printf("  %s: workspaces reserved for %lld tokens and %lld logit rows (target), %d draft "
+           "sequences; target and extend %.1f MiB\n", name, mx.T, mx.R, mx.draft_seqs,
+           (double)(kt_model_work_bytes(g->model) + kt_model_work_bytes(g->extend)) / 1048576.0);
+    fflush(stdout);
+    return 0;
+}
+
 /* Runs the first iteration of each kind (decode, mixed, speculative) of p
  * once through kt_time, its time discarded: module loading, first launches,
  * the L2 flush buffer and the first cached plan blocks (kt_scratch_get)
@@ -315,7 +350,7 @@ static int replay(gpu *g, const char *name, const run_pred *p, double deadline,
     if (!st->iter_s)
         return ts_errf(e, "out of memory");
     ts_err ie = {{0}};
-    if (warm_up(g, p, &bt, &ie)) {
+    if (reserve_for(g, name, p, &bt, &ie) || warm_up(g, p, &bt, &ie)) {
         st->status = PART_ERROR;
         snprintf(st->msg, sizeof st->msg, "%.500s", ie.msg);
         conf_batch_free(&bt);

@@ -17,6 +17,10 @@
  * per verified sequence plus one per chunk in a speculative one
  * (cost_verify), never one per prefill token.  The draft extend runs
  * CONF_DEPTH + 1 tokens per sequence (cost_draft_extend's padded shape).
+ *
+ * The largest shapes (conf_log_max): one walk over the record, building
+ * every batch, gives the most target tokens, logit rows and draft sequences
+ * of any iteration; the replay reserves the models' workspaces for them.
  */
 #include "validate/confirm_impl.h"
 
@@ -145,5 +149,20 @@ int conf_batch_build(const it_log *l, const it_rec *r, conf_batch *bt, ts_err *e
         bt->T += bt->qlen[i];
         bt->R += bt->nlog[i];
     }
+    return 0;
+}
+
+int conf_log_max(const it_log *l, conf_batch *bt, conf_max *mx, ts_err *e)
+{
+    memset(mx, 0, sizeof *mx);
+    for (size_t i = 0; i < l->n; i++) {
+        if (conf_batch_build(l, &l->it[i], bt, e))
+            return -1;
+        mx->T = bt->T > mx->T ? bt->T : mx->T;
+        mx->R = bt->R > mx->R ? bt->R : mx->R;
+        if (bt->spec && bt->n_dec > mx->draft_seqs)
+            mx->draft_seqs = bt->n_dec;
+    }
+    mx->ext_T = (long long)mx->draft_seqs * (CONF_DEPTH + 1);
     return 0;
 }

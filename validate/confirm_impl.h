@@ -75,6 +75,21 @@ int conf_iter_kind(const it_rec *r);
 int conf_batch_build(const it_log *l, const it_rec *r, conf_batch *bt, ts_err *e);
 void conf_batch_free(conf_batch *bt);
 
+/* The largest shapes of a recorded plan, each the maximum over its
+ * iterations (not one iteration's): what the models' workspaces are
+ * reserved for before the warm-up, so that no later step grows them. */
+typedef struct conf_max {
+    long long T, R;       /* target step: new tokens, logit rows */
+    int draft_seqs;       /* sequences of a speculative iteration (the draft's b;
+                             its steps run draft_seqs * CONF_TOPK rows) */
+    long long ext_T;      /* draft-extend tokens: draft_seqs * (CONF_DEPTH + 1) */
+} conf_max;
+
+/* Walks l once and fills mx with the largest batch conf_batch_build makes
+ * of any record (bt is scratch, as for conf_batch_build).  0, or -1 with e
+ * set on allocation failure. */
+int conf_log_max(const it_log *l, conf_batch *bt, conf_max *mx, ts_err *e);
+
 /* ---- the replay's outcome and the report (confirm_report.c) -------------- */
 
 typedef struct run_pred {
