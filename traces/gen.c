@@ -31,6 +31,7 @@
 #include <gsl/gsl_randist.h>
 
 #include "common/util.h"
+#include "traces/gen_impl.h"
 
 static const double is1_w[4] = {0.359, 0.373, 0.074, 0.194};
 static const double is1_mean[4] = {4959, 9175, 12720, 17655};  /* tokens */
@@ -230,7 +231,7 @@ static int32_t mix_len(const mixture *mx, double z, int32_t cap)
     return hi;
 }
 
-static int32_t clip_round(double x, int32_t lo, int32_t cap)
+int32_t gen_clip_round(double x, int32_t lo, int32_t cap)
 {
     if (!(x < cap)) /* also catches +inf */
         return cap;
@@ -238,6 +239,14 @@ static int32_t clip_round(double x, int32_t lo, int32_t cap)
         return lo;
     int32_t v = (int32_t)lround(x);
     return v < lo ? lo : v > cap ? cap : v;
+}
+
+int32_t gen_prompt_tokens(const gen_params *p, gsl_rng *rp, int32_t lo)
+{
+    double pt = p->prompt_median;
+    if (p->prompt_sigma > 0)
+        pt *= exp(p->prompt_sigma * gsl_ran_gaussian(rp, 1.0));
+    return gen_clip_round(pt, lo, TRACE_MAX_TOKENS);
 }
 
 trace *gen_trace(const gen_params *p, ts_err *e)
@@ -279,15 +288,12 @@ trace *gen_trace(const gen_params *p, ts_err *e)
             goto fail;
         }
         for (int32_t i = 0; i < p->prompts; i++) {
-            double pt = p->prompt_median;
-            if (p->prompt_sigma > 0)
-                pt *= exp(p->prompt_sigma * gsl_ran_gaussian(rp, 1.0));
-            int32_t ptok = clip_round(pt, 0, TRACE_MAX_TOKENS);
+            int32_t ptok = gen_prompt_tokens(p, rp, 0);
             double zp = gsl_ran_gaussian(rr, 1.0);
             for (int32_t j = 0; j < p->group; j++) {
                 double z = a * zp + b * gsl_ran_gaussian(rr, 1.0);
                 if (p->dist == GEN_LOGNORMAL)
-                    len[j] = clip_round(exp(p->ln_mu + p->ln_sigma * z), 1, p->cap);
+                    len[j] = gen_clip_round(exp(p->ln_mu + p->ln_sigma * z), 1, p->cap);
                 else if (p->dist == GEN_MIXTURE)
                     len[j] = mix_len(&mx, z, p->cap);
                 else

@@ -35,6 +35,7 @@
 #include <gsl/gsl_randist.h>
 
 #include "common/util.h"
+#include "traces/gen_impl.h"
 
 static const double sr1_probs[5] = {0.071, 0.430, 0.343, 0.106, 0.050};
 
@@ -107,16 +108,6 @@ int gen_turns_check(const gen_turns *t, ts_err *e)
     return 0;
 }
 
-static int32_t round_clip(double x, int32_t lo, int32_t cap)
-{
-    if (!(x < cap)) /* also catches +inf */
-        return cap;
-    if (!(x >= lo)) /* also catches NaN */
-        return lo;
-    int32_t v = (int32_t)lround(x);
-    return v < lo ? lo : v > cap ? cap : v;
-}
-
 /* Draws one trajectory from prompt tokens into tt (n turns, returned), its
  * response length into *resp.  Returns -1 when its context outgrows
  * TRACE_MAX_TOKENS. */
@@ -139,11 +130,11 @@ static int draw_traj(const gen_turns *g, int32_t cap, int32_t prompt, gsl_rng *r
         double med = k ? g->gen_median : g->gen0_median, sig = k ? g->gen_sigma : g->gen0_sigma;
         trace_turn *t = &tt[k];
         *t = (trace_turn){.context = (int32_t)ctx, .engine_s = -1};
-        t->gen = round_clip(med * exp(sig * gsl_ran_gaussian(r, 1.0)), 1, cap);
+        t->gen = gen_clip_round(med * exp(sig * gsl_ran_gaussian(r, 1.0)), 1, cap);
         if (k < n - 1) {
             t->tools = 1;
             t->tool_s = g->tool_median * exp(g->tool_sigma * gsl_ran_gaussian(r, 1.0));
-            t->append = round_clip(g->append_median *
+            t->append = gen_clip_round(g->append_median *
                                    exp(g->append_sigma * gsl_ran_gaussian(r, 1.0)), 0, cap);
         }
         ctx += t->gen + t->append;
@@ -174,10 +165,7 @@ trace *gen_trace_turns(const gen_params *p, ts_err *e)
             goto fail;
         }
         for (int32_t i = 0; i < p->prompts; i++) {
-            double pt = p->prompt_median;
-            if (p->prompt_sigma > 0)
-                pt *= exp(p->prompt_sigma * gsl_ran_gaussian(rp, 1.0));
-            int32_t ptok = round_clip(pt, 1, TRACE_MAX_TOKENS);
+            int32_t ptok = gen_prompt_tokens(p, rp, 1);
             size_t at = 0;
             for (int32_t j = 0; j < p->group; j++) {
                 int n = draw_traj(g, p->cap, ptok, rr, tt + at, &resp[j]);
