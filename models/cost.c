@@ -22,9 +22,10 @@
  *
  * Elementwise kernels (norms, RoPE, activation, residual add, embedding
  * gather) are streaming kernels: launch_s plus bytes over the streaming
- * bandwidth, scaled by how well the kernel that serving engines ship uses it
- * (kernel_bw below), or, with the hw's per-row floor (ew_row_bw_*), no
- * faster than one thread block streaming one row.  Attention is a roofline of its FLOPs at attn_eff (for
+ * bandwidth (faster while the working set fits the L2), scaled by how well
+ * the kernel that serving engines ship uses it, or, with the hw's per-row
+ * floor (ew_row_bw_*), no faster than waves of thread blocks each streaming
+ * one row (ew_kernels below).  Attention is a roofline of its FLOPs at attn_eff (for
  * chunks and prefill, with attn_fa_version set, FlashAttention's published
  * H100 throughput at the chunk's equivalent causal length) and its KV bytes
  * at mem_eff.
@@ -61,37 +62,91 @@
 
 #include "models/comm.h"
 
-/* Fraction of the streaming bandwidth (hbm_bw * mem_eff) each elementwise
- * kernel reaches, fitted once to Vidur's H100 profiles of Sarathi-Serve's
- * kernels (bf16; `tailsim calib vidur` prints the errors): the residual add
- * streams at full rate (counted as two passes: one operand is still in L2
- * from the op that wrote it), SiLU*mul at ~2/3, RoPE (scalar loads, cos/sin cache) at ~0.6, RMSNorm
- * (one block per row, two passes over it) at ~1/2, the embedding gather at
- * ~0.2.  These describe the kernels' code, not the GPU, so they carry over to
- * H200 through mem_eff. */
+/* The elementwise kernels serving engines ship (Sarathi-Serve's and vLLM's
+ * CUDA kernels, bf16), as the Vidur H100 profiles measure them.  Each kernel
+ * of T rows (tokens) and B bytes (each input read once, each output written
+ * once) takes
+ *
+ *     launch_s + lat + max(stream, waves x row)
+ *
+ *   stream = B x (h / l2_gain + (1 - h)) / (hbm_bw x mem_eff x bw) + T x row_s
+ *       The bytes at the kind's fraction `bw` of the streaming bandwidth.
+ *       When the working set fits the L2 (the profiles run an op repeatedly,
+ *       and in a forward pass its input was just written by the op before),
+ *       a fraction h of it comes from L2 at l2_gain times the rate: h = 1 up
+ *       to EW_L2_LO x hw->l2_bytes, 0 from l2_bytes on, linear between.  The
+ *       per-byte cost never falls as B grows, so the stream never shortens.
+ *       row_s: what each row's thread block costs the whole GPU on top of
+ *       its bytes (block launch and retirement: short rows stream slower).
+ *   waves x row = ceil(T / (EW_ROWS_PER_SM x sms)) x (B / T) / hw->ew_row_bw
+ *       The per-row floor: one block walks one row, 1,024-thread blocks fit
+ *       two to an SM (2,048 threads), so rows run in waves of 2 x sms, and a
+ *       wave takes no less than one row's bytes at one block's rate (the
+ *       steps at 264, 528, ... tokens in the profiles' RMSNorm and SiLU*mul).
+ *       Absent ew_row_bw (0): no floor.
+ *   lat: the kernel's own minimum on top of launch_s (the norm's block
+ *       reduction, RoPE's cos/sin lookup, the gather's index load).
+ *
+ * bw, l2_gain, row_s and lat describe the kernels' code and were fitted,
+ * class by class, to the elementwise ops of the two Vidur H100 MLP profiles
+ * (../shared/profiles/vidur-h100, Llama-2-7B and CodeLlama-34B, TP 1-8,
+ * 1-4096 tokens; Nelder-Mead on the worst per-band MAPE, with launch_s = 1
+ * us, EW_L2_LO and EW_ROWS_PER_SM fixed) together with the hw's ew_row_bw_*
+ * (models/hw/h100.ini), nothing else.  The residual add is a vectorised
+ * grid-stride kernel, not one block per row: its row_s and lat are 0 and its
+ * "rows" floor (ew_row_bw_add) stands for its waves of blocks.  They carry
+ * over to H200 and A100 unchanged (documented in docs/model.md). */
 #define K_ADD COST_K_ADD
 #define K_ACT COST_K_ACT
 #define K_ROPE COST_K_ROPE
 #define K_NORM COST_K_NORM
 #define K_GATHER COST_K_GATHER
 #define K_COUNT COST_K_COUNT
-static const double kernel_bw[K_COUNT] = {1.00, 0.68, 0.60, 0.48, 0.22};
 
-/* launch_s plus the longer of the bytes at the kind's fraction of the
- * streaming bandwidth and, with hw->ew_row_bw set for the kind, one row's
- * bytes (bytes / rows) at the per-row rate: the serving kernels give each
- * row (token) one thread block, so a kernel of a few rows is bound by one
- * block's walk through its row, not by HBM. */
+typedef struct {
+    double bw;      /* fraction of hbm_bw * mem_eff streamed */
+    double l2_gain; /* rate from L2 over the rate from HBM (>= 1) */
+    double row_s;   /* s per row on top of the bytes */
+    double lat;     /* s on top of launch_s */
+} ew_kernel;
+
+static const ew_kernel ew_kernels[K_COUNT] = {
+    [K_ADD] = {0.818, 1.153, 0.0, 0.0},
+    [K_ACT] = {0.710, 1.000, 1.05e-9, 0.0},
+    [K_ROPE] = {0.610, 1.020, 0.24e-9, 0.64e-6},
+    [K_NORM] = {0.485, 1.467, 3.05e-9, 0.91e-6},
+    [K_GATHER] = {0.242, 1.037, 2.87e-9, 1.41e-6},
+};
+
+#define EW_ROWS_PER_SM 2.0 /* rows (1,024-thread blocks) resident per SM */
+#define EW_L2_LO 0.725     /* working set, as a fraction of l2_bytes, below which it all hits */
+
+/* Fraction of a working set of `bytes` served from L2 (see above). */
+static double ew_l2_hit(const hw_desc *hw, double bytes)
+{
+    double hi = hw->l2_bytes, lo = EW_L2_LO * hi;
+    if (hi <= 0 || bytes >= hi)
+        return 0.0;
+    if (bytes <= lo)
+        return 1.0;
+    return (hi - bytes) / (hi - lo);
+}
+
 static double kernel_time(const hw_desc *hw, cost_kernel_kind k, double bytes, double rows)
 {
-    double t = bytes / (hw->hbm_bw * hw->mem_eff * kernel_bw[k]);
+    const ew_kernel *e = &ew_kernels[k];
+    double h = ew_l2_hit(hw, bytes);
+    double t = bytes * (h / e->l2_gain + (1.0 - h)) / (hw->hbm_bw * hw->mem_eff * e->bw);
+    if (rows > 0)
+        t += rows * e->row_s;
     double rbw = hw->ew_row_bw[k];
     if (rbw > 0 && rows >= 1) {
-        double t_row = bytes / rows / rbw;
+        double waves = ceil(rows / (EW_ROWS_PER_SM * hw->sms));
+        double t_row = waves * bytes / rows / rbw;
         if (t_row > t)
             t = t_row;
     }
-    return hw->launch_s + t;
+    return hw->launch_s + e->lat + t;
 }
 
 double cost_kernel(const hw_desc *hw, cost_kernel_kind kind, double bytes, double rows)

@@ -545,6 +545,8 @@ int fit_write_ini(const hw_desc *hw, const char *path, const char *comment, ts_e
     }
     fprintf(f, "\n\n[gpu]\npeak_flops = %.9g\nhbm_bw = %.9g\nhbm_bytes = %.9g\nsms = %d\n",
             hw->peak_flops, hw->hbm_bw, hw->hbm_bytes, hw->sms);
+    if (hw->l2_bytes > 0)
+        fprintf(f, "l2_bytes = %.9g\n", hw->l2_bytes);
     fprintf(f, "\n[interconnect]\nnvlink_bw = %.9g\nnvlink_lat = %.9g\nnic_bw = %.9g\n"
                "nic_lat = %.9g\ngpus_per_node = %d\n",
             hw->nvlink_bw, hw->nvlink_lat, hw->nic_bw, hw->nic_lat, hw->gpus_per_node);

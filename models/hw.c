@@ -56,6 +56,7 @@ static const key_spec hw_keys[] = {
     HW_D("gpu", hbm_bw, 1e11, 1e14, 1),
     HW_D("gpu", hbm_bytes, 1e9, 1e13, 1),
     HW_I("gpu", sms, 1, 4096, 1),
+    HW_D("gpu", l2_bytes, 0, 1e10, 0),
     HW_D("interconnect", nvlink_bw, 1e9, 1e14, 1),
     HW_D("interconnect", nvlink_lat, 0, 1e-2, 1),
     HW_D("interconnect", nic_bw, 1e8, 1e13, 1),

@@ -46,6 +46,8 @@ typedef struct hw_desc {
     int gemm_m_eff;         /* 1: compute efficiency by row count M (cuBLAS's kernel choice,
                              * models/cost.c gemm_m_table); 0: gemm_eff for every M */
     int sms;                /* streaming multiprocessors (waves = tiles / sms) */
+    double l2_bytes;        /* L2 cache, bytes (elementwise kernels: working sets that fit
+                             * run faster, models/cost.c); 0 (absent): not modelled */
     double ar_eff;          /* fraction of link bandwidth reached by all-reduce */
     double coll_lat_s;      /* s, fixed cost of one collective call (launch, sync) (added field) */
     double coll_lat_graph_s;/* s, the same for NCCL replayed in a CUDA graph (< 0: coll_lat_s) */

@@ -65,8 +65,8 @@ static hw_desc truth_hw(void)
     cr_assert_eq(hw_load_ini("h200", &hw, &e), 0, "%s", e.msg);
     hw.gemm_eff = 0.74;
     hw.gemm_half_flops = 0;
-    hw.gemm_lat_s = 3.5e-6;
-    hw.launch_s = 2.2e-6;
+    hw.gemm_lat_s = 4.0e-6;
+    hw.launch_s = 1.7e-6;
     hw.mem_eff = 0.86;
     hw.attn_eff = 0.47;
     hw.attn_fa_version = 0; /* attention at the flat attn_eff the fit recovers */

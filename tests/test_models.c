@@ -221,6 +221,45 @@ Test(models, gemm_is_monotone_and_roofline_bound)
     cr_expect(eff > 0.9 * h100.gemm_eff && eff <= h100.gemm_eff, "eff %.3f", eff);
 }
 
+/* The elementwise kernels (models/cost.c ew_kernels): never cheaper with
+ * more rows of the same width, faster while the working set fits the L2
+ * and the same beyond it, and in waves of two rows per SM when the per-row
+ * floor rules. */
+Test(models, elementwise_kernels_rows_l2_and_waves)
+{
+    static const double widths[] = {256, 2048, 8192, 16384, 44032};
+    for (int k = 0; k < COST_K_COUNT; k++)
+        for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+            double prev = 0;
+            for (int T = 1; T <= 16384; T += (T < 600 ? 1 : 37)) {
+                double t = cost_kernel(&h100, (cost_kernel_kind)k, T * widths[w], T);
+                cr_expect_geq(t, prev, "kind %d width %.0f T=%d", k, widths[w], T);
+                prev = t;
+            }
+        }
+    hw_desc no_l2 = h100;
+    no_l2.l2_bytes = 0;
+    cr_assert_gt(h100.l2_bytes, 40e6, "l2_bytes %.3g", h100.l2_bytes);
+    /* an RMSNorm of 20 MB (well inside the L2) streams faster than from HBM */
+    double rows = 20e6 / (2.0 * 8192 * 2.0);
+    double in_l2 = cost_kernel(&h100, COST_K_NORM, 20e6, rows);
+    double hbm = cost_kernel(&no_l2, COST_K_NORM, 20e6, rows);
+    cr_expect_lt(in_l2, 0.9 * hbm, "%.3g vs %.3g", in_l2, hbm);
+    /* past the L2 the working set comes from HBM: the same time either way */
+    rows = 2.0 * h100.l2_bytes / (2.0 * 8192 * 2.0);
+    cr_expect_float_eq(cost_kernel(&h100, COST_K_NORM, 2.0 * h100.l2_bytes, rows),
+                       cost_kernel(&no_l2, COST_K_NORM, 2.0 * h100.l2_bytes, rows), 1e-12);
+    /* waves: one row more than two per SM starts a second wave of the floor */
+    int full = 2 * h100.sms;
+    double row_bytes = 2.0 * 8192 * 2.0;
+    double one = cost_kernel(&h100, COST_K_NORM, full * row_bytes, full);
+    double two = cost_kernel(&h100, COST_K_NORM, (full + 1) * row_bytes, full + 1);
+    double t_row = row_bytes / h100.ew_row_bw[COST_K_NORM];
+    cr_expect_gt(two - one, 0.5 * t_row, "step %.3g us, row %.3g us", (two - one) * 1e6,
+                 t_row * 1e6);
+    cr_expect_eq(cost_kernel(&h100, COST_K_NORM, 0, 0), 0.0);
+}
+
 Test(models, more_tokens_never_cheaper)
 {
     double prev = 0;
