@@ -71,7 +71,7 @@
  *
  *   stream = B x (h / l2_gain + (1 - h)) / (hbm_bw x mem_eff x bw) + T x row_s
  *       The bytes at the kind's fraction `bw` of the streaming bandwidth.
- *       When the working set fits the L2 (the profiles run an op repeatedly,
+ *       When the working set (B x footprint) fits the L2 (the profiles run an op repeatedly,
  *       and in a forward pass its input was just written by the op before),
  *       a fraction h of it comes from L2 at l2_gain times the rate: h = 1 up
  *       to EW_L2_LO x hw->l2_bytes, 0 from l2_bytes on, linear between.  The
@@ -93,9 +93,10 @@
  * 1-4096 tokens; Nelder-Mead on the worst per-band MAPE, with launch_s = 1
  * us, EW_L2_LO and EW_ROWS_PER_SM fixed) together with the hw's ew_row_bw_*
  * (models/hw/h100.ini), nothing else.  The residual add is a vectorised
- * grid-stride kernel, not one block per row: its row_s and lat are 0 and its
- * "rows" floor (ew_row_bw_add) stands for its waves of blocks.  They carry
- * over to H200 and A100 unchanged (documented in docs/model.md). */
+ * kernel, not one block per row: no row cost, no floor; it holds three
+ * tensors in L2 (two read, one written) where its byte count has two (one
+ * operand is still in L2 from the op that wrote it), its footprint 1.5.
+ * They carry over to H200 and A100 unchanged (documented in docs/model.md). */
 #define K_ADD COST_K_ADD
 #define K_ACT COST_K_ACT
 #define K_ROPE COST_K_ROPE
@@ -104,18 +105,19 @@
 #define K_COUNT COST_K_COUNT
 
 typedef struct {
-    double bw;      /* fraction of hbm_bw * mem_eff streamed */
-    double l2_gain; /* rate from L2 over the rate from HBM (>= 1) */
-    double row_s;   /* s per row on top of the bytes */
-    double lat;     /* s on top of launch_s */
+    double bw;        /* fraction of hbm_bw * mem_eff streamed */
+    double l2_gain;   /* rate from L2 over the rate from HBM (>= 1) */
+    double row_s;     /* s per row on top of the bytes */
+    double lat;       /* s on top of launch_s */
+    double footprint; /* bytes it holds in L2 per byte counted */
 } ew_kernel;
 
 static const ew_kernel ew_kernels[K_COUNT] = {
-    [K_ADD] = {0.818, 1.153, 0.0, 0.0},
-    [K_ACT] = {0.710, 1.000, 1.05e-9, 0.0},
-    [K_ROPE] = {0.610, 1.020, 0.24e-9, 0.64e-6},
-    [K_NORM] = {0.485, 1.467, 3.05e-9, 0.91e-6},
-    [K_GATHER] = {0.242, 1.037, 2.87e-9, 1.41e-6},
+    [K_ADD] = {0.837, 1.191, 0.0, 0.0, 1.5},
+    [K_ACT] = {0.710, 1.000, 1.05e-9, 0.0, 1.0},
+    [K_ROPE] = {0.598, 1.108, 0.19e-9, 0.71e-6, 1.0},
+    [K_NORM] = {0.485, 1.467, 3.05e-9, 0.91e-6, 1.0},
+    [K_GATHER] = {0.242, 1.037, 2.87e-9, 1.41e-6, 1.0},
 };
 
 #define EW_ROWS_PER_SM 2.0 /* rows (1,024-thread blocks) resident per SM */
@@ -135,7 +137,7 @@ static double ew_l2_hit(const hw_desc *hw, double bytes)
 static double kernel_time(const hw_desc *hw, cost_kernel_kind k, double bytes, double rows)
 {
     const ew_kernel *e = &ew_kernels[k];
-    double h = ew_l2_hit(hw, bytes);
+    double h = ew_l2_hit(hw, bytes * e->footprint);
     double t = bytes * (h / e->l2_gain + (1.0 - h)) / (hw->hbm_bw * hw->mem_eff * e->bw);
     if (rows > 0)
         t += rows * e->row_s;
