@@ -54,14 +54,15 @@ const int vidur_band_hi[VIDUR_BANDS] = {32, 256, 1024, 4096};
 const double vidur_res_steps_ms[VIDUR_RES_STEPS] = {1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6};
 
 /* Index in vidur_res_steps_ms of the coarsest step ms (> 0) is a multiple
- * of, or VIDUR_RES_STEPS when it is a multiple of none.  A multiple within
+ * of, or VIDUR_RES_STEPS when it is a multiple of none.  A multiple: within
  * 1e-6 of a step, plus the rounding of parsing and dividing (a few ulps of
- * the quotient).  Cannot fail. */
+ * the quotient), and at least one step (a value under half a step is not a
+ * multiple of it, however close to 0).  Cannot fail. */
 static int res_step_of(double ms)
 {
     for (int k = 0; k < VIDUR_RES_STEPS; k++) {
         double q = ms / vidur_res_steps_ms[k];
-        if (fabs(q - nearbyint(q)) < 1e-6 + 4 * DBL_EPSILON * fabs(q))
+        if (q >= 0.5 && fabs(q - nearbyint(q)) < 1e-6 + 4 * DBL_EPSILON * q)
             return k;
     }
     return VIDUR_RES_STEPS;

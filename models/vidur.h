@@ -67,7 +67,7 @@ typedef struct vidur_op_stat {
     double mape;            /* mean absolute percentage error, % */
     double worst;           /* largest absolute percentage error, % */
     int worst_line;         /* CSV line of the worst case */
-    double mape_res;        /* MAPE beyond the resolution allowance, % (0 without one) */
+    double mape_res;        /* MAPE beyond the resolution allowance, % (res_ms 0: = mape) */
 } vidur_op_stat;
 
 /* Token bands of `calib vidur --bands` (MLP profiles): 1-32 tokens (decode
@@ -81,7 +81,7 @@ typedef struct vidur_band_stat {
     int n;                  /* predictions in the band */
     double mape;            /* mean absolute percentage error, % */
     double bias;            /* mean signed percentage error, % (> 0: predicted slow) */
-    double mape_res;        /* MAPE beyond the resolution allowance, % (0 without one) */
+    double mape_res;        /* MAPE beyond the resolution allowance, % (res_ms 0: = mape) */
 } vidur_band_stat;
 
 typedef struct vidur_report {
@@ -99,9 +99,9 @@ typedef struct vidur_report {
      * all-reduce profile. */
     vidur_op_stat layer;
     double layer_bias;
-    /* The step the mape_res figures allow for, ms (0: none, every mape_res
-     * is 0): one step either way for an op, and one step an op summed for
-     * the layer (layer_ops of them). */
+    /* The step the mape_res figures allow for, ms (0: none, and each
+     * mape_res equals its mape): one step either way for an op, and one
+     * step an op summed for the layer (layer_ops of them). */
     double res_ms;
     int layer_ops;          /* ops in each layer sum (the file's ops but emb and all_reduce) */
 } vidur_report;
@@ -121,8 +121,8 @@ double vidur_err_beyond(double pred, double meas, double allow);
  * (t->res_ms).  Cannot fail. */
 void vidur_evaluate(const vidur_table *t, const hw_desc *hw, vidur_report *r);
 
-/* The same with the resolution res_ms (ms, >= 0; 0: no mape_res figures)
- * instead of the file's: `calib vidur --resolution`.  Cannot fail. */
+/* The same with the resolution res_ms (ms; <= 0: no allowance) instead of
+ * the file's: `calib vidur --resolution`.  Cannot fail. */
 void vidur_evaluate_at(const vidur_table *t, const hw_desc *hw, double res_ms, vidur_report *r);
 
 #endif
