@@ -1,5 +1,6 @@
 /*
- * `tailsim calib vidur FILE --hw h100 [--json|--rows] [--stat median|mean|min|max]`
+ * `tailsim calib vidur FILE --hw h100 [--json|--rows] [--stat median|mean|min|max]
+ *                          [--bands [--resolution US]]`
  * `tailsim calib check CSV [--hw h200] [--json] [-o FILE.ini]`
  *
  * Checks the cost model against measured operator times: reads a Vidur
@@ -13,6 +14,10 @@
  * layer {n, mape, worst, bias} (each row's ops but the embedding summed,
  * as the simulator adds them into a layer; null for an all-reduce profile);
  * or, with --rows, every prediction as a CSV row (where the model misses).
+ * --bands splits the errors by token band and adds the MAPE beyond the
+ * profile's timing resolution (detected by vidur_load(), or --resolution):
+ * a second table under the first, or in JSON resolution_us,
+ * resolution_detected_us and a mape_beyond_res per op, band and layer.
  * Exit status 0, 1 on bad input (the message names file, line and column),
  * 2 on a usage error.
  *
@@ -34,6 +39,7 @@
  */
 #include <gsl/gsl_errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +59,8 @@ typedef struct calib_vidur_opts {
     const char *file;      /* the profiling CSV */
     int json, rows;        /* --json, --rows */
     int bands;             /* --bands */
+    int res_set;           /* 1: --resolution given */
+    double res_us;         /* --resolution, microseconds (>= 0; 0: no figure) */
 } calib_vidur_opts;
 
 typedef struct calib_check_opts {
@@ -65,7 +73,8 @@ typedef struct calib_check_opts {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tailsim calib vidur FILE [--hw NAME|PATH] [--stat median|mean|min|max] [--json|--rows] [--bands]\n"
+            "usage: tailsim calib vidur FILE [--hw NAME|PATH] [--stat median|mean|min|max] [--json|--rows]\n"
+            "                                [--bands [--resolution US]]\n"
             "       tailsim calib check CSV [--hw NAME|PATH] [--json] [-o FILE.ini]\n"
             "\n"
             "check: fits the cost model's parameters (gemm_eff, gemm_half_flops, gemm_lat_s,\n"
@@ -90,7 +99,12 @@ static void usage(FILE *f)
             "               size, workers, measured_ms, predicted_ms, error_pct (signed)\n"
             "  --bands      print MAPE and signed bias (%%, > 0: predicted slow) per op and\n"
             "               token band (1-32, 33-256, 257-1024, 1025-4096) instead of the\n"
-            "               per-op table (with --json: a \"bands\" object besides it)\n"
+            "               per-op table (with --json: a \"bands\" object besides it), and\n"
+            "               under it the MAPE beyond the profile's timing resolution (each\n"
+            "               row's |error| less one step, found from the .min/.max columns:\n"
+            "               Vidur records whole microseconds)\n"
+            "  --resolution US  the step in microseconds instead of the file's (with\n"
+            "               --bands; 0: no figure beyond it)\n"
             "  --help       this text\n");
 }
 
@@ -100,11 +114,58 @@ static void band_name(int b, char *buf, size_t n)
     snprintf(buf, n, "%d-%d", b ? vidur_band_hi[b - 1] + 1 : 1, vidur_band_hi[b]);
 }
 
-/* Sets root's "bands": {op: {band: {n, mape, bias}}} for every op with
- * banded predictions, the layer sum under "layer".  Returns 0, or -1 on
- * allocation failure. */
+/* A time of ms milliseconds in the unit that keeps it readable ("1 us",
+ * "0.5 us", "0.1 ms", "10 ns") into buf.  Cannot fail. */
+static void time_words(double ms, char *buf, size_t n)
+{
+    if (ms >= 1.0)
+        snprintf(buf, n, "%g ms", ms);
+    else if (ms >= 1e-4 * (1 - 1e-9))
+        snprintf(buf, n, "%g us", ms * 1e3);
+    else
+        snprintf(buf, n, "%g ns", ms * 1e6);
+}
+
+/* How a profile's timing resolution reads ("whole microseconds", "steps of
+ * 0.1 us", "unknown") into buf.  Cannot fail. */
+static void res_words(double ms, char *buf, size_t n)
+{
+    static const struct { double ms; const char *words; } whole[] = {
+        {1.0, "whole milliseconds"}, {1e-3, "whole microseconds"}, {1e-6, "whole nanoseconds"},
+    };
+    if (ms <= 0) {
+        snprintf(buf, n, "unknown");
+        return;
+    }
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+        if (fabs(ms - whole[i].ms) < 1e-9 * whole[i].ms) {
+            snprintf(buf, n, "%s", whole[i].words);
+            return;
+        }
+    }
+    char t[32];
+    time_words(ms, t, sizeof t);
+    snprintf(buf, n, "steps of %s", t);
+}
+
+/* A MAPE beyond the resolution as JSON: null when there is no allowance. */
+static json_t *res_json(const vidur_report *r, double mape_res)
+{
+    return r->res_ms > 0 ? json_real(mape_res) : json_null();
+}
+
+/* Sets root's resolution_us (the step the figures allow for; null: none),
+ * resolution_detected_us (the file's; null: unknown) and "bands": {op:
+ * {band: {n, mape, bias, mape_beyond_res}}} for every op with banded
+ * predictions, the layer sum under "layer".  Returns 0, or -1 on allocation
+ * failure. */
 static int bands_json(json_t *root, const vidur_table *t, const vidur_report *r)
 {
+    if (json_object_set_new(root, "resolution_us",
+                            r->res_ms > 0 ? json_real(r->res_ms * 1e3) : json_null()) ||
+        json_object_set_new(root, "resolution_detected_us",
+                            t->res_ms > 0 ? json_real(t->res_ms * 1e3) : json_null()))
+        return -1;
     json_t *all = json_object();
     if (!all || json_object_set_new(root, "bands", all))
         return -1;
@@ -118,8 +179,9 @@ static int bands_json(json_t *root, const vidur_table *t, const vidur_report *r)
             const vidur_band_stat *s = &r->bands[o][b];
             char name[32];
             band_name(b, name, sizeof name);
-            json_t *j = s->n ? json_pack("{s:i, s:f, s:f}", "n", s->n, "mape", s->mape, "bias",
-                                         s->bias)
+            json_t *j = s->n ? json_pack("{s:i, s:f, s:f, s:o}", "n", s->n, "mape", s->mape,
+                                         "bias", s->bias, "mape_beyond_res",
+                                         res_json(r, s->mape_res))
                              : json_null();
             if (!j || json_object_set_new(op, name, j))
                 return -1;
@@ -128,15 +190,9 @@ static int bands_json(json_t *root, const vidur_table *t, const vidur_report *r)
     return 0;
 }
 
-/* --bands: one line per op (and the layer sum), MAPE and signed bias per
- * token band. */
-static void print_bands(const char *file, const hw_desc *hw, const char *stat,
-                        const vidur_table *t, const vidur_report *r)
+/* The header line of a band table: op, all, the band names. */
+static void bands_header(void)
 {
-    printf("file         %s\n", file);
-    printf("hw           %s (calibration: %s)\n", hw->name, hw->calibration);
-    printf("compared to  %s, %zu rows; MAPE %% / signed bias %% (> 0: predicted slow)\n\n",
-           stat, r->rows);
     printf("%-26s %9s", "op", "all");
     for (int b = 0; b < VIDUR_BANDS; b++) {
         char name[32];
@@ -144,10 +200,75 @@ static void print_bands(const char *file, const hw_desc *hw, const char *stat,
         printf(" %15s", name);
     }
     printf("\n");
+}
+
+/* 1 when the band tables have a line for op o (VOP_COUNT: the layer sum). */
+static int bands_has_line(const vidur_table *t, const vidur_report *r, int o)
+{
+    if (o == VOP_COUNT)
+        return r->layer.n > 0;
+    return t->has[o] && o != VOP_ALL_REDUCE && r->ops[o].n > 0;
+}
+
+/* The second band table: the MAPE beyond the resolution r->res_ms, after a
+ * header that names it (and where it came from: the file, or --resolution
+ * when res_set); one line instead when the file's resolution is unknown,
+ * nothing when --resolution 0 turned it off or no op has token bands. */
+static void print_bands_res(const vidur_table *t, const vidur_report *r, int res_set)
+{
+    char file_res[64], step[32], layer[32];
+    res_words(t->res_ms, file_res, sizeof file_res);
+    if (r->res_ms <= 0) {
+        if (!res_set)
+            printf("\ntiming resolution unknown (no .min/.max column, or values finer than "
+                   "1 ns):\nno MAPE beyond it; --resolution US sets one\n");
+        return;
+    }
+    int lines = 0;
+    for (int o = 0; o <= VOP_COUNT; o++)
+        lines += bands_has_line(t, r, o);
+    if (!lines)
+        return; /* an all-reduce profile: no token bands */
+    time_words(r->res_ms, step, sizeof step);
+    time_words(r->res_ms * r->layer_ops, layer, sizeof layer);
+    if (res_set)
+        printf("\nresolution %s (--resolution; the file's: %s): MAPE %% beyond +-%s\n", step,
+               file_res, step);
+    else
+        printf("\ntimings recorded in %s: MAPE %% beyond +-%s\n", file_res, step);
+    printf("(each row's |predicted - measured| less one step");
+    if (r->layer.n)
+        printf("; the layer sum less one step an op, +-%s", layer);
+    printf(")\n");
+    bands_header();
     for (int o = 0; o <= VOP_COUNT; o++) {
-        if (o < VOP_COUNT && (!t->has[o] || o == VOP_ALL_REDUCE || r->ops[o].n == 0))
+        if (!bands_has_line(t, r, o))
             continue;
-        if (o == VOP_COUNT && r->layer.n == 0)
+        printf("%-26s %9.2f", o < VOP_COUNT ? vidur_op_names[o] : "layer (ops but emb)",
+               o < VOP_COUNT ? r->ops[o].mape_res : r->layer.mape_res);
+        for (int b = 0; b < VIDUR_BANDS; b++) {
+            const vidur_band_stat *s = &r->bands[o][b];
+            if (s->n)
+                printf(" %15.1f", s->mape_res);
+            else
+                printf(" %15s", "-");
+        }
+        printf("\n");
+    }
+}
+
+/* --bands: one line per op (and the layer sum), MAPE and signed bias per
+ * token band; then the MAPE beyond the resolution (print_bands_res). */
+static void print_bands(const char *file, const hw_desc *hw, const char *stat,
+                        const vidur_table *t, const vidur_report *r, int res_set)
+{
+    printf("file         %s\n", file);
+    printf("hw           %s (calibration: %s)\n", hw->name, hw->calibration);
+    printf("compared to  %s, %zu rows; MAPE %% / signed bias %% (> 0: predicted slow)\n\n",
+           stat, r->rows);
+    bands_header();
+    for (int o = 0; o <= VOP_COUNT; o++) {
+        if (!bands_has_line(t, r, o))
             continue;
         printf("%-26s %9.2f", o < VOP_COUNT ? vidur_op_names[o] : "layer (ops but emb)",
                o < VOP_COUNT ? r->ops[o].mape : r->layer.mape);
@@ -160,6 +281,7 @@ static void print_bands(const char *file, const hw_desc *hw, const char *stat,
         }
         printf("\n");
     }
+    print_bands_res(t, r, res_set);
 }
 
 static int print_json(const char *file, const hw_desc *hw, const char *stat,
@@ -180,8 +302,11 @@ static int print_json(const char *file, const hw_desc *hw, const char *stat,
             continue;
         json_t *op = json_pack("{s:i, s:f, s:f}", "n", r->ops[o].n, "mape", r->ops[o].mape,
                                "worst", r->ops[o].worst);
-        if (!op)
+        if (!op || (bands && json_object_set_new(op, "mape_beyond_res",
+                                                 res_json(r, r->ops[o].mape_res)))) {
+            json_decref(op);
             goto oom;
+        }
         json_object_set_new(ops, vidur_op_names[o], op);
         all_n += r->ops[o].n;
         gemm_n += vidur_op_is_gemm(o) ? r->ops[o].n : 0;
@@ -193,8 +318,11 @@ static int print_json(const char *file, const hw_desc *hw, const char *stat,
     if (r->layer.n) {
         json_t *l = json_pack("{s:i, s:f, s:f, s:f}", "n", r->layer.n, "mape", r->layer.mape,
                               "worst", r->layer.worst, "bias", r->layer_bias);
-        if (!l)
+        if (!l || (bands && json_object_set_new(l, "mape_beyond_res",
+                                                res_json(r, r->layer.mape_res)))) {
+            json_decref(l);
             goto oom;
+        }
         json_object_set_new(root, "layer", l);
     } else {
         json_object_set_new(root, "layer", json_null());
@@ -365,10 +493,23 @@ static int calib_cmd_vidur_parse(int argc, char **argv, calib_vidur_opts *o)
     o->hw_name = "h100";
     o->stat = "median";
     o->file = NULL;
-    o->json = o->rows = o->bands = 0;
+    o->json = o->rows = o->bands = o->res_set = 0;
+    o->res_us = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v;
-        if (!strcmp(a, "--json")) {
+        if (opts_match(a, "--resolution")) {
+            if (!(v = opts_value(argc, argv, &i, "--resolution"))) {
+                fprintf(stderr, "tailsim calib: --resolution needs a value\n");
+                return 2;
+            }
+            if (ts_parse_double(v, 0.0, 1e6, &o->res_us)) {
+                char q[TS_QUOTE_BUF];
+                fprintf(stderr, "tailsim calib: --resolution must be a number of microseconds "
+                        "from 0 to 1e6 (got '%s')\n", ts_quote(v, TS_QUOTE_MAX, q, sizeof q));
+                return 2;
+            }
+            o->res_set = 1;
+        } else if (!strcmp(a, "--json")) {
             o->json = 1;
         } else if (!strcmp(a, "--rows")) {
             o->rows = 1;
@@ -404,6 +545,10 @@ static int calib_cmd_vidur_parse(int argc, char **argv, calib_vidur_opts *o)
         fprintf(stderr, "tailsim calib: --bands and --rows exclude each other\n");
         return 2;
     }
+    if (o->res_set && !o->bands) {
+        fprintf(stderr, "tailsim calib: --resolution applies to --bands only\n");
+        return 2;
+    }
     if (strcmp(o->stat, "median") && strcmp(o->stat, "mean") && strcmp(o->stat, "min") &&
         strcmp(o->stat, "max")) {
         fprintf(stderr, "tailsim calib: --stat must be median, mean, min or max (got '%s')\n",
@@ -429,14 +574,14 @@ static int calib_cmd_vidur(const calib_vidur_opts *o)
         return 1;
     }
     vidur_report r;
-    vidur_evaluate(&t, &hw, &r);
+    vidur_evaluate_at(&t, &hw, o->res_set ? o->res_us * 1e-3 : t.res_ms, &r);
     int rc = 0;
     if (o->json)
         rc = print_json(o->file, &hw, o->stat, &t, &r, o->bands);
     else if (o->rows)
         print_rows(&hw, &t);
     else if (o->bands)
-        print_bands(o->file, &hw, o->stat, &t, &r);
+        print_bands(o->file, &hw, o->stat, &t, &r, o->res_set);
     else
         print_table(o->file, &hw, o->stat, &t, &r);
     vidur_free(&t);

@@ -13,14 +13,25 @@
  * line and column name, and nothing partial is returned.  Unquoted CSV only
  * (Vidur writes no quotes); a quote character is an error.
  *
+ * The loader also reads every known op's .min and .max columns to find the
+ * timing resolution the samples were recorded at: the largest step of
+ * vidur_res_steps_ms (1 ms to 1 ns) that every non-zero value is a multiple
+ * of, to within floating-point noise.  Vidur's files record whole
+ * microseconds (PyTorch's profiler truncates each kernel's duration to
+ * them), so a 1-token kernel of 1-3 us carries up to a step's error in its
+ * measured time alone.
+ *
  * vidur_evaluate() predicts each measured op of each row, taking the
  * architecture from the row's own columns (head_dim = n_embd / n_head), with
  * cost_vidur_op() and comm_allreduce(), and accumulates absolute percentage
- * errors per op.  Runs once per `tailsim calib` or test; allocation is one
- * growing array of rows.
+ * errors per op and token band; besides each MAPE, the MAPE beyond the
+ * resolution: each error less one step (vidur_err_beyond(), docs/model.md
+ * says why one step rather than half).  Runs once per `tailsim calib` or
+ * test; allocation is one growing array of rows.
  */
 #include "models/vidur.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +51,29 @@ const char *const vidur_op_names[VOP_COUNT] = {
 
 const int vidur_band_hi[VIDUR_BANDS] = {32, 256, 1024, 4096};
 
+const double vidur_res_steps_ms[VIDUR_RES_STEPS] = {1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6};
+
+/* Index in vidur_res_steps_ms of the coarsest step ms (> 0) is a multiple
+ * of, or VIDUR_RES_STEPS when it is a multiple of none.  A multiple: within
+ * 1e-6 of a step, plus the rounding of parsing and dividing (a few ulps of
+ * the quotient), and at least one step (a value under half a step is not a
+ * multiple of it, however close to 0).  Cannot fail. */
+static int res_step_of(double ms)
+{
+    for (int k = 0; k < VIDUR_RES_STEPS; k++) {
+        double q = ms / vidur_res_steps_ms[k];
+        if (q >= 0.5 && fabs(q - nearbyint(q)) < 1e-6 + 4 * DBL_EPSILON * q)
+            return k;
+    }
+    return VIDUR_RES_STEPS;
+}
+
+double vidur_err_beyond(double pred, double meas, double allow)
+{
+    double d = fabs(pred - meas) - allow;
+    return d > 0 ? d / meas * 100.0 : 0.0;
+}
+
 int vidur_band_of(int tokens)
 {
     for (int b = 0; b < VIDUR_BANDS - 1; b++)
@@ -48,13 +82,15 @@ int vidur_band_of(int tokens)
     return VIDUR_BANDS - 1;
 }
 
-/* Adds one signed percentage error to a band's running sums (mape and bias
- * hold sums until band_finish()). */
-static void band_add(vidur_band_stat *s, double err)
+/* Adds one signed percentage error, and the error beyond the resolution
+ * (err_res, >= 0), to a band's running sums (mape, bias and mape_res hold
+ * sums until band_finish()). */
+static void band_add(vidur_band_stat *s, double err, double err_res)
 {
     s->n++;
     s->mape += fabs(err);
     s->bias += err;
+    s->mape_res += err_res;
 }
 
 static void band_finish(vidur_band_stat *s)
@@ -62,6 +98,7 @@ static void band_finish(vidur_band_stat *s)
     if (s->n) {
         s->mape /= s->n;
         s->bias /= s->n;
+        s->mape_res /= s->n;
     }
 }
 
@@ -124,6 +161,8 @@ typedef struct vcols {
     int op_col[VOP_COUNT];      /* column of each op's statistic (-1: absent) */
     int key_col[C_COUNT];       /* column of each key (-1: absent) */
     int mlp_ops;                /* known ops other than all_reduce present */
+    int res_col[2 * VOP_COUNT]; /* the known ops' .min and .max columns */
+    int n_res;
 } vcols;
 
 /* Reads the header line (chomped) of path: the column of each known op's
@@ -150,10 +189,14 @@ static int read_header(vcols *h, const char *line, const char *path, const char 
             if (!strcmp(h->hdr[c], key_names[k]))
                 h->key_col[k] = c;
         for (int o = 0; o < VOP_COUNT; o++) {
-            char want[96];
+            char want[96], lo[96], hi[96];
             snprintf(want, sizeof want, "time_stats.%s.%s", vidur_op_names[o], stat);
+            snprintf(lo, sizeof lo, "time_stats.%s.min", vidur_op_names[o]);
+            snprintf(hi, sizeof hi, "time_stats.%s.max", vidur_op_names[o]);
             if (!strcmp(h->hdr[c], want))
                 h->op_col[o] = c;
+            if ((!strcmp(h->hdr[c], lo) || !strcmp(h->hdr[c], hi)) && h->n_res < 2 * VOP_COUNT)
+                h->res_col[h->n_res++] = c;
         }
     }
     int n_ops = 0;
@@ -233,11 +276,25 @@ static int row_arch(const vcols *h, const vidur_table *t, const int64_t *v, cons
     return 0;
 }
 
-/* Parses data line lineno of path (chomped, split in place) into *r.
- * Returns 0, or -1 with e set: an empty or quoted line, a field count unlike
- * the header's, a bad time or key value. */
+/* Parses a time field (ms) of column col into *ms.  Returns 0, or -1 with
+ * e set naming the column. */
+static int read_time(const vcols *h, char **fields, int col, const char *path, int lineno,
+                     double *ms, ts_err *e)
+{
+    if (ts_parse_double(fields[col], 0.0, 1e9, ms)) {
+        char q[TS_QUOTE_BUF];
+        return ts_errf(e, "%s:%d: column '%s': '%s' is not a time in ms", path, lineno,
+                       h->hdr[col], ts_quote(fields[col], TS_QUOTE_MAX, q, sizeof q));
+    }
+    return 0;
+}
+
+/* Parses data line lineno of path (chomped, split in place) into *r, and
+ * raises *res_k to the step index (res_step_of) of its .min and .max
+ * values.  Returns 0, or -1 with e set: an empty or quoted line, a field
+ * count unlike the header's, a bad time or key value. */
 static int read_row(const vcols *h, const vidur_table *t, char *line, const char *path,
-                    int lineno, vidur_row *r, ts_err *e)
+                    int lineno, vidur_row *r, int *res_k, ts_err *e)
 {
     char *fields[MAX_FIELDS];
     if (!line[0])
@@ -252,14 +309,16 @@ static int read_row(const vcols *h, const vidur_table *t, char *line, const char
     r->line = lineno;
     for (int o = 0; o < VOP_COUNT; o++) {
         r->ms[o] = -1.0;
-        if (h->op_col[o] < 0)
-            continue;
-        if (ts_parse_double(fields[h->op_col[o]], 0.0, 1e9, &r->ms[o])) {
-            char q[TS_QUOTE_BUF];
-            return ts_errf(e, "%s:%d: column '%s': '%s' is not a time in ms", path, lineno,
-                           h->hdr[h->op_col[o]],
-                           ts_quote(fields[h->op_col[o]], TS_QUOTE_MAX, q, sizeof q));
-        }
+        if (h->op_col[o] >= 0 && read_time(h, fields, h->op_col[o], path, lineno, &r->ms[o], e))
+            return -1;
+    }
+    for (int i = 0; i < h->n_res; i++) {
+        double ms;
+        if (read_time(h, fields, h->res_col[i], path, lineno, &ms, e))
+            return -1;
+        int k = ms > 0 ? res_step_of(ms) : -1; /* 0 is a multiple of every step */
+        if (k > *res_k)
+            *res_k = k;
     }
     int64_t v[C_COUNT] = {0};
     if (row_keys(h, fields, path, lineno, v, e))
@@ -298,7 +357,7 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
     if (ts_lines_open(&in, path, 0, e))
         return -1;
 
-    int rc = -1, got;
+    int rc = -1, got, res_k = -1; /* the finest step index any value needs */
     char *line;
     size_t rows_cap = 0;
     vcols h = {0};
@@ -321,7 +380,7 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
         vidur_row r;
         line = in.buf;
         chomp(line);
-        if (read_row(&h, &t, line, path, lineno, &r, e) ||
+        if (read_row(&h, &t, line, path, lineno, &r, &res_k, e) ||
             rows_push(&t, &rows_cap, &r, path, lineno, e))
             goto cleanup;
     }
@@ -331,6 +390,7 @@ int vidur_load(const char *path, const char *stat, vidur_table *out, ts_err *e)
         ts_errf(e, "%s:2: no data rows", path);
         goto cleanup;
     }
+    t.res_ms = res_k >= 0 && res_k < VIDUR_RES_STEPS ? vidur_res_steps_ms[res_k] : 0.0;
     *out = t;
     t.rows = NULL;
     rc = 0;
@@ -350,74 +410,113 @@ double vidur_predict(const vidur_row *row, int op, const hw_desc *hw)
     return cost_vidur_op(hw, &row->arch, row->tp, vidur_op_names[op], row->tokens);
 }
 
-void vidur_evaluate(const vidur_table *t, const hw_desc *hw, vidur_report *r)
+/* Running sums of vidur_evaluate_at(): per op, over the GEMM ops, over all
+ * ops, and of the layer sums. */
+typedef struct eval_sums {
+    double ape[VOP_COUNT], ape_res[VOP_COUNT];
+    double gemm, all;
+    int gemm_n, all_n;
+    double layer, layer_res, layer_bias;
+} eval_sums;
+
+/* Adds one prediction of op o at CSV line `line` (err: signed %, err_res:
+ * beyond the resolution, %) to the op's stat and the sums. */
+static void op_add(vidur_report *r, eval_sums *u, int o, int line, double err, double err_res)
+{
+    double ape = fabs(err);
+    vidur_op_stat *s = &r->ops[o];
+    s->n++;
+    u->ape[o] += ape;
+    u->ape_res[o] += err_res;
+    if (ape > s->worst) {
+        s->worst = ape;
+        s->worst_line = line;
+    }
+    u->all += ape;
+    u->all_n++;
+    if (vidur_op_is_gemm(o)) {
+        u->gemm += ape;
+        u->gemm_n++;
+    }
+}
+
+/* Predicts every op of one row into r and u, and its layer sum (the ops but
+ * the embedding, when every op of the file was predicted), allowing res_ms
+ * per op summed. */
+static void eval_row(const vidur_table *t, const vidur_row *row, const hw_desc *hw,
+                     double res_ms, vidur_report *r, eval_sums *u)
+{
+    double meas_ms = 0, pred_ms = 0;
+    int whole = !t->has[VOP_ALL_REDUCE], summed = 0;
+    int band = vidur_band_of(row->tokens > 0 ? row->tokens : 1);
+    for (int o = 0; o < VOP_COUNT; o++) {
+        if (!t->has[o])
+            continue;
+        if (row->ms[o] <= 0) {
+            whole = 0;
+            continue; /* a zero time has no percentage error */
+        }
+        double pred_s = vidur_predict(row, o, hw);
+        if (pred_s < 0) {
+            whole = 0;
+            continue;
+        }
+        if (o != VOP_EMB) { /* the embedding runs once a forward, not per layer */
+            meas_ms += row->ms[o];
+            pred_ms += pred_s * 1e3;
+            summed++;
+        }
+        double err = (pred_s * 1e3 - row->ms[o]) / row->ms[o] * 100.0;
+        double err_res = vidur_err_beyond(pred_s * 1e3, row->ms[o], res_ms);
+        if (o != VOP_ALL_REDUCE)
+            band_add(&r->bands[o][band], err, err_res);
+        op_add(r, u, o, row->line, err, err_res);
+    }
+    if (!whole || meas_ms <= 0)
+        return;
+    double err = (pred_ms - meas_ms) / meas_ms * 100.0;
+    double err_res = vidur_err_beyond(pred_ms, meas_ms, summed * res_ms);
+    vidur_op_stat *s = &r->layer;
+    s->n++;
+    u->layer += fabs(err);
+    u->layer_res += err_res;
+    u->layer_bias += err;
+    band_add(&r->bands[VOP_COUNT][band], err, err_res);
+    if (fabs(err) > s->worst) {
+        s->worst = fabs(err);
+        s->worst_line = row->line;
+    }
+}
+
+void vidur_evaluate_at(const vidur_table *t, const hw_desc *hw, double res_ms, vidur_report *r)
 {
     memset(r, 0, sizeof *r);
     r->rows = t->n;
-    double sum[VOP_COUNT] = {0}, gemm_sum = 0, all_sum = 0;
-    int gemm_n = 0, all_n = 0;
-    double layer_sum = 0, bias_sum = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        const vidur_row *row = &t->rows[i];
-        double meas_ms = 0, pred_ms = 0;
-        int whole = !t->has[VOP_ALL_REDUCE];
-        for (int o = 0; o < VOP_COUNT; o++) {
-            if (!t->has[o])
-                continue;
-            if (row->ms[o] <= 0) {
-                whole = 0;
-                continue; /* a zero time has no percentage error */
-            }
-            double pred_s = vidur_predict(row, o, hw);
-            if (pred_s < 0) {
-                whole = 0;
-                continue;
-            }
-            if (o != VOP_EMB) { /* the embedding runs once a forward, not per layer */
-                meas_ms += row->ms[o];
-                pred_ms += pred_s * 1e3;
-            }
-            double err = (pred_s * 1e3 - row->ms[o]) / row->ms[o] * 100.0;
-            double ape = fabs(err);
-            if (o != VOP_ALL_REDUCE)
-                band_add(&r->bands[o][vidur_band_of(row->tokens)], err);
-            vidur_op_stat *s = &r->ops[o];
-            s->n++;
-            sum[o] += ape;
-            if (ape > s->worst) {
-                s->worst = ape;
-                s->worst_line = row->line;
-            }
-            all_sum += ape;
-            all_n++;
-            if (vidur_op_is_gemm(o)) {
-                gemm_sum += ape;
-                gemm_n++;
-            }
-        }
-        if (whole && meas_ms > 0) {
-            double err = (pred_ms - meas_ms) / meas_ms * 100.0;
-            vidur_op_stat *s = &r->layer;
-            s->n++;
-            layer_sum += fabs(err);
-            bias_sum += err;
-            band_add(&r->bands[VOP_COUNT][vidur_band_of(row->tokens)], err);
-            if (fabs(err) > s->worst) {
-                s->worst = fabs(err);
-                s->worst_line = row->line;
-            }
-        }
-    }
+    r->res_ms = res_ms > 0 ? res_ms : 0.0;
+    for (int o = 0; o < VOP_ALL_REDUCE; o++)
+        r->layer_ops += o != VOP_EMB && t->has[o] && !t->has[VOP_ALL_REDUCE];
+    eval_sums u = {0};
+    for (size_t i = 0; i < t->n; i++)
+        eval_row(t, &t->rows[i], hw, r->res_ms, r, &u);
     if (r->layer.n) {
-        r->layer.mape = layer_sum / r->layer.n;
-        r->layer_bias = bias_sum / r->layer.n;
+        r->layer.mape = u.layer / r->layer.n;
+        r->layer.mape_res = u.layer_res / r->layer.n;
+        r->layer_bias = u.layer_bias / r->layer.n;
     }
-    for (int o = 0; o < VOP_COUNT; o++)
-        if (r->ops[o].n)
-            r->ops[o].mape = sum[o] / r->ops[o].n;
+    for (int o = 0; o < VOP_COUNT; o++) {
+        if (r->ops[o].n) {
+            r->ops[o].mape = u.ape[o] / r->ops[o].n;
+            r->ops[o].mape_res = u.ape_res[o] / r->ops[o].n;
+        }
+    }
     for (int o = 0; o <= VOP_COUNT; o++)
         for (int b = 0; b < VIDUR_BANDS; b++)
             band_finish(&r->bands[o][b]);
-    r->gemm_mape = gemm_n ? gemm_sum / gemm_n : 0.0;
-    r->overall_mape = all_n ? all_sum / all_n : 0.0;
+    r->gemm_mape = u.gemm_n ? u.gemm / u.gemm_n : 0.0;
+    r->overall_mape = u.all_n ? u.all / u.all_n : 0.0;
+}
+
+void vidur_evaluate(const vidur_table *t, const hw_desc *hw, vidur_report *r)
+{
+    vidur_evaluate_at(t, hw, t->res_ms, r);
 }

@@ -1,8 +1,10 @@
 /*
  * Vidur profiling CSVs (github.com/microsoft/vidur data/profiling/): per-
  * operator times of one transformer layer on H100, and NCCL all-reduce times.
- * Read strictly, predicted with the cost model, summarized as MAPE per op.
- * Used by `tailsim calib vidur` and by the model tests.
+ * Read strictly, predicted with the cost model, summarized as MAPE per op
+ * and token band, with the timing resolution the file's samples were
+ * recorded at and the error beyond it.  Used by `tailsim calib vidur` and by
+ * the model tests.
  */
 #ifndef TS_VIDUR_H
 #define TS_VIDUR_H
@@ -36,13 +38,25 @@ typedef struct vidur_table {
     vidur_row *rows;
     size_t n;
     int has[VOP_COUNT];     /* 1 when the file has a column for the op */
+    /* Timing resolution of the samples, ms: the largest step of
+     * vidur_res_steps_ms that every non-zero .min and .max value of the
+     * known ops is a multiple of; 0 when unknown (no such column, every
+     * value 0, or a value finer than the finest step). */
+    double res_ms;
 } vidur_table;
+
+/* The steps vidur_load() tries, coarsest first, ms: 1 ms down to 1 ns by
+ * factors of ten. */
+#define VIDUR_RES_STEPS 7
+extern const double vidur_res_steps_ms[VIDUR_RES_STEPS];
 
 /* Reads FILE, taking the `stat` column ("median", "mean", "min", "max") of
  * every known op.  An MLP profile needs n_head, n_kv_head, n_embd,
  * n_expanded_embd, vocab_size, use_gated_mlp, num_tokens and
  * num_tensor_parallel_workers; an all-reduce profile needs size and
- * num_workers.  Other columns are ignored.  Lines are bounded and NUL-free
+ * num_workers.  The .min and .max columns of every known op are read too
+ * (they must be times in ms like the chosen one) to find the timing
+ * resolution (t->res_ms).  Other columns are ignored.  Lines are bounded and NUL-free
  * (common/lines.h).  Returns 0, or -1 with a message naming file, line and
  * column (nothing is kept).  Free with vidur_free(). */
 int vidur_load(const char *path, const char *stat, vidur_table *t, ts_err *e);
@@ -53,6 +67,7 @@ typedef struct vidur_op_stat {
     double mape;            /* mean absolute percentage error, % */
     double worst;           /* largest absolute percentage error, % */
     int worst_line;         /* CSV line of the worst case */
+    double mape_res;        /* MAPE beyond the resolution allowance, % (res_ms 0: = mape) */
 } vidur_op_stat;
 
 /* Token bands of `calib vidur --bands` (MLP profiles): 1-32 tokens (decode
@@ -66,6 +81,7 @@ typedef struct vidur_band_stat {
     int n;                  /* predictions in the band */
     double mape;            /* mean absolute percentage error, % */
     double bias;            /* mean signed percentage error, % (> 0: predicted slow) */
+    double mape_res;        /* MAPE beyond the resolution allowance, % (res_ms 0: = mape) */
 } vidur_band_stat;
 
 typedef struct vidur_report {
@@ -83,14 +99,30 @@ typedef struct vidur_report {
      * all-reduce profile. */
     vidur_op_stat layer;
     double layer_bias;
+    /* The step the mape_res figures allow for, ms (0: none, and each
+     * mape_res equals its mape): one step either way for an op, and one
+     * step an op summed for the layer (layer_ops of them). */
+    double res_ms;
+    int layer_ops;          /* ops in each layer sum (the file's ops but emb and all_reduce) */
 } vidur_report;
 
 /* The cost model's time for op of row, in seconds (cost_vidur_op or
  * comm_allreduce); < 0 when the model has no formula for it. */
 double vidur_predict(const vidur_row *row, int op, const hw_desc *hw);
 
+/* A row's percentage error beyond a recording allowance: max(0, |pred -
+ * meas| - allow) / meas x 100, all times in the same unit; meas > 0.  The
+ * part of the error that no rounding or truncation of meas by up to allow
+ * explains.  Cannot fail. */
+double vidur_err_beyond(double pred, double meas, double allow);
+
 /* Predicts every op of every row (cost_vidur_op, comm_allreduce) and
- * summarizes.  Cannot fail. */
+ * summarizes, with the mape_res figures for the file's own resolution
+ * (t->res_ms).  Cannot fail. */
 void vidur_evaluate(const vidur_table *t, const hw_desc *hw, vidur_report *r);
+
+/* The same with the resolution res_ms (ms; <= 0: no allowance) instead of
+ * the file's: `calib vidur --resolution`.  Cannot fail. */
+void vidur_evaluate_at(const vidur_table *t, const hw_desc *hw, double res_ms, vidur_report *r);
 
 #endif
