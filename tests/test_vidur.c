@@ -91,20 +91,25 @@ static void vidur_acceptance(const char *file)
         cr_expect_leq(r.bands[VOP_COUNT][b].mape, 10.0, "%s layer band %d: %.2f%%", file, b,
                       r.bands[VOP_COUNT][b].mape);
     /* issue 18: the elementwise kernels (waves of rows, L2, per-row costs;
-     * models/cost.c ew_kernels) within 9% per op (8.5-13.3% before), the norms
-     * within 8% in every band, and at 1-32 tokens the norms within 3%, RoPE
-     * within 10%, SiLU-and-mul within 17%: the profiles' 1-us resolution
-     * limits what small kernels can show (docs/model.md) */
+     * models/cost.c ew_kernels) within 8% per op (8.5-13.3% before) and 10%
+     * in the bands above 256 tokens, the norms within 8% in every band, and
+     * at 1-32 tokens the norms within 3%, RoPE within 8%, SiLU-and-mul within
+     * 17%: the profiles' 1-us resolution limits what small kernels can show
+     * (docs/model.md) */
     static const int ew_ops[] = {VOP_INPUT_LN, VOP_POST_LN, VOP_ROPE, VOP_ACT, VOP_ADD};
-    for (size_t i = 0; i < sizeof ew_ops / sizeof ew_ops[0]; i++)
-        cr_expect_leq(r.ops[ew_ops[i]].mape, 9.0, "%s %s: MAPE %.2f%%", file,
+    for (size_t i = 0; i < sizeof ew_ops / sizeof ew_ops[0]; i++) {
+        cr_expect_leq(r.ops[ew_ops[i]].mape, 8.0, "%s %s: MAPE %.2f%%", file,
                       vidur_op_names[ew_ops[i]], r.ops[ew_ops[i]].mape);
+        for (int b = 2; b < VIDUR_BANDS; b++)
+            cr_expect_leq(r.bands[ew_ops[i]][b].mape, 10.0, "%s %s band %d: %.2f%%", file,
+                          vidur_op_names[ew_ops[i]], b, r.bands[ew_ops[i]][b].mape);
+    }
     for (int b = 0; b < VIDUR_BANDS; b++) {
         cr_expect_leq(r.bands[VOP_INPUT_LN][b].mape, 8.0, "%s input norm band %d", file, b);
         cr_expect_leq(r.bands[VOP_POST_LN][b].mape, 8.0, "%s post norm band %d", file, b);
     }
     static const struct { int op; double max; } ew[] = {
-        {VOP_INPUT_LN, 3.0}, {VOP_POST_LN, 3.0}, {VOP_ROPE, 10.0}, {VOP_ACT, 17.0},
+        {VOP_INPUT_LN, 3.0}, {VOP_POST_LN, 3.0}, {VOP_ROPE, 8.0}, {VOP_ACT, 17.0},
     };
     for (size_t i = 0; i < sizeof ew / sizeof ew[0]; i++)
         cr_expect_leq(r.bands[ew[i].op][0].mape, ew[i].max, "%s %s 1-32: MAPE %.2f%%", file,
