@@ -46,10 +46,13 @@ typedef enum cost_kernel_kind {
 
 /* One elementwise kernel of `kind` moving `bytes` bytes (the cost model's
  * count: each input read once, each output written once) over `rows` rows
- * (tokens), s: launch_s plus bytes at the kind's fraction of the streaming
- * bandwidth, or one row's bytes at hw->ew_row_bw[kind] when that is longer
- * (the per-row floor; 0: none, and rows < 1 skips it).  Returns 0 for
- * bytes <= 0 or an unknown kind; cannot fail. */
+ * (tokens), s: launch_s and the kind's minimum, plus the longer of the bytes
+ * at the kind's fraction of the streaming bandwidth (faster while they fit
+ * hw->l2_bytes) with a cost per row, and waves of rows (two per SM) each at
+ * one row's bytes over hw->ew_row_bw[kind] (the per-row floor; 0: none,
+ * and rows < 1 skips it); models/cost.c ew_kernels.  Never decreases as
+ * rows grow at a fixed row width.  Returns 0 for bytes <= 0 or an unknown
+ * kind; cannot fail. */
 double cost_kernel(const hw_desc *hw, cost_kernel_kind kind, double bytes, double rows);
 
 /* Decode attention of `batch` sequences, one query token each, over
