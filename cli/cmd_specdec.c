@@ -200,6 +200,10 @@ static int specdec_run(const specdec_opts *o, specdec_out *r, ts_err *e)
     if (scenario_validate(s, e) || scenario_load_models(s, &r->hw, &r->m, e) ||
         scenario_check_fit(s, &r->hw, &r->m, e) || spec_params_check(&s->sp, e))
         return -1;
+    rollout_attn attn; /* every row prices the rollout engine: its attention kernel */
+    if (scenario_rollout_attn(s, &r->hw, &attn, e))
+        return -1;
+    rollout_attn_apply(&r->hw, attn, &r->hw);
     r->kv_cap = mem_kv_capacity(&r->hw, &r->m, s->tp, s->mem_util, s->reserve_gb * 1e9);
     /* both columns on the speculative engine's host settings (CUDA graphs up
      * to spec.graph_max_bs, overlap scheduler per spec.overlap): the choice

@@ -131,9 +131,11 @@ int paper_exp_specdec(const paper_exp *x, paper_ctx *c, ts_err *e)
     for (int i = 0; i < ns; i++)
         if (scenario_set(&s, sets[i], e))
             return -1;
+    rollout_attn attn; /* the rollout engine's attention kernel, as `tailsim specdec` */
     if (scenario_validate(&s, e) || scenario_load_models(&s, &hw, &m, e) ||
-        spec_params_check(&s.sp, e))
+        spec_params_check(&s.sp, e) || scenario_rollout_attn(&s, &hw, &attn, e))
         return -1;
+    rollout_attn_apply(&hw, attn, &hw);
     paper_note_calibration(c, hw.calibration);
     char title[400];
     snprintf(title, sizeof title, "TLT speculative decoding: %s on %s, TP %d, 8k context", m.name,

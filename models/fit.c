@@ -570,6 +570,8 @@ int fit_write_ini(const hw_desc *hw, const char *path, const char *comment, ts_e
         fprintf(f, "train_eff = %.9g\n", hw->train_eff);
     if (hw->attn_fa_version >= 2)
         fprintf(f, "attn_fa_version = %d\n", hw->attn_fa_version);
+    if (hw->attn_fa3 >= 0)
+        fprintf(f, "attn_fa3 = %d\n", hw->attn_fa3);
     static const char *const ew_names[5] = {"add", "act", "rope", "norm", "gather"};
     for (int i = 0; i < 5; i++)
         if (hw->ew_row_bw[i] > 0)

@@ -69,6 +69,7 @@ static const key_spec hw_keys[] = {
     HW_D("efficiency", mem_eff, 0.01, 1, 0),
     HW_D("efficiency", attn_eff, 0.01, 1, 0),
     HW_I("efficiency", attn_fa_version, 2, 3, 0),
+    HW_I("efficiency", attn_fa3, 0, 1, 0),
     HW_D("efficiency", launch_s, 0, 1e-3, 0),
     {"efficiency", "ew_row_bw_add", KT_DOUBLE, offsetof(hw_desc, ew_row_bw[0]), 0, 0, 1e14, 0},
     {"efficiency", "ew_row_bw_act", KT_DOUBLE, offsetof(hw_desc, ew_row_bw[1]), 0, 0, 1e14, 0},
@@ -232,10 +233,12 @@ void hw_path_stem(const char *path, char *buf, size_t n)
 }
 
 /* Parses <dir>/<name>.ini (or the path `name`) into out; the path read goes
- * to path (PATH_SZ bytes). */
+ * to path (PATH_SZ bytes), and, when lines is not NULL, the line each key was
+ * set on (0: absent) to lines[i] for keys[i]. */
 #define PATH_SZ HW_PATH_SZ
 static int parse_file(const char *dir, const char *name, const key_spec *keys, size_t n_keys,
-                      void *out, char *name_out, size_t name_sz, char *path, ts_err *e)
+                      void *out, char *name_out, size_t name_sz, char *path, int *lines,
+                      ts_err *e)
 {
     if (ts_find_data(dir, name, ".ini", path, PATH_SZ, e))
         return -1;
@@ -257,6 +260,33 @@ static int parse_file(const char *dir, const char *name, const key_spec *keys, s
             return ts_errf(e, "%s: missing required key '%s' in section [%s]", path, keys[i].key,
                            keys[i].section);
     hw_path_stem(path, name_out, name_sz);
+    if (lines)
+        memcpy(lines, ps.seen, n_keys * sizeof *lines);
+    return 0;
+}
+
+/* The line of hw_keys' row for key (0: not set). */
+static int key_line(const int *lines, const char *key)
+{
+    for (size_t i = 0; i < sizeof hw_keys / sizeof hw_keys[0]; i++)
+        if (!strcmp(hw_keys[i].key, key))
+            return lines[i];
+    return 0;
+}
+
+/* attn_fa3 against attn_fa_version: absent, it follows the version (an INI
+ * that prices prefill with FlashAttention-3 runs it); set to 0 beside version
+ * 3 it contradicts it.  Returns 0, or -1 with "PATH:LINE: key ..." in e. */
+static int check_attn(hw_desc *d, const char *path, const int *lines, ts_err *e)
+{
+    if (d->attn_fa3 < 0) {
+        d->attn_fa3 = d->attn_fa_version == 3;
+        return 0;
+    }
+    if (d->attn_fa3 == 0 && d->attn_fa_version == 3)
+        return ts_errf(e, "%s:%d: key 'attn_fa3': 0 (FlashAttention-3 does not run on this GPU) "
+                          "contradicts attn_fa_version = 3 on line %d",
+                       path, key_line(lines, "attn_fa3"), key_line(lines, "attn_fa_version"));
     return 0;
 }
 
@@ -273,6 +303,7 @@ static int load_ini(const char *name, hw_desc *hw, char *ini, ts_err *e)
     d.mem_eff = 0.83;
     d.attn_eff = 0.38;
     d.attn_fa_version = 0;     /* attn_eff at every length */
+    d.attn_fa3 = -1;           /* from attn_fa_version (check_attn) */
     d.launch_s = 1.5e-6;
     d.tile_m = 128;
     d.tile_n = 64;
@@ -295,8 +326,10 @@ static int load_ini(const char *name, hw_desc *hw, char *ini, ts_err *e)
     d.host_bytes = 2.0e12;
     snprintf(d.calibration, sizeof d.calibration, "defaults (uncalibrated)");
     _Static_assert(sizeof hw_keys / sizeof hw_keys[0] <= MAX_KEYS, "raise MAX_KEYS");
+    int lines[MAX_KEYS];
     if (parse_file("models/hw", name, hw_keys, sizeof hw_keys / sizeof hw_keys[0], &d,
-                   d.name, sizeof d.name, ini, e))
+                   d.name, sizeof d.name, ini, lines, e) ||
+        check_attn(&d, ini, lines, e))
         return -1;
     *hw = d;
     return 0;
@@ -329,7 +362,7 @@ int llm_load(const char *name, llm_desc *m, ts_err *e)
     _Static_assert(sizeof llm_keys / sizeof llm_keys[0] <= MAX_KEYS, "raise MAX_KEYS");
     char path[PATH_SZ];
     if (parse_file("models/llm", name, llm_keys, sizeof llm_keys / sizeof llm_keys[0], &d,
-                   d.name, sizeof d.name, path, e))
+                   d.name, sizeof d.name, path, NULL, e))
         return -1;
     *m = d;
     return 0;

@@ -27,7 +27,11 @@ typedef struct hw_desc {
     double attn_eff;        /* fraction of peak_flops reached by prefill attention */
     int attn_fa_version;    /* 2 or 3: prefill/chunk attention efficiency by length from
                              * FlashAttention-2's or -3's published H100 table
-                             * (models/cost.c); 0 (absent): attn_eff for every length */
+                             * (models/cost.c); 0 (absent): attn_eff for every length;
+                             * a rollout engine may run another (rollout.attn) */
+    int attn_fa3;           /* 1: FlashAttention-3 runs on this GPU (Hopper), so a rollout
+                             * engine may select it (rollout.attn = fa3); 0: it does not;
+                             * absent: 1 exactly when attn_fa_version is 3 */
     double launch_s;        /* fixed cost per kernel launch, s */
     /* per-row floor of the elementwise kernels (one thread block works through
      * one row): bytes/s one row streams at, per kernel class in the order of

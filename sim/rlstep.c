@@ -67,6 +67,8 @@ int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
     cfg->max_response = s->max_response;
     cfg->keep_kv_during_tool = s->keep_kv_during_tool;
     cfg->tool_concurrency = s->tool_concurrency;
+    if (scenario_rollout_attn(s, hw, &cfg->attn, e))
+        return -1;
     if (rollout_placement_parse(s->placement, &cfg->placement))
         return ts_errf(e, "%s: key 'rollout.placement': not balanced, trace or round-robin",
                        s->path);

@@ -44,7 +44,9 @@ typedef struct rlstep_result {
 double rlstep_longest(const scenario *s, const trace *t);
 
 /* Builds the rollout configuration of a scenario (KV capacity from the memory
- * model).  Returns 0, or -1 when the model does not fit on a TP group. */
+ * model, the engine's attention kernel from rollout.attn).  Returns 0, or -1
+ * when the model does not fit on a TP group or hw cannot run rollout.attn's
+ * kernel (scenario_rollout_attn). */
 int rlstep_rollout_cfg(const scenario *s, const hw_desc *hw, const llm_desc *m,
                        rollout_cfg *cfg, ts_err *e);
 

@@ -59,8 +59,37 @@ typedef enum rollout_placement {
  * Returns 0, or -1 for any other name.  Cannot fail otherwise. */
 int rollout_placement_parse(const char *name, rollout_placement *p);
 
+/* The attention kernel of the rollout engine (rollout.attn; sim/rollout_attn.c):
+ * which rule prices its prefill, chunk and speculative-verify attention. */
+typedef enum rollout_attn {
+    ROLLOUT_ATTN_HW = 0,    /* the hardware INI's attn_fa_version (the default) */
+    ROLLOUT_ATTN_FLAT,      /* attn_eff at every length (attn_fa_version 0) */
+    ROLLOUT_ATTN_FA2,       /* FlashAttention-2's published table (attn_fa_version 2) */
+    ROLLOUT_ATTN_FA3        /* FlashAttention-3's (attn_fa_version 3) */
+} rollout_attn;
+
+/* The kernel called name ("hw", "flat", "fa2", "fa3") into *a.  Returns 0, or
+ * -1 for any other name.  Cannot fail otherwise. */
+int rollout_attn_parse(const char *name, rollout_attn *a);
+
+/* The name of a (a static string; "?" outside the enum).  Cannot fail. */
+const char *rollout_attn_name(rollout_attn a);
+
+/* Whether an engine on hw can run a.  Returns 0, or -1 with e set, the
+ * message starting with a's name: fa3 on a GPU whose INI does not set
+ * attn_fa3 = 1 (FlashAttention-3 is Hopper-only), fa2/fa3 on one whose INI
+ * leaves attn_fa_version unset (the published tables are H100's), a value
+ * outside the enum. */
+int rollout_attn_check(const hw_desc *hw, rollout_attn a, ts_err *e);
+
+/* Copies hw to *out (out may be hw) with attn_fa_version set for a: hw's own
+ * for ROLLOUT_ATTN_HW, 0, 2 or 3 for flat, fa2, fa3.  Checks nothing
+ * (rollout_attn_check does); cannot fail. */
+void rollout_attn_apply(const hw_desc *hw, rollout_attn a, hw_desc *out);
+
 typedef struct rollout_cfg {
-    const hw_desc *hw;
+    const hw_desc *hw;      /* the hardware; the engine prices its iterations on a
+                             * copy with `attn` applied (rollout_attn_apply) */
     const llm_desc *llm;
     int tp;                 /* GPUs per replica */
     int replicas;           /* replica count */
@@ -106,6 +135,7 @@ typedef struct rollout_cfg {
                              * only when the replica could not progress otherwise); 0:
                              * its KV becomes prefix cache that new work may evict */
     int tool_concurrency;   /* tool calls running at once, all replicas (0: unlimited) */
+    rollout_attn attn;      /* the engine's attention kernel (zero: the hardware's) */
 } rollout_cfg;
 
 /* Per-replica outcome. */
@@ -213,12 +243,15 @@ int rollout_place(const trace *t, int replicas, rollout_placement rule, int rank
  * are complete when set).  Returns 0 and fills *res (free with
  * rollout_result_free), or -1: a request that can never fit in the KV cache,
  * a start_gen outside [0, length), a place outside the replicas, a placement
- * that rollout_place() refuses, allocation failure. */
+ * that rollout_place() refuses, an attention kernel (attn) that
+ * rollout_attn_check() refuses on cfg->hw, allocation failure.  The engine's
+ * iterations are priced on cfg->hw with cfg->attn applied. */
 int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_err *e);
 void rollout_result_free(rollout_result *res);
 
 /* Decode tokens/s of one replica at full batch for trace t's lengths, and
- * that batch (rollout_result's full_rate and full_batch).  Cannot fail. */
+ * that batch (rollout_result's full_rate and full_batch), on cfg->hw with
+ * cfg->attn applied.  Cannot fail. */
 void rollout_full_rate(const rollout_cfg *cfg, const trace *t, double *rate, double *batch);
 
 #endif

@@ -59,7 +59,9 @@ void rollout_full_rate(const rollout_cfg *cfg, const trace *t, double *rate, dou
     double batch = fmin((double)cfg->max_running, floor(cfg->kv_tokens / fmax(ctx, 1)));
     if (batch < 1)
         batch = 1;
-    double dt = cost_decode_iter(cfg->hw, cfg->llm, cfg->tp, (int)batch, batch * ctx);
+    hw_desc hw; /* the engine's attention kernel (decode prices none of it today) */
+    rollout_attn_apply(cfg->hw, cfg->attn, &hw);
+    double dt = cost_decode_iter(&hw, cfg->llm, cfg->tp, (int)batch, batch * ctx);
     *batch_out = batch;
     *rate = batch / dt;
 }
@@ -77,6 +79,8 @@ static int run_check(const rollout_cfg *cfg, size_t n, ts_err *e)
         return -1;
     if (cfg->spot && drafter_params_check(&cfg->dp, e))
         return -1;
+    if (rollout_attn_check(cfg->hw, cfg->attn, e))
+        return ts_err_prefix(e, "rollout.attn = ");
     return 0;
 }
 
@@ -480,8 +484,15 @@ int rollout_run(const rollout_cfg *cfg, const trace *t, rollout_result *res, ts_
     size_t n = trace_n_responses(t);
     if (run_check(cfg, n, e))
         return -1;
+    /* the engine prices its iterations on a copy of the hardware with its own
+     * attention kernel (rollout.attn); the spot trainer (run_metrics) keeps
+     * cfg's */
+    hw_desc hw;
+    rollout_attn_apply(cfg->hw, cfg->attn, &hw);
+    rollout_cfg eng = *cfg;
+    eng.hw = &hw;
     sim s = {0};
-    s.cfg = cfg;
+    s.cfg = &eng;
     s.e = e;
     if (cfg->spec != SPEC_OFF && cfg->sp.bandit &&
         (s.n_arms = spec_arms_parse(cfg->sp.arms, s.arms, e)) < 0)

@@ -47,6 +47,7 @@ const key_def scn_keys[] = {
     {"rollout", "placement", K_STR, OFF(placement), 0, 16, "prompts to replicas: balanced (VeRL's equal chunks) | trace (recorded dp_rank) | round-robin"},
     {"rollout", "keep_kv_during_tool", K_BOOL, OFF(keep_kv_during_tool), 0, 1, "multi-turn: a trajectory keeps its KV while its tool runs (false: it becomes evictable prefix cache)"},
     {"rollout", "tool_concurrency", K_INT, OFF(tool_concurrency), 0, 1 << 20, "multi-turn: tool calls running at once, all replicas (0: unlimited)"},
+    {"rollout", "attn", K_STR, OFF(attn), 0, 8, "attention kernel of prefill/chunk/verify: hw (the hardware INI's attn_fa_version) | flat (attn_eff at every length) | fa2 | fa3 (FlashAttention-2/3's published H100 table by length)"},
     {"train", "reward_per_response_s", K_DBL, OFF(reward_per_response_s), 0, 3600, "reward time per response, s"},
     {"train", "reward_step_s", K_DBL, OFF(reward_step_s), 0, 86400, "reward time per step, s"},
     {"train", "micro_batch_tokens", K_INT, OFF(micro_batch_tokens), 256, 16777216, "tokens per micro-batch"},
@@ -164,6 +165,7 @@ void scenario_defaults(scenario *s)
     s->overlap = 1;
     snprintf(s->placement, sizeof s->placement, "balanced");
     snprintf(s->engine, sizeof s->engine, "graph");
+    snprintf(s->attn, sizeof s->attn, "hw");
     s->spec_graph_max_bs = 32; /* fastrl's sglang_rollout.py: cuda_graph_max_bs 32 */
     s->spec_overlap = 0;       /* and disable_overlap_schedule True */
     s->reward_per_response_s = 0.0;
@@ -423,6 +425,10 @@ static int set_key(scenario *s, const char *section, const char *key, const char
         gen_turns gt;
         if (k->off == OFF(turn_probs) && gen_parse_turn_probs(val, &gt, e))
             return ts_err_prefix(e, "key '%s.%s': ", section, key);
+        rollout_attn at;
+        if (k->off == OFF(attn) && rollout_attn_parse(val, &at))
+            return ts_errf(e, "key '%s.%s': '%s' is not hw, flat, fa2 or fa3", section, key,
+                           ts_quote(val, TS_QUOTE_MAX, q, sizeof q));
         rollout_placement pl;
         if (k->off == OFF(placement) && rollout_placement_parse(val, &pl))
             return ts_errf(e, "key '%s.%s': '%s' is not balanced, trace or round-robin", section,
@@ -548,6 +554,17 @@ host_mode scenario_host_mode(const scenario *s, int speculative)
     int g = s->graph_max_bs > 0 ? s->graph_max_bs : (s->tp >= 4 ? 512 : 256);
     return (host_mode){.on = 1, .graph_max_bs = graph ? g : 0, .overlap = s->overlap,
                        .graph = graph};
+}
+
+int scenario_rollout_attn(const scenario *s, const hw_desc *hw, rollout_attn *a, ts_err *e)
+{
+    char q[TS_QUOTE_BUF];
+    if (rollout_attn_parse(s->attn, a))
+        return ts_errf(e, "%s: key 'rollout.attn': '%s' is not hw, flat, fa2 or fa3", s->path,
+                       ts_quote(s->attn, TS_QUOTE_MAX, q, sizeof q));
+    if (rollout_attn_check(hw, *a, e))
+        return ts_err_prefix(e, "%s: key 'rollout.attn': ", s->path);
+    return 0;
 }
 
 int scenario_validate(const scenario *s, ts_err *e)

@@ -15,6 +15,7 @@
 
 #include "common/err.h"
 #include "models/hw.h"
+#include "sim/rollout.h"
 #include "sim/specdec.h"
 #include "models/cost_host.h"
 #include "traces/gen.h"
@@ -90,6 +91,8 @@ typedef struct scenario {
     int tool_concurrency;    /* multi-turn: tool calls at once, all replicas (0: unlimited) */
     char engine[8];          /* graph: decode steps up to graph_max_bs replay CUDA graphs
                               * (custom all-reduce); eager: every step eager (issue 18) */
+    char attn[8];            /* the engine's attention kernel: hw | flat | fa2 | fa3
+                              * (sim/rollout.h rollout_attn; issue 18) */
     /* [train] */
     double reward_per_response_s; /* reward time per response, s */
     double reward_step_s;    /* fixed reward time per step, s */
@@ -228,6 +231,13 @@ int scenario_spec_mode(const scenario *s, int *mode, ts_err *e);
  * graph_max_bs 0 means SGLang's default on an 80 GB GPU (512 at TP >= 4, 256
  * below).  `speculative` selects which, whatever spec.mode says.  Cannot fail. */
 host_mode scenario_host_mode(const scenario *s, int speculative);
+
+/* The rollout engine's attention kernel (rollout.attn) into *a, checked
+ * against the hardware it runs on (rollout_attn_check).  Returns 0, or -1
+ * with e naming the scenario and the key: an unknown name, fa3 on a GPU
+ * without FlashAttention-3 (attn_fa3), fa2/fa3 on one without the published
+ * table (attn_fa_version unset). */
+int scenario_rollout_attn(const scenario *s, const hw_desc *hw, rollout_attn *a, ts_err *e);
 
 /* Cross-field checks (GPUs within [1, SCN_MAX_GPUS], TP divides GPUs, ...).
  * Returns 0 or -1. */

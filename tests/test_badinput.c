@@ -279,7 +279,18 @@ static const bad_case cases[] = {
     {"set_gen_turns_probs", "s.ini", SCN(""), T "rollout $D/s.ini --set trace.turns=search-r1 --set trace.turn_probs=0.6,0.6 --db $D/r.db", 1, "--set", "trace.turn_probs", "r.db"},
     {"gen_cli_turns_probs", NULL, "", T "trace gen --turns search-r1:0.2,0.2 --prompts 2 --group 2 --seed 1 -o $D/t.jsonl", 2, "--turns 'search-r1:0.2,0.2'", "sum to 0.4, not 1", "t.jsonl"},
     {"gen_cli_turns_unknown", NULL, "", T "trace gen --turns swe --prompts 2 --group 2 --seed 1 -o $D/t.jsonl", 2, "--turns 'swe'", "expected search-r1", "t.jsonl"},
+#define HWI "[gpu]\npeak_flops = 989e12\nhbm_bw = 3.35e12\nhbm_bytes = 85e9\nsms = 132\n[interconnect]\nnvlink_bw = 450e9\nnvlink_lat = 0.75e-6\nnic_bw = 50e9\nnic_lat = 5e-6\ngpus_per_node = 8\n[efficiency]\n"
+    /* the rollout engine's attention kernel (issue 18 item 3): rollout.attn and
+     * the hardware's attn_fa3 name file, line and key */
+    {"scn_attn_unknown", "s.ini", SCN("[rollout]\nattn = fa4\n"), T "rollout $D/s.ini --db $D/r.db", 1, "s.ini:7", "'rollout.attn': 'fa4' is not hw, flat, fa2 or fa3", "r.db"},
+    {"set_attn_unknown", "s.ini", SCN(""), T "rlstep $D/s.ini --set rollout.attn=FA3 --db $D/r.db", 1, "--set", "rollout.attn", "r.db"},
+    {"scn_attn_fa3_a100", "s.ini", "[cluster]\ngpus = 8\nhw = a100\n[model]\nname = qwen2.5-7b\n[rollout]\nattn = fa3\n", T "rlstep $D/s.ini --db $D/r.db", 1, "s.ini: key 'rollout.attn': fa3", "attn_fa3", "r.db"},
+    {"specdec_attn_fa3_a100", "s.ini", "[cluster]\ngpus = 8\nhw = a100\n[model]\nname = qwen2.5-7b\n[rollout]\nattn = fa3\n", T "specdec $D/s.ini", 1, "s.ini: key 'rollout.attn': fa3", "attn_fa3", NULL},
+    {"set_attn_fa2_a100", "s.ini", SCN(""), T "rollout $D/s.ini --set cluster.hw=a100 --set rollout.attn=fa2 --db $D/r.db", 1, "key 'rollout.attn': fa2", "attn_fa_version", "r.db"},
+    {"hw_attn_fa3_contradicts", "g.ini", HWI "attn_fa_version = 3\nattn_fa3 = 0\n", T "rollout qwen7b-64gpu --set cluster.hw=$PWD/$D/g.ini --db $D/r.db", 1, "g.ini:14: key 'attn_fa3'", "attn_fa_version = 3 on line 13", "r.db"},
+    {"hw_attn_fa3_range", "g.ini", HWI "attn_fa3 = 2\n", T "rollout qwen7b-64gpu --set cluster.hw=$PWD/$D/g.ini --db $D/r.db", 1, "g.ini:13", "attn_fa3", "r.db"},
 };
+#undef HWI
 #define N_CASES (sizeof cases / sizeof cases[0])
 
 /* The parameters are indices: Criterion runs each case in a fresh process of
