@@ -398,8 +398,8 @@ Test(turns, eviction_recomputes_the_context, .init = load_models)
  * of the model (not of the multi-turn path) regenerates them, saying so in
  * its commit: build/tailsim rlstep S --json --no-wall >tests/golden/rlstep-S.json
  * (last: the elementwise kernels' waves, L2 and per-row costs and launch_s
- * 1.5 -> 1.0 us, issue 18: the 7B verl step 129.8 -> 128.8 s, DAPO 166.0 ->
- * 165.2 s; before it, training GEMMs at train_eff 0.45, issue 18 item 5: the
+ * 1.5 -> 1.0 us, then RoPE's refit and the add's L2 footprint, issue 18: the
+ * 7B verl step 129.8 -> 128.6 s, DAPO 166.0 -> 164.9 s; before it, training GEMMs at train_eff 0.45, issue 18 item 5: the
  * 7B verl step 119.2 -> 125.3 s, DAPO 133.1 -> 161.4 s; before that, item 4's
  * attention table, +0.001 s, and the review's custom all-reduce in eager
  * steps: the DAPO verl rollout 86.35 -> 86.15 s). */
