@@ -10,8 +10,7 @@
  * kernels' partial sums and gemm_lat_s of pipeline fill.  Its memory side
  * streams A, B and C once, (m*k + k*n + m*n) * 2 bytes, at hbm_bw *
  * gemm_mem_eff plus a fill that grows with the bytes (so small-batch decode
- * is bound by reading the weights), or, for a compute-bound GEMM whose
- * operand panels outgrow the L2, their re-reads.  The GEMM takes the longer
+ * is bound by reading the weights).  The GEMM takes the longer
  * side plus gemm_mix of the shorter (the kernels overlap the two only in
  * part).  Every term, and so the minimum over kernels and splits, never
  * decreases as the token count m grows.  The H100 fit (models/hw/h100.ini)
@@ -144,23 +143,16 @@ static double gemm_kernel_time(const hw_desc *hw, double m, double n, double k, 
 /* cost_gemm() with base compute efficiency `base` (gemm_eff, or train_eff
  * for a training step's GEMMs).  Compute side: the fastest kernel of
  * hw->gemm_tiles (one tile_m x tile_n kernel when the list is empty), each
- * at base x its relative efficiency, plus gemm_lat_s.  Memory side: the operand traffic at hbm_bw x gemm_mem_eff
- * plus gemm_mem_lat_s (< 0: gemm_lat_s) and the fill that grows with the
- * bytes; the traffic is A, B and C once, or, when the operand panels a
- * compute-bound GEMM reuses outgrow gemm_l2_bytes, the panels' re-reads
- * (square output blocks of L2 / 4k rows and columns: 16 m n k^2 / L2 bytes).
- * The longer side plus gemm_mix of the shorter, after launch_s.  Both sides
- * and their combination never decrease as m grows. */
+ * at base x its relative efficiency, plus gemm_lat_s.  Memory side: A, B
+ * and C read or written once at hbm_bw x gemm_mem_eff, plus gemm_mem_lat_s
+ * (< 0: gemm_lat_s) and the fill that grows with the bytes.  The longer
+ * side plus gemm_mix of the shorter, after launch_s.  Both sides and their
+ * combination never decrease as m grows. */
 static double gemm_time(const hw_desc *hw, double m, double n, double k, double base)
 {
     double gme = hw->gemm_mem_eff > 0 ? hw->gemm_mem_eff : hw->mem_eff;
     double hbm = hw->hbm_bw * gme;
     double bytes = 2.0 * (m * k + k * n + m * n);
-    if (hw->gemm_l2_bytes > 0) {
-        double panels = 16.0 * m * n * k * k / hw->gemm_l2_bytes;
-        if (panels > bytes)
-            bytes = panels;
-    }
     double t_mem = bytes / hbm + (hw->gemm_mem_lat_s >= 0 ? hw->gemm_mem_lat_s : hw->gemm_lat_s);
     if (hw->gemm_mem_fill_s > 0)
         t_mem += hw->gemm_mem_fill_s * bytes / (bytes + hw->gemm_mem_fill_bytes);

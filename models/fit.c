@@ -560,8 +560,8 @@ int fit_write_ini(const hw_desc *hw, const char *path, const char *comment, ts_e
                "gemm_mem_fill_bytes = %.9g\ncar_lat_s = %.9g\ncar_max_bytes = %.9g\n",
             hw->gemm_mem_eff, hw->gemm_mem_fill_s, hw->gemm_mem_fill_bytes, hw->car_lat_s,
             hw->car_max_bytes);
-    fprintf(f, "gemm_splitk_bytes = %.9g\ngemm_mix = %.9g\ngemm_l2_bytes = %.9g\n",
-            hw->gemm_splitk_bytes, hw->gemm_mix, hw->gemm_l2_bytes);
+    fprintf(f, "gemm_splitk_bytes = %.9g\ngemm_mix = %.9g\n", hw->gemm_splitk_bytes,
+            hw->gemm_mix);
     if (hw->n_gemm_tiles > 0) {
         fputs("gemm_tiles =", f);
         for (int i = 0; i < hw->n_gemm_tiles; i++)

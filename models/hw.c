@@ -84,7 +84,6 @@ static const key_spec hw_keys[] = {
     {"efficiency", "gemm_tiles", KT_TILES, offsetof(hw_desc, gemm_tiles), 0, 0, 0, 0},
     HW_D("efficiency", gemm_splitk_bytes, 0, 64, 0),
     HW_D("efficiency", gemm_mix, 0, 1, 0),
-    HW_D("efficiency", gemm_l2_bytes, 0, 1e10, 0),
     HW_D("efficiency", ar_eff, 0.01, 1, 0),
     HW_D("efficiency", coll_lat_s, 0, 1e-2, 0),
     HW_D("efficiency", coll_lat_graph_s, 0, 1e-2, 0),
@@ -350,7 +349,6 @@ static int load_ini(const char *name, hw_desc *hw, char *ini, ts_err *e)
     d.n_gemm_tiles = 0;        /* one tile_m x tile_n kernel */
     d.gemm_splitk_bytes = 0;
     d.gemm_mix = 0;
-    d.gemm_l2_bytes = 0;
     d.ar_eff = 0.77;
     d.coll_lat_s = 20e-6;
     d.coll_lat_graph_s = -1;   /* coll_lat_s */

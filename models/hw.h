@@ -53,8 +53,6 @@ typedef struct hw_desc {
                                * through HBM to reduce its partial sums (0: free) */
     double gemm_mix;        /* fraction of the shorter of a GEMM's compute and memory sides
                              * not hidden behind the longer (0: the longer alone) */
-    double gemm_l2_bytes;   /* bytes of L2 a compute-bound GEMM keeps operand panels in
-                             * (0: every operand read from HBM once) */
     /* memory-bound (skinny, decode-sized) GEMMs stream their operands at
      * hbm_bw * gemm_mem_eff after launch_s + gemm_mem_lat_s + gemm_mem_fill_s *
      * bytes / (bytes + gemm_mem_fill_bytes); defaults (absent keys) give the

@@ -215,11 +215,11 @@ Test(models, gemm_is_monotone_and_roofline_bound)
         cr_expect_gt(t, floor_m);
     }
     cr_expect_eq(cost_gemm(&h100, 0, 10, 10), 0.0);
-    /* a large GEMM runs near gemm_eff of peak: its last wave and gemm_mix of
-     * its operand panels' traffic (16 m n k^2 / gemm_l2_bytes) take ~11% */
+    /* a large GEMM runs near gemm_eff of peak: its last wave, gemm_lat_s and
+     * gemm_mix of its memory side take ~6% */
     double t = cost_gemm(&h100, 8192, 8192, 8192);
     double eff = 2.0 * 8192.0 * 8192.0 * 8192.0 / t / h100.peak_flops;
-    cr_expect(eff > 0.85 * h100.gemm_eff && eff <= h100.gemm_eff, "eff %.3f", eff);
+    cr_expect(eff > 0.9 * h100.gemm_eff && eff <= h100.gemm_eff, "eff %.3f", eff);
 }
 
 Test(models, more_tokens_never_cheaper)

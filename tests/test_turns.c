@@ -398,8 +398,8 @@ Test(turns, eviction_recomputes_the_context, .init = load_models)
  * of the model (not of the multi-turn path) regenerates them, saying so in
  * its commit: build/tailsim rlstep S --json --no-wall >tests/golden/rlstep-S.json
  * (last: issue 18's GEMM kernel model, the fastest of gemm_tiles' kernels:
- * the 7B verl step 129.8 -> 131.7 s, update 29.8 -> 31.7 s, DAPO 166.0 ->
- * 165.4 s; before it, training GEMMs at train_eff 0.45, issue 18 item 5: the 7B verl
+ * the 7B verl step 129.8 -> 130.1 s, update 29.8 -> 30.2 s, DAPO 166.0 ->
+ * 165.5 s; before it, training GEMMs at train_eff 0.45, issue 18 item 5: the 7B verl
  * step 119.2 -> 125.3 s, DAPO 133.1 -> 161.4 s; before it, item 4's
  * attention table, +0.001 s, and the review's custom all-reduce in eager
  * steps: the DAPO verl rollout 86.35 -> 86.15 s). */
