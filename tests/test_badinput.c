@@ -279,6 +279,20 @@ static const bad_case cases[] = {
     {"set_gen_turns_probs", "s.ini", SCN(""), T "rollout $D/s.ini --set trace.turns=search-r1 --set trace.turn_probs=0.6,0.6 --db $D/r.db", 1, "--set", "trace.turn_probs", "r.db"},
     {"gen_cli_turns_probs", NULL, "", T "trace gen --turns search-r1:0.2,0.2 --prompts 2 --group 2 --seed 1 -o $D/t.jsonl", 2, "--turns 'search-r1:0.2,0.2'", "sum to 0.4, not 1", "t.jsonl"},
     {"gen_cli_turns_unknown", NULL, "", T "trace gen --turns swe --prompts 2 --group 2 --seed 1 -o $D/t.jsonl", 2, "--turns 'swe'", "expected search-r1", "t.jsonl"},
+    /* the GEMM kernel model (issue 18): gemm_tiles and its companions name
+     * file, line and key */
+#define HW_EFF "[gpu]\npeak_flops = 989e12\nhbm_bw = 3.35e12\nhbm_bytes = 85e9\nsms = 132\n[interconnect]\nnvlink_bw = 450e9\nnvlink_lat = 0.75e-6\nnic_bw = 50e9\nnic_lat = 5e-6\ngpus_per_node = 8\n[efficiency]\n"
+#define HW_RUN T "rollout qwen7b-64gpu --set cluster.hw=$PWD/$D/g.ini --db $D/r.db"
+    {"hw_gemm_tiles_no_rel", "g.ini", HW_EFF "gemm_tiles = 64x128 128x256:1\n", HW_RUN, 1, "g.ini:13", "'gemm_tiles': kernel 1 is not ROWSxCOLS:REL", "r.db"},
+    {"hw_gemm_tiles_rel_zero", "g.ini", HW_EFF "gemm_tiles = 64x128:0.5 128x256:0\n", HW_RUN, 1, "g.ini:13", "'gemm_tiles': kernel 2 is not ROWSxCOLS:REL", "r.db"},
+    {"hw_gemm_tiles_huge", "g.ini", HW_EFF "gemm_tiles = 64x4096:1\n", HW_RUN, 1, "g.ini:13", "'gemm_tiles': kernel 1", "r.db"},
+    {"hw_gemm_tiles_repeat", "g.ini", HW_EFF "gemm_tiles = 64x128:1 64x128:0.5\n", HW_RUN, 1, "g.ini:13", "repeats tile 64x128", "r.db"},
+    {"hw_gemm_tiles_too_many", "g.ini", HW_EFF "gemm_tiles = 8x8:1 16x16:1 32x32:1 64x64:1 128x128:1\n", HW_RUN, 1, "g.ini:13", "more than 4 kernels", "r.db"},
+    {"hw_gemm_tiles_empty", "g.ini", HW_EFF "gemm_tiles =\n", HW_RUN, 1, "g.ini:13", "'gemm_tiles': no kernel given", "r.db"},
+    {"hw_gemm_mix_range", "g.ini", HW_EFF "gemm_mix = 1.5\n", HW_RUN, 1, "g.ini:13", "gemm_mix", "r.db"},
+    {"hw_gemm_splitk_negative", "g.ini", HW_EFF "gemm_splitk_bytes = -2\n", HW_RUN, 1, "g.ini:13", "gemm_splitk_bytes", "r.db"},
+#undef HW_RUN
+#undef HW_EFF
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
