@@ -2,23 +2,19 @@
  * Cost model: seconds of GPU time for the operations the simulator prices.
  *
  * Everything is a roofline over FLOPs and bytes with the achieved-efficiency
- * parameters of hw_desc; nothing is a table lookup.  A GEMM is
- *
- *     t = launch_s + gemm_lat_s + max(t_compute, t_memory)
- *
- * where t_memory streams A, B and C once, (m*k + k*n + m*n) * 2 bytes, at
- * hbm_bw * mem_eff (so small-batch decode is bound by reading the weights),
- * and t_compute counts whole waves of output tiles: the output is cut into
- * ceil(m/tile_m) * ceil(n/tile_n) tiles, the SMs take them `sms` at a time,
- * and a partly filled last wave costs as much as a full one.  When there are
- * fewer tiles than SMs the library splits K over the idle SMs (split-K, in
- * slices at least 256 deep), so the one wave is that much shorter.  The
- * padded FLOPs of the waves run at peak_flops * gemm_eff * F / (F +
- * gemm_half_flops): with F the padded FLOPs, t_compute = (F + half) /
- * (peak * gemm_eff), which never decreases as the GEMM grows.  gemm_lat_s is
- * the pipeline fill and drain every GEMM pays on top of the launch.  The H100
- * fit (models/hw/h100.ini) put the small-GEMM losses in gemm_lat_s and tile
- * quantization and left gemm_half_flops at 0.
+ * parameters of hw_desc; nothing is a table lookup.  A GEMM (gemm_time) is
+ * priced the way cuBLAS runs it: as the fastest of a few kernels
+ * (hw->gemm_tiles: an output tile and its efficiency relative to gemm_eff),
+ * each run unsplit or split-K, each as whole waves of tiles over the SMs (a
+ * partly filled last wave costs as much as a full one) plus the split
+ * kernels' partial sums and gemm_lat_s of pipeline fill.  Its memory side
+ * streams A, B and C once, (m*k + k*n + m*n) * 2 bytes, at hbm_bw *
+ * gemm_mem_eff plus a fill that grows with the bytes (so small-batch decode
+ * is bound by reading the weights).  The GEMM takes the longer
+ * side plus gemm_mix of the shorter (the kernels overlap the two only in
+ * part).  Every term, and so the minimum over kernels and splits, never
+ * decreases as the token count m grows.  The H100 fit (models/hw/h100.ini)
+ * is two kernels, 64x128 and 128x256.
  *
  * Elementwise kernels (norms, RoPE, activation, residual add, embedding
  * gather) are streaming kernels: launch_s plus bytes over the streaming
@@ -165,67 +161,76 @@ double cost_stream(const hw_desc *hw, double bytes)
     return hw->launch_s + bytes / (hw->hbm_bw * hw->mem_eff);
 }
 
-/* Compute efficiency of a GEMM relative to gemm_eff (hw->gemm_m_eff = 1), by
- * the rows its padded work amounts to (mp = padded FLOPs / (2 x padded n x
- * k): whole tiles, whole waves, split-K): piecewise linear in log2(mp)
- * between the knots 128, 256, ..., 4096 and flat outside.  cuBLAS picks its
- * kernel (tile shape, stages, split-K) by shape, and the kernels it picks for
- * 256-1024 rows reach less of the peak than those for thousands; one tile row
- * (mp = 128) runs split-K over idle SMs at ~0.85 of peak.  A function of the
- * padded work that rises by far less than the work per octave, it keeps
- * cost_gemm() non-decreasing in m.  Fitted by coordinate descent together with
- * the memory-bound terms (models/hw/h100.ini) to the four GEMM ops of both of
- * Vidur's H100 MLP profiles (../shared/profiles/vidur-h100, nothing else). */
-static const double gemm_m_table[6] = {1.139, 0.829, 0.985, 0.948, 1.024, 1.000};
+/* The split-K factors a kernel may run with, and the shallowest K slice it
+ * splits into (two 64-deep k-blocks).  cuBLAS's split-K kernels cut K into
+ * a few slices; which one it runs is part of the kernel choice below. */
+static const double gemm_splits[] = {1.0, 2.0, 4.0, 8.0, 16.0};
+#define GEMM_SLICE_MIN 128.0
 
-static double gemm_m_factor(double mp)
+/* Compute side of one GEMM on the kernel of tile tm x tn whose rate is
+ * `rate` FLOP/s per SM: the fastest of its split-K variants, each priced as
+ * whole waves of (tile, K slice) work units over the SMs, a partly filled
+ * last wave costing a full one, plus the partial sums the split kernels move
+ * through HBM (gemm_splitk_bytes per output element and slice), plus
+ * gemm_half_flops at the kernel's rate (a fixed cost in FLOPs: a slower
+ * kernel pays it longer, which is what sets it apart from gemm_lat_s).  For each
+ * split the time never decreases as m grows (the waves and the partial sums
+ * only grow), and the set of splits depends on k alone, so neither does the
+ * fastest. */
+static double gemm_kernel_time(const hw_desc *hw, double m, double n, double k, double tm,
+                               double tn, double rate, double red_bw)
 {
-    if (mp <= 128.0)
-        return gemm_m_table[0];
-    if (mp >= 4096.0)
-        return gemm_m_table[5];
-    double x = log2(mp) - 7.0; /* 0 at 128, 5 at 4096 */
-    int i = (int)x;
-    double f = x - i;
-    return gemm_m_table[i] * (1.0 - f) + gemm_m_table[i + 1] * f;
+    double tiles = ceil(m / tm) * ceil(n / tn);
+    double best = INFINITY;
+    double half = hw->gemm_half_flops / (rate * hw->sms);
+    for (size_t i = 0; i < sizeof gemm_splits / sizeof gemm_splits[0]; i++) {
+        double s = gemm_splits[i], slice = k / s;
+        if (s > 1.0 && slice < GEMM_SLICE_MIN)
+            break;
+        double waves = ceil(tiles * s / hw->sms);
+        double t = waves * 2.0 * tm * tn * slice / rate;
+        if (s > 1.0 && red_bw > 0)
+            t += hw->gemm_splitk_bytes * m * n * s / red_bw;
+        if (t < best)
+            best = t;
+    }
+    return best + half;
 }
 
 /* cost_gemm() with base compute efficiency `base` (gemm_eff, or train_eff
- * for a training step's GEMMs). */
+ * for a training step's GEMMs).  Compute side: the fastest kernel of
+ * hw->gemm_tiles (one tile_m x tile_n kernel when the list is empty), each
+ * at base x its relative efficiency, plus gemm_lat_s.  Memory side: A, B
+ * and C read or written once at hbm_bw x gemm_mem_eff, plus gemm_mem_lat_s
+ * (< 0: gemm_lat_s) and the fill that grows with the bytes.  The longer
+ * side plus gemm_mix of the shorter, after launch_s.  Both sides and their
+ * combination never decrease as m grows. */
 static double gemm_time(const hw_desc *hw, double m, double n, double k, double base)
 {
-    double bytes = 2.0 * (m * k + k * n + m * n);
     double gme = hw->gemm_mem_eff > 0 ? hw->gemm_mem_eff : hw->mem_eff;
-    double t_mem = bytes / (hw->hbm_bw * gme);
-    /* the memory side's own fill, less the compute side's gemm_lat_s (added
-     * to both below): exactly 0 when the keys are absent */
-    double mem_lat = hw->gemm_mem_lat_s >= 0 ? hw->gemm_mem_lat_s - hw->gemm_lat_s : 0.0;
+    double hbm = hw->hbm_bw * gme;
+    double bytes = 2.0 * (m * k + k * n + m * n);
+    double t_mem = bytes / hbm + (hw->gemm_mem_lat_s >= 0 ? hw->gemm_mem_lat_s : hw->gemm_lat_s);
     if (hw->gemm_mem_fill_s > 0)
-        mem_lat += hw->gemm_mem_fill_s * bytes / (bytes + hw->gemm_mem_fill_bytes);
-    t_mem += mem_lat;
+        t_mem += hw->gemm_mem_fill_s * bytes / (bytes + hw->gemm_mem_fill_bytes);
 
-    double tm = hw->tile_m, tn = hw->tile_n, sms = hw->sms;
-    double tiles = ceil(m / tm) * ceil(n / tn);
-    double waves, kslice = k;
-    if (tiles >= sms) {
-        waves = ceil(tiles / sms);
+    double sm_rate = hw->peak_flops * base / hw->sms;
+    double t_comp;
+    if (hw->n_gemm_tiles > 0) {
+        t_comp = INFINITY;
+        for (int i = 0; i < hw->n_gemm_tiles; i++) {
+            const hw_gemm_tile *g = &hw->gemm_tiles[i];
+            double t = gemm_kernel_time(hw, m, n, k, g->m, g->n, sm_rate * g->rel, hbm);
+            if (t < t_comp)
+                t_comp = t;
+        }
     } else {
-        /* fewer tiles than SMs: split K over the idle SMs, slices >= 256 deep */
-        double split = floor(sms / tiles);
-        double max_split = floor(k / 256.0);
-        if (split > max_split)
-            split = max_split;
-        if (split < 1)
-            split = 1;
-        waves = 1.0;
-        kslice = k / split;
+        t_comp = gemm_kernel_time(hw, m, n, k, hw->tile_m, hw->tile_n, sm_rate, hbm);
     }
-    /* padded FLOPs of the waves run, at gemm_eff * f_pad / (f_pad + half) */
-    double f_pad = waves * sms * 2.0 * tm * tn * kslice;
-    double eff = base *
-                 (hw->gemm_m_eff ? gemm_m_factor(f_pad / (2.0 * ceil(n / tn) * tn * k)) : 1.0);
-    double t_comp = (f_pad + hw->gemm_half_flops) / (hw->peak_flops * eff);
-    return hw->launch_s + hw->gemm_lat_s + (t_comp > t_mem ? t_comp : t_mem);
+    t_comp += hw->gemm_lat_s;
+
+    double lo = t_comp < t_mem ? t_comp : t_mem, hi = t_comp < t_mem ? t_mem : t_comp;
+    return hw->launch_s + hi + hw->gemm_mix * lo;
 }
 
 double cost_gemm(const hw_desc *hw, double m, double n, double k)

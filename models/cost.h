@@ -14,8 +14,10 @@
 
 #include "models/hw.h"
 
-/* One GEMM of (m x k) by (k x n) in bf16 on one GPU, s.  Includes launch
- * overhead, tile/wave quantization and the memory-bound regime. */
+/* One GEMM of (m x k) by (k x n) in bf16 on one GPU, s: the fastest of
+ * hw's kernels (gemm_tiles) with split-K, tile/wave quantization, launch
+ * overhead and the memory-bound regime (models/cost.c gemm_time).  Never
+ * decreases as m grows; 0 when m, n or k is not positive.  Cannot fail. */
 double cost_gemm(const hw_desc *hw, double m, double n, double k);
 
 /* cost_gemm() for a training step's GEMM: the compute side at train_eff

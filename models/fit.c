@@ -558,10 +558,19 @@ int fit_write_ini(const hw_desc *hw, const char *path, const char *comment, ts_e
     /* the issue 18 keys, so the written INI prices GEMMs, attention,
      * training and collectives as the description it was fitted from;
      * a key at its "absent" value is left out (the loader's default) */
-    fprintf(f, "gemm_m_eff = %d\ngemm_mem_eff = %.9g\ngemm_mem_fill_s = %.9g\n"
+    fprintf(f, "gemm_mem_eff = %.9g\ngemm_mem_fill_s = %.9g\n"
                "gemm_mem_fill_bytes = %.9g\ncar_lat_s = %.9g\ncar_max_bytes = %.9g\n",
-            hw->gemm_m_eff, hw->gemm_mem_eff, hw->gemm_mem_fill_s, hw->gemm_mem_fill_bytes,
-            hw->car_lat_s, hw->car_max_bytes);
+            hw->gemm_mem_eff, hw->gemm_mem_fill_s, hw->gemm_mem_fill_bytes, hw->car_lat_s,
+            hw->car_max_bytes);
+    fprintf(f, "gemm_splitk_bytes = %.9g\ngemm_mix = %.9g\n", hw->gemm_splitk_bytes,
+            hw->gemm_mix);
+    if (hw->n_gemm_tiles > 0) {
+        fputs("gemm_tiles =", f);
+        for (int i = 0; i < hw->n_gemm_tiles; i++)
+            fprintf(f, " %dx%d:%.9g", hw->gemm_tiles[i].m, hw->gemm_tiles[i].n,
+                    hw->gemm_tiles[i].rel);
+        fputc('\n', f);
+    }
     if (hw->gemm_mem_lat_s >= 0)
         fprintf(f, "gemm_mem_lat_s = %.9g\n", hw->gemm_mem_lat_s);
     if (hw->coll_lat_graph_s >= 0)

@@ -36,7 +36,7 @@
 #include "common/ini_lines.h"
 #include "common/util.h"
 
-enum key_type { KT_DOUBLE, KT_INT, KT_BOOL, KT_STRING };
+enum key_type { KT_DOUBLE, KT_INT, KT_BOOL, KT_STRING, KT_TILES };
 
 typedef struct key_spec {
     const char *section;
@@ -44,6 +44,7 @@ typedef struct key_spec {
     enum key_type type;
     size_t offset;          /* offsetof() the field in the struct */
     size_t size;            /* buffer size, for KT_STRING */
+                            /* KT_TILES: hw_desc's gemm_tiles list (hw keys only) */
     double min, max;        /* legal range (numbers) */
     int required;           /* 1: the file must set it */
 } key_spec;
@@ -82,7 +83,9 @@ static const key_spec hw_keys[] = {
     HW_D("efficiency", gemm_mem_lat_s, 0, 1e-3, 0),
     HW_D("efficiency", gemm_mem_fill_s, 0, 1e-3, 0),
     HW_D("efficiency", gemm_mem_fill_bytes, 1, 1e12, 0),
-    HW_I("efficiency", gemm_m_eff, 0, 1, 0),
+    {"efficiency", "gemm_tiles", KT_TILES, offsetof(hw_desc, gemm_tiles), 0, 0, 0, 0},
+    HW_D("efficiency", gemm_splitk_bytes, 0, 64, 0),
+    HW_D("efficiency", gemm_mix, 0, 1, 0),
     HW_D("efficiency", ar_eff, 0.01, 1, 0),
     HW_D("efficiency", coll_lat_s, 0, 1e-2, 0),
     HW_D("efficiency", coll_lat_graph_s, 0, 1e-2, 0),
@@ -131,6 +134,66 @@ static int fail(parse_state *ps, const char *what)
     if (!ps->in.failed)
         ts_errf(ps->in.e, "%s:%d: %s", ps->path, ps->in.line, what);
     return ts_ini_fail(&ps->in);
+}
+
+/* Parses a gemm_tiles value, "MxN:REL ..." (one to HW_GEMM_TILES_MAX
+ * kernels, M and N in [1, 1024], REL in (0, 1], no shape twice), into hw.
+ * Returns 0, or -1 with what (n bytes) saying what is wrong; hw is left
+ * unchanged on failure. */
+static int parse_tiles(const char *value, hw_desc *hw, char *what, size_t n)
+{
+    hw_gemm_tile t[HW_GEMM_TILES_MAX];
+    int count = 0;
+    const char *p = value;
+    for (;;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p)
+            break;
+        if (count == HW_GEMM_TILES_MAX) {
+            snprintf(what, n, "key 'gemm_tiles': more than %d kernels", HW_GEMM_TILES_MAX);
+            return -1;
+        }
+        char tok[64];
+        size_t len = strcspn(p, " \t");
+        if (len >= sizeof tok) {
+            snprintf(what, n, "key 'gemm_tiles': kernel %d is too long", count + 1);
+            return -1;
+        }
+        memcpy(tok, p, len);
+        tok[len] = 0;
+        p += len;
+        int64_t tm, tn;
+        double rel;
+        char *x = strchr(tok, 'x'), *c = strchr(tok, ':');
+        if (x && c && x < c) {
+            *x = 0;
+            *c = 0;
+        }
+        if (!x || !c || x > c || ts_parse_i64(tok, 1, 1024, &tm) ||
+            ts_parse_i64(x + 1, 1, 1024, &tn) || ts_parse_double(c + 1, 0, 1, &rel) ||
+            !(rel > 0)) {
+            snprintf(what, n,
+                     "key 'gemm_tiles': kernel %d is not ROWSxCOLS:REL (rows and columns "
+                     "1-1024, REL in (0, 1])",
+                     count + 1);
+            return -1;
+        }
+        for (int i = 0; i < count; i++)
+            if (t[i].m == (int)tm && t[i].n == (int)tn) {
+                snprintf(what, n, "key 'gemm_tiles': kernel %d repeats tile %dx%d", count + 1,
+                         (int)tm, (int)tn);
+                return -1;
+            }
+        t[count++] = (hw_gemm_tile){(int)tm, (int)tn, rel};
+    }
+    if (count == 0) {
+        snprintf(what, n, "key 'gemm_tiles': no kernel given");
+        return -1;
+    }
+    memcpy(hw->gemm_tiles, t, sizeof t);
+    hw->n_gemm_tiles = count;
+    return 0;
 }
 
 /* Names and values from the file are quoted only through ts_quote(), and a
@@ -201,6 +264,10 @@ static int handler(void *user, const char *section, const char *name, const char
             memcpy(field, &b, sizeof b);
             return 1;
         }
+        case KT_TILES:
+            if (parse_tiles(value, ps->out, what, sizeof what))
+                return fail(ps, what);
+            return 1;
         case KT_STRING:
             if (strlen(value) >= k->size) {
                 snprintf(what, sizeof what, "key '%s': value too long", name);
@@ -311,7 +378,9 @@ static int load_ini(const char *name, hw_desc *hw, char *ini, ts_err *e)
     d.gemm_mem_lat_s = -1;     /* gemm_lat_s */
     d.gemm_mem_fill_s = 0;
     d.gemm_mem_fill_bytes = 1e6;
-    d.gemm_m_eff = 0;
+    d.n_gemm_tiles = 0;        /* one tile_m x tile_n kernel */
+    d.gemm_splitk_bytes = 0;
+    d.gemm_mix = 0;
     d.ar_eff = 0.77;
     d.coll_lat_s = 20e-6;
     d.coll_lat_graph_s = -1;   /* coll_lat_s */

@@ -7,6 +7,14 @@
 
 #include "common/err.h"
 
+/* One GEMM kernel of hw_desc.gemm_tiles: its output tile and its compute
+ * efficiency relative to the base (gemm_eff, or train_eff for training). */
+#define HW_GEMM_TILES_MAX 4
+typedef struct hw_gemm_tile {
+    int m, n;               /* output tile: rows (tokens) x columns */
+    double rel;             /* fraction of the base efficiency it reaches, (0, 1] */
+} hw_gemm_tile;
+
 typedef struct hw_desc {
     char name[64];
     double peak_flops;      /* dense bf16 FLOP/s per GPU */
@@ -37,7 +45,18 @@ typedef struct hw_desc {
      * one row): bytes/s one row streams at, per kernel class in the order of
      * cost_kernel_kind (add, act, rope, norm, gather); 0 (absent): no floor */
     double ew_row_bw[5];
-    int tile_m, tile_n;     /* GEMM output tile, for wave/tile quantization */
+    int tile_m, tile_n;     /* GEMM output tile (rows x columns) of the one kernel priced
+                             * when gemm_tiles is absent */
+    /* the GEMM kernels cuBLAS picks among (models/cost.c gemm_time): each an
+     * output tile of m rows (tokens) x n columns with its compute efficiency
+     * relative to gemm_eff (or train_eff); a GEMM costs as much as the fastest
+     * of them; n_gemm_tiles 0 (key absent): one tile_m x tile_n kernel at 1 */
+    int n_gemm_tiles;
+    hw_gemm_tile gemm_tiles[HW_GEMM_TILES_MAX];
+    double gemm_splitk_bytes; /* bytes per output element and K slice a split-K kernel moves
+                               * through HBM to reduce its partial sums (0: free) */
+    double gemm_mix;        /* fraction of the shorter of a GEMM's compute and memory sides
+                             * not hidden behind the longer (0: the longer alone) */
     /* memory-bound (skinny, decode-sized) GEMMs stream their operands at
      * hbm_bw * gemm_mem_eff after launch_s + gemm_mem_lat_s + gemm_mem_fill_s *
      * bytes / (bytes + gemm_mem_fill_bytes); defaults (absent keys) give the
@@ -47,8 +66,6 @@ typedef struct hw_desc {
     double gemm_mem_lat_s;  /* s, fill/drain of a memory-bound GEMM on top of launch_s (< 0: gemm_lat_s) */
     double gemm_mem_fill_s; /* s, extra fill that grows with the bytes streamed, to its limit */
     double gemm_mem_fill_bytes; /* bytes at which half of gemm_mem_fill_s is paid */
-    int gemm_m_eff;         /* 1: compute efficiency by row count M (cuBLAS's kernel choice,
-                             * models/cost.c gemm_m_table); 0: gemm_eff for every M */
     int sms;                /* streaming multiprocessors (waves = tiles / sms) */
     double l2_bytes;        /* L2 cache, bytes (elementwise kernels: working sets that fit
                              * run faster, models/cost.c); 0 (absent): not modelled */

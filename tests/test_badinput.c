@@ -289,6 +289,20 @@ static const bad_case cases[] = {
     {"set_attn_fa2_a100", "s.ini", SCN(""), T "rollout $D/s.ini --set cluster.hw=a100 --set rollout.attn=fa2 --db $D/r.db", 1, "key 'rollout.attn': fa2", "attn_fa_version", "r.db"},
     {"hw_attn_fa3_contradicts", "g.ini", HWI "attn_fa_version = 3\nattn_fa3 = 0\n", T "rollout qwen7b-64gpu --set cluster.hw=$PWD/$D/g.ini --db $D/r.db", 1, "g.ini:14: key 'attn_fa3'", "attn_fa_version = 3 on line 13", "r.db"},
     {"hw_attn_fa3_range", "g.ini", HWI "attn_fa3 = 2\n", T "rollout qwen7b-64gpu --set cluster.hw=$PWD/$D/g.ini --db $D/r.db", 1, "g.ini:13", "attn_fa3", "r.db"},
+    /* the GEMM kernel model (issue 18): gemm_tiles and its companions name
+     * file, line and key */
+#define HW_EFF "[gpu]\npeak_flops = 989e12\nhbm_bw = 3.35e12\nhbm_bytes = 85e9\nsms = 132\n[interconnect]\nnvlink_bw = 450e9\nnvlink_lat = 0.75e-6\nnic_bw = 50e9\nnic_lat = 5e-6\ngpus_per_node = 8\n[efficiency]\n"
+#define HW_RUN T "rollout qwen7b-64gpu --set cluster.hw=$PWD/$D/g.ini --db $D/r.db"
+    {"hw_gemm_tiles_no_rel", "g.ini", HW_EFF "gemm_tiles = 64x128 128x256:1\n", HW_RUN, 1, "g.ini:13", "'gemm_tiles': kernel 1 is not ROWSxCOLS:REL", "r.db"},
+    {"hw_gemm_tiles_rel_zero", "g.ini", HW_EFF "gemm_tiles = 64x128:0.5 128x256:0\n", HW_RUN, 1, "g.ini:13", "'gemm_tiles': kernel 2 is not ROWSxCOLS:REL", "r.db"},
+    {"hw_gemm_tiles_huge", "g.ini", HW_EFF "gemm_tiles = 64x4096:1\n", HW_RUN, 1, "g.ini:13", "'gemm_tiles': kernel 1", "r.db"},
+    {"hw_gemm_tiles_repeat", "g.ini", HW_EFF "gemm_tiles = 64x128:1 64x128:0.5\n", HW_RUN, 1, "g.ini:13", "repeats tile 64x128", "r.db"},
+    {"hw_gemm_tiles_too_many", "g.ini", HW_EFF "gemm_tiles = 8x8:1 16x16:1 32x32:1 64x64:1 128x128:1\n", HW_RUN, 1, "g.ini:13", "more than 4 kernels", "r.db"},
+    {"hw_gemm_tiles_empty", "g.ini", HW_EFF "gemm_tiles =\n", HW_RUN, 1, "g.ini:13", "'gemm_tiles': no kernel given", "r.db"},
+    {"hw_gemm_mix_range", "g.ini", HW_EFF "gemm_mix = 1.5\n", HW_RUN, 1, "g.ini:13", "gemm_mix", "r.db"},
+    {"hw_gemm_splitk_negative", "g.ini", HW_EFF "gemm_splitk_bytes = -2\n", HW_RUN, 1, "g.ini:13", "gemm_splitk_bytes", "r.db"},
+#undef HW_RUN
+#undef HW_EFF
 };
 #undef HWI
 #define N_CASES (sizeof cases / sizeof cases[0])

@@ -416,7 +416,14 @@ Test(calib, fit_frees_gemm_half_flops_only_when_the_data_need_it)
     fit_result f;
     cr_assert_eq(fit_hw(&start, s.rows, s.n, NULL, &f, &e), 0, "%s", e.msg);
     cr_expect_eq(f.state[FIT_GEMM_HALF], FIT_FITTED, "gain %.3f", f.half_gain);
-    expect_rel(f.hw.gemm_half_flops, t.gemm_half_flops, 0.15, "gemm_half_flops");
+    /* half and gemm_lat_s both add to a GEMM's compute side (models/cost.c
+     * gemm_time); only the kernels' different efficiencies (half is paid at
+     * the kernel's rate) tell them apart, so the data fix their sum on the
+     * large-tile kernel closely and the split loosely */
+    double want = t.gemm_lat_s + t.gemm_half_flops / (t.peak_flops * t.gemm_eff);
+    double got = f.hw.gemm_lat_s + f.hw.gemm_half_flops / (f.hw.peak_flops * f.hw.gemm_eff);
+    expect_rel(got, want, 0.05, "gemm_lat_s + gemm_half_flops at gemm_eff");
+    expect_rel(f.hw.gemm_half_flops, t.gemm_half_flops, 0.6, "gemm_half_flops");
     expect_rel(f.hw.gemm_eff, t.gemm_eff, 0.03, "gemm_eff");
 }
 

@@ -46,10 +46,11 @@ Test(hw_a100, memory_bound_decode_slower_by_the_hbm_ratio)
 {
     double bw = h100.hbm_bw / a100.hbm_bw; /* 1.64 */
     /* TP 1: the weights' bytes dominate; fixed latencies (launches) pull it
-     * a little below the ratio */
+     * below the ratio, the GEMMs' partly hidden compute side (gemm_mix of
+     * padded tiles at 3.2x less peak) above it */
     double ta = cost_decode_iter(&a100, &m7, 1, 1, 2048.0);
     double th = cost_decode_iter(&h100, &m7, 1, 1, 2048.0);
-    cr_expect(ta / th > 0.9 * bw && ta / th < 1.02 * bw, "tp 1: a100/h100 %g, HBM ratio %g",
+    cr_expect(ta / th > 0.9 * bw && ta / th < 1.06 * bw, "tp 1: a100/h100 %g, HBM ratio %g",
               ta / th, bw);
     /* TP 4: a quarter of the bytes each, the same launches and all-reduce
      * latencies: slower, by less than the ratio */

@@ -397,9 +397,11 @@ Test(turns, eviction_recomputes_the_context, .init = load_models)
  * a generated trace and the real PolyTrace DAPO step.  A deliberate change
  * of the model (not of the multi-turn path) regenerates them, saying so in
  * its commit: build/tailsim rlstep S --json --no-wall >tests/golden/rlstep-S.json
- * (last: the elementwise kernels' waves, L2 and per-row costs and launch_s
- * 1.5 -> 1.0 us, then RoPE's refit and the add's L2 footprint, issue 18: the
- * 7B verl step 129.8 -> 128.6 s, DAPO 166.0 -> 164.9 s; before it, training GEMMs at train_eff 0.45, issue 18 item 5: the
+ * (last: issue 18's elementwise kernels (waves, L2, per-row costs, launch_s
+ * 1.5 -> 1.0 us with the GEMM latencies compensated, RoPE's refit, the
+ * add's L2 footprint) merged with its GEMM kernel model (the fastest of
+ * gemm_tiles' kernels): the 7B verl step 129.8 -> 128.9 s, DAPO 166.0 ->
+ * 164.4 s; before it, training GEMMs at train_eff 0.45, issue 18 item 5: the
  * 7B verl step 119.2 -> 125.3 s, DAPO 133.1 -> 161.4 s; before that, item 4's
  * attention table, +0.001 s, and the review's custom all-reduce in eager
  * steps: the DAPO verl rollout 86.35 -> 86.15 s). */
