@@ -1,13 +1,15 @@
 /*
  * The GEMM cost model of issue 18 (models/cost.c gemm_time): cuBLAS's
- * choice among the kernels of hw_desc.gemm_tiles, split-K, the L2 operand
- * panels and the partly hidden shorter side.  cost_gemm() must never
+ * choice among the kernels of hw_desc.gemm_tiles, split-K and the partly
+ * hidden shorter side.  cost_gemm() must never
  * decrease as the token count grows (the rollout's cost cache and the
  * schedulers assume it): checked token by token on every GEMM shape of the
  * two Vidur H100 profiles the model was fitted to, on each shipped GPU, for
  * serving and training.  The gemm_tiles key's reader and its errors, and
  * the fit's reach on the profiles themselves (skipped when
- * $TAILSIM_SHARED/profiles is absent).
+ * $TAILSIM_SHARED/profiles is absent).  And, since the fit saw two
+ * architectures only, every shipped model's GEMMs on every shipped GPU
+ * stay inside the roofline and reach a sane share of it.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -233,4 +235,60 @@ Test(cost_gemm, fit_reach_llama2_7b)
 Test(cost_gemm, fit_reach_codellama_34b)
 {
     gemm_reach("codellama-34b-mlp.csv");
+}
+
+/* Every shipped model's serving GEMMs (QKV, O, up, down, LM head) at TP 1-8
+ * and its training GEMMs (forward, and the weight gradient whose K is the
+ * micro-batch's tokens), on every shipped GPU: never faster than the
+ * roofline (peak FLOPs, or the weights from HBM), and a GEMM of thousands of
+ * rows reaches at least 0.4 of gemm_eff (train_eff) x peak.  Shapes the fit
+ * never saw (Qwen2.5's 3,584 hidden and 18,944 FFN, Llama-3.1-70B's 28,672)
+ * must price like GEMMs, not like the outliers of a curve. */
+static void expect_sane(const hw_desc *hw, double m, double n, double k, int train,
+                        const char *what)
+{
+    double t = train ? cost_gemm_train(hw, m, n, k) : cost_gemm(hw, m, n, k);
+    double flops = 2.0 * m * n * k;
+    double roof = fmax(flops / hw->peak_flops, 2.0 * n * k / hw->hbm_bw);
+    cr_expect_gt(t, roof, "%s %s: %.4g s under the roofline %.4g s", hw->name, what, t, roof);
+    if (m >= 4096 && n >= 1024 && k >= 1024) {
+        double eff = flops / t / hw->peak_flops;
+        double base = train ? cost_train_gemm_eff(hw) : hw->gemm_eff;
+        cr_expect_geq(eff, 0.4 * base, "%s %s: %.3f of peak", hw->name, what, eff);
+    }
+}
+
+Test(cost_gemm, every_shipped_model_and_gpu_prices_sane_gemms)
+{
+    static const char *const gpus[] = {"h100", "h200", "a100"};
+    static const char *const models[] = {"qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b",
+                                         "llama-3.1-8b", "llama-3.1-70b", "llama-2-7b"};
+    static const double rows[] = {1, 7, 48, 300, 1000, 4096, 16384};
+    for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+        hw_desc hw;
+        ts_err e = {{0}};
+        cr_assert_eq(hw_load(gpus[g], &hw, &e), 0, "%s", e.msg);
+        for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+            llm_desc md;
+            cr_assert_eq(llm_load(models[i], &md, &e), 0, "%s", e.msg);
+            for (int tp = 1; tp <= 8; tp *= 2) {
+                double h = md.hidden, hd = md.head_dim;
+                double q = (double)md.heads / tp * hd, kv = fmax(1.0, (double)md.kv_heads / tp) * hd;
+                double f = (double)md.ffn / tp, v = (double)md.vocab / tp;
+                char what[160];
+                for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+                    double m = rows[r];
+                    snprintf(what, sizeof what, "%s tp %d m %.0f", models[i], tp, m);
+                    expect_sane(&hw, m, q + 2.0 * kv, h, 0, what);
+                    expect_sane(&hw, m, h, q, 0, what);
+                    expect_sane(&hw, m, md.gated ? 2.0 * f : f, h, 0, what);
+                    expect_sane(&hw, m, h, f, 0, what);
+                    expect_sane(&hw, m, v, h, 0, what);
+                    expect_sane(&hw, m, f, h, 1, what);
+                    /* the weight gradient: K is the micro-batch's tokens */
+                    expect_sane(&hw, h, f, m, 1, what);
+                }
+            }
+        }
+    }
 }
