@@ -2,8 +2,8 @@
  * Helpers shared by the Criterion suites: running the tailsim CLI, writing a
  * scenario file that parallel suites may be reading, loading a scenario with
  * its hardware and model, a per-test temporary directory, the real traces
- * under $TAILSIM_SHARED, whether gnuplot is there to draw, and reading a
- * whole file.  Header-only (each suite is one translation unit);
+ * under $TAILSIM_SHARED, whether gnuplot is there to draw, reading a whole
+ * file and writing a temporary one.  Header-only (each suite is one translation unit);
  * every helper fails (or skips) the calling test instead of returning errors.
  */
 #ifndef TS_TEST_HELPERS_H
@@ -108,6 +108,19 @@ static inline void tmpdir_remove(const char *dir)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         cr_log_warn("could not remove %s", dir);
+}
+
+/* Writes `text` to a fresh temporary file (mkstemp under /tmp); its path
+ * goes to buf (n bytes).  The caller removes it. */
+static inline void write_tmp(const char *text, char *buf, size_t n)
+{
+    snprintf(buf, n, "/tmp/tailsim-test-XXXXXX");
+    int fd = mkstemp(buf);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0, "%s", buf);
 }
 
 /* Writes into buf (n bytes) the path of rel under $TAILSIM_SHARED

@@ -22,6 +22,7 @@
 #include "models/hw.h"
 #include "models/hw_calib.h"
 #include "models/vidur.h"
+#include "tests/helpers.h"
 
 static hw_desc h100;
 
@@ -33,18 +34,6 @@ static void load(void)
 }
 
 TestSuite(cost_gemm, .init = load);
-
-/* Writes `text` to a fresh temporary file; its path goes to buf. */
-static void write_tmp(const char *text, char *buf, size_t n)
-{
-    snprintf(buf, n, "/tmp/tailsim-gemm-XXXXXX");
-    int fd = mkstemp(buf);
-    cr_assert_geq(fd, 0);
-    FILE *f = fdopen(fd, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-}
 
 /* The architectures of the two Vidur MLP profiles (their n_head, n_kv_head,
  * n_embd, n_expanded_embd columns), profiled at TP 1, 2, 4 and 8. */
@@ -194,22 +183,15 @@ Test(cost_gemm, gemm_tiles_reader)
 
 /* ---- the fit's reach on its own data ----------------------------------------- */
 
-static const char *shared_dir(void)
-{
-    const char *s = getenv("TAILSIM_SHARED");
-    return s && *s ? s : "../shared";
-}
-
 /* What the H100 fit reaches on the two profiles it was fitted to (issue 18:
  * the goal is 8% per op and 10% per band; docs/model.md has the table):
  * every GEMM op within 11%, every band within 13%, so a change that
  * loses the fit shows. */
 static void gemm_reach(const char *file)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/profiles/vidur-h100/%s", shared_dir(), file);
-    if (access(path, R_OK))
-        cr_skip_test("%s not found (set TAILSIM_SHARED)", path);
+    char path[4096], rel[256];
+    snprintf(rel, sizeof rel, "profiles/vidur-h100/%s", file);
+    shared_path(path, sizeof path, rel);
     vidur_table t;
     ts_err e = {{0}};
     cr_assert_eq(vidur_load(path, "median", &t, &e), 0, "%s", e.msg);

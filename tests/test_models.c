@@ -23,6 +23,7 @@
 #include "models/hw_calib.h"
 #include "models/memory.h"
 #include "models/vidur.h"
+#include "tests/helpers.h"
 #include "cli/cmd.h"
 
 static hw_desc h100;
@@ -111,18 +112,6 @@ Test(models, llm_params_match_published_sizes)
         cr_assert_eq(llm_load(cases[i].name, &m, &e), 0, "%s", e.msg);
         expect_near(llm_params(&m), cases[i].params, 0.02, cases[i].name);
     }
-}
-
-/* Writes `text` to a fresh temporary file; its path goes to buf. */
-static void write_tmp(const char *text, char *buf, size_t n)
-{
-    snprintf(buf, n, "/tmp/tailsim-test-XXXXXX");
-    int fd = mkstemp(buf);
-    cr_assert_geq(fd, 0);
-    FILE *f = fdopen(fd, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
 }
 
 static const char good_llm[] =

@@ -22,6 +22,7 @@
 #include "models/hw.h"
 #include "models/hw_calib.h"
 #include "models/vidur.h"
+#include "tests/helpers.h"
 #include "cli/cmd.h"
 
 static hw_desc h100;
@@ -34,32 +35,13 @@ static void setup(void)
 
 TestSuite(models, .init = setup);
 
-/* Writes `text` to a fresh temporary file; its path goes to buf. */
-static void write_tmp(const char *text, char *buf, size_t n)
-{
-    snprintf(buf, n, "/tmp/tailsim-test-XXXXXX");
-    int fd = mkstemp(buf);
-    cr_assert_geq(fd, 0);
-    FILE *f = fdopen(fd, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 /* ---- Vidur CSVs -------------------------------------------------------------- */
-
-static const char *shared_dir(void)
-{
-    const char *s = getenv("TAILSIM_SHARED");
-    return s && *s ? s : "../shared";
-}
 
 static void vidur_acceptance(const char *file)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/profiles/vidur-h100/%s", shared_dir(), file);
-    if (access(path, R_OK))
-        cr_skip_test("%s not found (set TAILSIM_SHARED)", path);
+    char path[4096], rel[256];
+    snprintf(rel, sizeof rel, "profiles/vidur-h100/%s", file);
+    shared_path(path, sizeof path, rel);
     vidur_table t;
     ts_err e = {{0}};
     cr_assert_eq(vidur_load(path, "median", &t, &e), 0, "%s", e.msg);
