@@ -1,7 +1,8 @@
 /*
  * emu/emu_cublaslt.cc: the cuBLASLt stand-in of the CPU emulator (see
  * emu/include/cublasLt.h).  Descriptors are small host structs; the
- * heuristic offers one algorithm and counts its calls; cublasLtMatmul is a
+ * heuristic offers one algorithm (a fake configuration: id -1, see
+ * cublasLt.h) and counts its calls; cublasLtMatmul is a
  * column-major GEMM on the host: operands converted to float once per batch
  * entry, each output a dot product in fp32 (eight partial sums, then their
  * sum: cuBLASLt's order of summation is unspecified too), then
@@ -167,6 +168,40 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     memset(res, 0, sizeof *res);
     res->wavesCount = 1.0f;
     *found = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t *algo,
+                                                    cublasLtMatmulAlgoConfigAttributes_t attr,
+                                                    void *buf, size_t size, size_t *written)
+{
+    int64_t v;
+    size_t n;
+    switch (attr) {
+    case CUBLASLT_ALGO_CONFIG_ID: v = -1; n = 4; break;
+    case CUBLASLT_ALGO_CONFIG_SPLITK_NUM: v = 1; n = 4; break;
+    case CUBLASLT_ALGO_CONFIG_TILE_ID:
+    case CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME:
+    case CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING:
+    case CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION:
+    case CUBLASLT_ALGO_CONFIG_STAGES_ID: v = 0; n = 4; break;
+    case CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID:
+    case CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID: v = 0; n = 2; break;
+    default: return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (!algo || (size == 0 && !written) || (size != 0 && (!buf || size != n)))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (written)
+        *written = n;
+    if (size == 0)
+        return CUBLAS_STATUS_SUCCESS;
+    if (n == 2) {
+        const uint16_t x = (uint16_t)v;
+        memcpy(buf, &x, n);
+    } else {
+        const int32_t x = (int32_t)v;
+        memcpy(buf, &x, n);
+    }
     return CUBLAS_STATUS_SUCCESS;
 }
 

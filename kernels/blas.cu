@@ -23,6 +23,13 @@
  *      to KB_PLANS per kb_blas, the oldest evicted first; a key seen before
  *      never queries the heuristic again, so repeated layers and timed runs
  *      contain only cublasLtMatmul.
+ *   2  The heuristic's choice is recorded when a plan is made: its
+ *      configuration (cublasLtMatmulAlgoConfigGetAttribute: algorithm id,
+ *      tile, stages, split-K, reduction scheme, CTA swizzling and, where the
+ *      headers have it, the cluster shape) is kept in the plan and, the
+ *      first time a shape (m, n, k, batch, transposes) is planned, in a
+ *      process-wide log that kt_blas_algos() returns (calibrate writes it
+ *      as gemm_algos.csv).  Only a miss records; a hit does nothing more.
  *
  * Cost: a cache hit is one key comparison (the last plan used) or a scan of
  * at most KB_PLANS keys; a miss is host work (descriptors and the heuristic
@@ -34,6 +41,15 @@
 #include <string.h>
 
 #include "kernels/blas.cuh"
+#include "kernels/blas_tiles.cuh"
+
+/* CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID came with cuBLAS 12 (Hopper's thread
+ * block clusters); the emulator's header (no CUBLAS_VER_MAJOR) has it too. */
+#if defined(CUBLAS_VER_MAJOR) && CUBLAS_VER_MAJOR < 12
+#define KB_HAVE_CLUSTER 0
+#else
+#define KB_HAVE_CLUSTER 1
+#endif
 
 #define CUBLAS_CHECK(call)                                                    \
     do {                                                                      \
@@ -62,6 +78,7 @@ struct kb_plan {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t l1, l2, ld; /* first operand (B), second (A), D = C */
     cublasLtMatmulAlgo_t algo;
+    kt_blas_algo cfg;           /* what the heuristic chose, decoded (algo_record) */
 };
 
 #define KB_PLANS 64
@@ -148,6 +165,127 @@ static int layout(cublasLtMatrixLayout_t *l, cudaDataType t, long long rows, lon
     return 0;
 }
 
+/* ---- the record of cuBLASLt's choices (kt_blas_algos) ------------------ */
+
+/* Distinct shapes planned so far, in the order first planned: host memory
+ * kept for the program's life (grown by doubling on a plan-cache miss). */
+static kt_blas_algo *algo_log;
+static size_t algo_n, algo_cap;
+
+/* One configuration attribute of algo, as a signed integer, into *v (its
+ * size, 2, 4 or 8 bytes, is asked first: the attributes' types differ and
+ * have changed between versions).  0, or -1 with *v = -1 when cuBLASLt
+ * does not answer. */
+static int algo_attr(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t a,
+                     long long *v)
+{
+    *v = -1;
+    size_t need = 0, wrote = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(algo, a, NULL, 0, &need) != CUBLAS_STATUS_SUCCESS)
+        return -1;
+    union {
+        uint16_t u16;
+        int32_t i32;
+        int64_t i64;
+        unsigned char b[8];
+    } u;
+    memset(&u, 0, sizeof u);
+    if ((need != 2 && need != 4 && need != 8) ||
+        cublasLtMatmulAlgoConfigGetAttribute(algo, a, u.b, need, &wrote) != CUBLAS_STATUS_SUCCESS)
+        return -1;
+    *v = need == 2 ? (long long)u.u16 : need == 4 ? (long long)u.i32 : (long long)u.i64;
+    return 0;
+}
+
+/* The tile's name: "ROWSxCOLS" from blas_tiles.cuh, "undefined" for id 0,
+ * "id:N" for an id the table lacks, "?" when unreadable. */
+static void tile_name(long long id, char *buf, size_t n)
+{
+    if (id < 0) {
+        snprintf(buf, n, "?");
+        return;
+    }
+    if (id == 0) {
+        snprintf(buf, n, "undefined");
+        return;
+    }
+    for (size_t i = 0; i < sizeof KB_TILES / sizeof KB_TILES[0]; i++)
+        if ((long long)KB_TILES[i].id == id) {
+            snprintf(buf, n, "%s", KB_TILES[i].name);
+            return;
+        }
+    snprintf(buf, n, "id:%lld", id);
+}
+
+/* Decodes p->algo into p->cfg for the product mm. */
+static void algo_decode(kb_plan *p, const kb_mm *mm)
+{
+    kt_blas_algo *c = &p->cfg;
+    memset(c, 0, sizeof *c);
+    c->m = mm->m;
+    c->n = mm->n;
+    c->k = mm->k;
+    c->batch = mm->batch;
+    c->ta = mm->ta ? 1 : 0;
+    c->tb = mm->tb ? 1 : 0;
+    const cublasLtMatmulAlgo_t *a = &p->algo;
+    long long v[7];
+    const int id_ok = algo_attr(a, CUBLASLT_ALGO_CONFIG_ID, &v[0]) == 0;
+    algo_attr(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &v[1]);
+    algo_attr(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &v[2]);
+    algo_attr(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &v[3]);
+    algo_attr(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &v[4]);
+    algo_attr(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &v[5]);
+#if KB_HAVE_CLUSTER
+    algo_attr(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &v[6]);
+#else
+    v[6] = -1;
+#endif
+    c->algo_id = (int)v[0];
+    c->tile_id = (int)v[1];
+    c->stages_id = (int)v[2];
+    c->splitk = (int)v[3];
+    c->reduction = (int)v[4];
+    c->swizzle = (int)v[5];
+    c->cluster = (int)v[6];
+    /* a negative id that cuBLASLt gave (its ids index cublasLtMatmulAlgoGetIds,
+     * so none is negative): the CPU emulator's stand-in, no kernel of its own */
+    if (id_ok && v[0] < 0)
+        snprintf(c->tile, sizeof c->tile, "emu");
+    else
+        tile_name(v[1], c->tile, sizeof c->tile);
+}
+
+/* Adds p's configuration to the log unless its shape is there; 0, or -1
+ * (kt_error set) out of host memory. */
+static int algo_log_add(const kb_plan *p)
+{
+    const kt_blas_algo *c = &p->cfg;
+    for (size_t i = 0; i < algo_n; i++) {
+        const kt_blas_algo *o = &algo_log[i];
+        if (o->m == c->m && o->n == c->n && o->k == c->k && o->batch == c->batch &&
+            o->ta == c->ta && o->tb == c->tb)
+            return 0;
+    }
+    if (algo_n == algo_cap) {
+        size_t cap = algo_cap ? 2 * algo_cap : 64;
+        kt_blas_algo *log = (kt_blas_algo *)realloc(algo_log, cap * sizeof *log);
+        if (!log)
+            return kt_seterr(__FILE__, __LINE__, "recording cuBLASLt's choice: out of host memory");
+        algo_log = log;
+        algo_cap = cap;
+    }
+    algo_log[algo_n++] = *c;
+    return 0;
+}
+
+extern "C" size_t kt_blas_algos(kt_blas_algo *out, size_t max)
+{
+    for (size_t i = 0; out && i < max && i < algo_n; i++)
+        out[i] = algo_log[i];
+    return algo_n;
+}
+
 /* Descriptor, layouts and the heuristic's first algorithm for mm, whose
  * operands have alignments al (B, A, D). */
 static int plan_make(kb_blas *b, kb_plan *p, const kb_mm *mm, const unsigned al[3])
@@ -193,7 +331,8 @@ static int plan_make(kb_blas *b, kb_plan *p, const kb_mm *mm, const unsigned al[
     KT_REQUIRE(found > 0, "cuBLASLt has no algorithm for %d x %d x %d (batch %d)", mm->m, mm->n,
                mm->k, mm->batch);
     p->algo = res.algo;
-    return 0;
+    algo_decode(p, mm);
+    return algo_log_add(p);
 }
 
 /* The cached plan for mm, made on a miss (evicting the oldest when the

@@ -70,6 +70,27 @@ static int check_shape(kt_gemm *g, kt_rng *rng, FILE *log, int m, int n, int k)
     return rc;
 }
 
+/* Prints the record kt_blas_algos() holds for the plan of m x n x k (the
+ * heuristic's choice, decoded); 0, or 1 when there is none. */
+static int check_record(FILE *log, int m, int n, int k)
+{
+    kt_blas_algo rec[256];
+    size_t nrec = kt_blas_algos(rec, sizeof rec / sizeof rec[0]);
+    for (size_t i = 0; i < nrec && i < sizeof rec / sizeof rec[0]; i++) {
+        const kt_blas_algo *a = &rec[i];
+        if (a->m == m && a->n == n && a->k == k && a->batch == 1 && !a->ta && a->tb) {
+            fprintf(log, "  gemm m=%d n=%d k=%d: cuBLASLt algo %d tile %s (id %d) stages %d "
+                         "split-K %d reduction %d swizzle %d cluster %d\n",
+                    m, n, k, a->algo_id, a->tile, a->tile_id, a->stages_id, a->splitk,
+                    a->reduction, a->swizzle, a->cluster);
+            return a->tile[0] ? 0 : 1;
+        }
+    }
+    fprintf(log, "  gemm m=%d n=%d k=%d: no record of cuBLASLt's choice (kt_blas_algos: %zu)\n",
+            m, n, k, nrec);
+    return 1;
+}
+
 extern "C" int kt_gemm_selftest(uint64_t seed, FILE *log)
 {
     static const int shapes[][3] = {
@@ -88,6 +109,8 @@ extern "C" int kt_gemm_selftest(uint64_t seed, FILE *log)
             worst = -1;
             break;
         }
+        worst = rc > worst ? rc : worst;
+        rc = check_record(log, shapes[i][0], shapes[i][1], shapes[i][2]);
         worst = rc > worst ? rc : worst;
     }
     kt_gemm_free(g);

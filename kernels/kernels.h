@@ -161,6 +161,41 @@ int kt_gemm_plan(kt_gemm *g, int m, int n, int k);
 int kt_gemm_run(kt_gemm *g, const kt_bf16 *d_A, const kt_bf16 *d_W, kt_bf16 *d_C);
 int kt_gemm_selftest(uint64_t seed, FILE *log);
 
+/* ---- cuBLASLt's choices (blas.cu) ---------------------------------------- */
+
+/* The algorithm cuBLASLt's heuristic returned for one product shape, as its
+ * configuration attributes (cublasLtMatmulAlgoConfigGetAttribute) say. */
+typedef struct kt_blas_algo {
+    int m, n, k, batch;  /* row-major D[m, n] = op(A)[m, k] op(B)[k, n], batch products
+                          * (kt_gemm: m tokens, n outputs, k inputs) */
+    int ta, tb;          /* 1: A (B) is stored transposed */
+    int algo_id;         /* CUBLASLT_ALGO_CONFIG_ID; < 0 only from the CPU emulator's
+                          * stand-in, which has no kernels to choose among */
+    int tile_id;         /* CUBLASLT_ALGO_CONFIG_TILE_ID, raw (cublasLtMatmulTile_t) */
+    /* tile_id as "ROWSxCOLS" of cuBLASLt's column-major output D^T (n x m): ROWS
+     * run along n, COLS along m; "undefined" (id 0), "id:N" (an id the table
+     * kernels/blas_tiles.cuh lacks), "?" (unreadable), "emu" (algo_id < 0) */
+    char tile[24];
+    int stages_id;       /* CUBLASLT_ALGO_CONFIG_STAGES_ID, raw */
+    int splitk;          /* CUBLASLT_ALGO_CONFIG_SPLITK_NUM: 1 unsplit */
+    int reduction;       /* CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, raw */
+    int swizzle;         /* CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING */
+    int cluster;         /* CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, raw; -1 when the
+                          * headers lack it (cuBLAS < 12) */
+    /* each raw value is -1 when cuBLASLt did not answer for it */
+} kt_blas_algo;
+
+/* The choice of every distinct shape (m, n, k, batch, ta, tb) planned since
+ * the program started, by any GEMM (kt_gemm, the layers, the trainer's
+ * backward), in the order first planned; a shape planned again (other
+ * leading dimensions, alignment, output type or beta) keeps its first
+ * record.  Copies the first min(count, max) records into out (NULL when max
+ * is 0) and returns the count.  Records are made when a plan is made (a
+ * plan-cache miss, host work that kt_plan_queries counts), never on a hit,
+ * so timed runs do no more than before.  Cannot fail; not thread-safe (nor
+ * is planning). */
+size_t kt_blas_algos(kt_blas_algo *out, size_t max);
+
 /* ---- attention (decode_attn.cu, chunk_attn.cu) --------------------------- */
 
 /* A ragged batch and its work plan (split-K items, partial buffers).  ctx and

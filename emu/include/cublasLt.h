@@ -5,7 +5,10 @@
  * fp32 accumulation in k order, bf16 (rounded to nearest even) or fp32 D,
  * strided batches.  The heuristic always offers one algorithm; every call to
  * it is counted (emu_lt_heuristic_queries), so that a test can assert that a
- * timed interval contains none.
+ * timed interval contains none.  That algorithm's configuration
+ * (cublasLtMatmulAlgoConfigGetAttribute) is a plausible, clearly fake one:
+ * algorithm id -1 (no cuBLASLt id is negative), tile and stages undefined
+ * (0), unsplit (split-K 1), no reduction, no swizzle, cluster 0 (auto).
  */
 #ifndef EMU_CUBLASLT_H
 #define EMU_CUBLASLT_H
@@ -38,6 +41,18 @@ typedef enum {
     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
 } cublasLtMatmulPreferenceAttributes_t;
+
+typedef enum {
+    CUBLASLT_ALGO_CONFIG_ID = 0,                /* int32_t */
+    CUBLASLT_ALGO_CONFIG_TILE_ID = 1,           /* uint32_t */
+    CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 2,        /* int32_t */
+    CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME = 3,  /* uint32_t */
+    CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING = 4,     /* uint32_t */
+    CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION = 5,     /* uint32_t */
+    CUBLASLT_ALGO_CONFIG_STAGES_ID = 6,         /* uint32_t */
+    CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID = 7,    /* uint16_t */
+    CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID = 8,  /* uint16_t */
+} cublasLtMatmulAlgoConfigAttributes_t;
 
 typedef struct emu_lt_handle *cublasLtHandle_t;
 typedef struct emu_lt_desc {
@@ -91,6 +106,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
                               cublasLtMatrixLayout_t lc, void *D, cublasLtMatrixLayout_t ld,
                               const cublasLtMatmulAlgo_t *algo, void *ws, size_t ws_bytes,
                               cudaStream_t s);
+
+/* As cuBLASLt's: sizeInBytes 0 asks for the size (into *sizeWritten);
+ * otherwise it must be the attribute's size. */
+cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t *algo,
+                                                    cublasLtMatmulAlgoConfigAttributes_t attr,
+                                                    void *buf, size_t sizeInBytes,
+                                                    size_t *sizeWritten);
 
 /* How many times cublasLtMatmulAlgoGetHeuristic ran in this process (the
  * emulator's own counter, for tests; no cuBLASLt has it). */
