@@ -3,7 +3,10 @@
  * checks pass, one op's selftest passes on it and fails with the op's planted
  * bug absent (that is emu/planted.sh's job in `make kernels-emu`), and
  * `calibrate` refuses it (emulated timings are not GPU timings) with exit 2
- * and a message naming the emulator, writing nothing.  Skips when the
+ * and a message naming the emulator, writing nothing; `calibrate
+ * --algos-only` (plans, times nothing) runs on it and writes gemm_algos.csv
+ * with the header calibrate writes on a GPU and the stand-in's fake rows
+ * (algorithm -1, tile "emu"), one per shape of the gemm group.  Skips when the
  * emulator is not built (`make check` builds it unless SANITIZE is set).
  */
 #include <criterion/criterion.h>
@@ -54,4 +57,35 @@ Test(emu, calibrate_refuses_the_emulator)
     cr_expect(strstr(log, "not GPU timings"), "no refusal message:\n%s", log);
     free(log);
     cr_expect_neq(access("build/test_emu_cal/calib.csv", F_OK), 0, "calib.csv written");
+    cr_expect_neq(access("build/test_emu_cal/gemm_algos.csv", F_OK), 0,
+                  "gemm_algos.csv written");
+}
+
+/* --tail's gemm group: gemm_peak and 5 products of Qwen2.5-7B at TP 1 at 7
+ * token counts (validate/calib_sweeps.c), 36 distinct shapes. */
+Test(emu, calibrate_algos_only_writes_gemm_algos_csv, .timeout = 60)
+{
+    if (access(EMU, X_OK) != 0)
+        cr_skip_test(EMU " not built");
+    int st = system("rm -rf build/test_emu_algos && " EMU " calibrate --algos-only --tail "
+                    "-o build/test_emu_algos > build/test_emu_algos.log 2>&1");
+    cr_assert_eq(exit_status(st), 0, "calibrate --algos-only failed (build/test_emu_algos.log)");
+    char *csv = slurp_file("build/test_emu_algos/gemm_algos.csv");
+    cr_assert(csv, "no gemm_algos.csv");
+    const char header[] = "device,m,n,k,batch,ta,tb,algo_id,tile,tile_id,stages_id,splitk,"
+                          "reduction,swizzle,cluster\n";
+    cr_expect(!strncmp(csv, header, sizeof header - 1), "header:\n%.200s", csv);
+    cr_expect(strstr(csv, "\n\"tailsim CPU emulator\",8192,8192,8192,1,0,1,-1,emu,0,0,1,0,0,0\n"),
+              "no gemm_peak row:\n%.400s", csv);
+    int rows = 0, fake = 0;
+    for (const char *p = strchr(csv, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
+        rows++;
+        const char *e = strchr(p + 1, '\n');
+        const char *t = strstr(p + 1, ",-1,emu,");
+        fake += t && (!e || t < e);
+    }
+    cr_expect_eq(rows, 36, "%d rows", rows);
+    cr_expect_eq(fake, rows, "%d of %d rows are the emulator's fake configuration", fake, rows);
+    free(csv);
+    cr_expect_neq(access("build/test_emu_algos/calib.csv", F_OK), 0, "calib.csv written");
 }

@@ -4,7 +4,9 @@
  * The CSV is written through ts_atomic so a reader never sees half a file;
  * the database gets all rows in one transaction, replacing the previous
  * contents, with a user_version schema stamp (WAL, synchronous=NORMAL).
- * Both hold the same rows in the same order.
+ * Both hold the same rows in the same order.  gemm_algos.csv, the
+ * algorithm cuBLASLt's heuristic chose for each GEMM shape planned
+ * (kt_blas_algos), is written through ts_atomic too.
  */
 #include "validate/validate.h"
 
@@ -84,6 +86,26 @@ int calib_write_csv(const calib_set *s, const char *path, ts_err *e)
         return ts_errf(e, "%s: write failed", path);
     }
     return ts_atomic_commit(&a, e);
+}
+
+int calib_write_algos(const char *device, const kt_blas_algo *a, size_t n, const char *path,
+                      ts_err *e)
+{
+    ts_atomic t;
+    if (ts_atomic_open(&t, path, e))
+        return -1;
+    fprintf(t.f, "%s\n", CALIB_ALGOS_HEADER);
+    for (size_t i = 0; i < n; i++) {
+        const kt_blas_algo *r = &a[i];
+        fprintf(t.f, "\"%s\",%d,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%d,%d\n", device, r->m, r->n,
+                r->k, r->batch, r->ta, r->tb, r->algo_id, r->tile, r->tile_id, r->stages_id,
+                r->splitk, r->reduction, r->swizzle, r->cluster);
+    }
+    if (ferror(t.f)) {
+        ts_atomic_abort(&t);
+        return ts_errf(e, "%s: write failed", path);
+    }
+    return ts_atomic_commit(&t, e);
 }
 
 static int exec_sql(sqlite3 *db, const char *sql, const char *path, ts_err *e)

@@ -112,6 +112,25 @@ static int time_gemm(calib *c, gemm_arg *a, const char *op, int m, int n, int k)
     return calib_measure(c, launch_gemm, a, &r);
 }
 
+/* --algos-only: plans gemm_peak and every shape (the heuristic query that
+ * kt_blas_algos records), allocating and timing nothing. */
+static int plan_gemms(calib *c, const int *ms, int nm, const int (*shapes)[2], int ns)
+{
+    kt_gemm *g = kt_gemm_new();
+    int rc = g ? 0 : ts_errf(&c->err, "gemm setup: %s", kt_error());
+    if (rc == 0 && kt_gemm_plan(g, 8192, 8192, 8192))
+        rc = ts_errf(&c->err, "gemm 8192 x 8192 x 8192: %s", kt_error());
+    for (int s = 0; rc == 0 && s < ns; s++)
+        for (int i = 0; rc == 0 && i < nm; i++)
+            if (kt_gemm_plan(g, ms[i], shapes[s][0], shapes[s][1]))
+                rc = ts_errf(&c->err, "gemm %d x %d x %d: %s", ms[i], shapes[s][0],
+                             shapes[s][1], kt_error());
+    kt_gemm_free(g);
+    if (rc == 0)
+        printf("gemm: %d shapes planned, none timed (--algos-only)\n", 1 + ns * nm);
+    return rc;
+}
+
 int sweep_gemm(calib *c)
 {
     static const int quick_m[] = {1, 8, 32, 128, 512, 2048, 4096};
@@ -135,6 +154,8 @@ int sweep_gemm(calib *c)
             }
         }
     }
+    if (c->algos_only)
+        return plan_gemms(c, ms, nm, (const int (*)[2])shapes, ns);
     size_t na = 8192 * 8192, nw = 8192 * 8192, nc = 8192 * 8192;
     for (int s = 0; s < ns; s++) {
         size_t n = (size_t)shapes[s][0], k = (size_t)shapes[s][1];

@@ -2,7 +2,13 @@
  * `tailsim-validate calibrate [--quick] [--reps N] [--only GROUP] -o DIR`:
  * times every op the cost model prices over the shapes the simulator asks
  * about, and writes DIR/calib.csv and DIR/calib.db (table calib), the same
- * rows in both (see validate.h for the columns).
+ * rows in both (see validate.h for the columns), and DIR/gemm_algos.csv:
+ * the algorithm cuBLASLt's heuristic chose for every GEMM shape planned on
+ * the way (kt_blas_algos: the gemm group's shapes and the layers', the
+ * drafter's and the trainer's products), one row per distinct shape.
+ * --algos-only plans the gemm group's shapes (the heuristic query alone)
+ * and writes only gemm_algos.csv, timing nothing: seconds on a GPU, and the
+ * one calibrate the CPU emulator runs (its rows are fake: tile "emu").
  *
  * Shapes.  Models are Qwen2.5-7B and -32B, loaded with llm_load() from
  * models/llm/ when the library has it, else from the built-in table below
@@ -43,7 +49,8 @@
  * DIR is created before the first measurement, DIR/calib.csv is rewritten
  * (atomically) after every row, a group that fails is reported and the next
  * group runs (unless the CUDA context is broken), and --budget S stops
- * measuring S seconds after the start.  --db FILE puts the database elsewhere
+ * measuring S seconds after the start; gemm_algos.csv is rewritten
+ * (atomically) after every group.  --db FILE puts the database elsewhere
  * than DIR/calib.db (it is written once, at the end).  Exit status: 0 all
  * rows measured, 3 the budget ran out (the rows so far are written), 2 an
  * error (the rows so far are written too), 77 no GPU.
@@ -58,6 +65,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -170,6 +178,22 @@ static int write_outputs(calib *c, const char *db)
     return 0;
 }
 
+/* Rewrites c->algos with every choice kt_blas_algos() holds (nothing when
+ * no GEMM was planned); 0, or -1 with c->err set. */
+static int write_algos(calib *c)
+{
+    size_t n = kt_blas_algos(NULL, 0);
+    if (n == 0)
+        return 0;
+    kt_blas_algo *a = malloc(n * sizeof *a);
+    if (!a)
+        return ts_errf(&c->err, "%s: out of memory for %zu rows", c->algos, n);
+    n = kt_blas_algos(a, n);
+    int rc = calib_write_algos(c->set.device, a, n, c->algos, &c->err);
+    free(a);
+    return rc;
+}
+
 /* The command line of one run (--quick is stored in the calib itself). */
 typedef struct cal_opts {
     const char *dir;    /* -o DIR; required */
@@ -201,6 +225,8 @@ static int parse_options(int argc, char **argv, calib *c, cal_opts *o)
             c->quick = 1;
         } else if (!strcmp(argv[i], "--tail")) {
             c->quick = c->tail = 1;
+        } else if (!strcmp(argv[i], "--algos-only")) {
+            c->algos_only = 1;
         } else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
             o->dir = argv[++i];
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
@@ -219,9 +245,10 @@ static int parse_options(int argc, char **argv, calib *c, cal_opts *o)
         } else if (!strcmp(argv[i], "--db") && i + 1 < argc) {
             o->db = argv[++i];
         } else {
-            fprintf(stderr, "calibrate: unknown option '%s' (--quick, --tail, --reps N, --only "
-                            "GROUP[,GROUP...] of copy host gemm decode_attn chunk_attn rows "
-                            "verify layer drafter train, --budget S, --db FILE, -o DIR)\n",
+            fprintf(stderr, "calibrate: unknown option '%s' (--quick, --tail, --algos-only, "
+                            "--reps N, --only GROUP[,GROUP...] of copy host gemm decode_attn "
+                            "chunk_attn rows verify layer drafter train, --budget S, --db FILE, "
+                            "-o DIR)\n",
                     argv[i]);
             return 2;
         }
@@ -244,6 +271,7 @@ static int set_outputs(calib *c, cal_opts *o)
         return 2;
     }
     snprintf(c->csv, sizeof c->csv, "%s/calib.csv", o->dir);
+    snprintf(c->algos, sizeof c->algos, "%s/gemm_algos.csv", o->dir);
     snprintf(o->dbpath, sizeof o->dbpath, "%s/calib.db", o->dir);
     if (!o->db)
         o->db = o->dbpath;
@@ -284,7 +312,8 @@ static int unknown_group(const char *only, char *bad, size_t bn)
 }
 
 /* Runs the groups (those listed in only, and copy, when only is set; with
- * --tail the decode tail's groups).  A group that
+ * --tail the decode tail's groups; with --algos-only the gemm group alone,
+ * planned, not timed), rewriting gemm_algos.csv after each.  A group that
  * fails is reported and the next one runs (one bad kernel must not cost the
  * other ops' rows), unless the CUDA context is broken or the budget is
  * spent: then -1.  *failed counts the groups that failed. */
@@ -292,7 +321,9 @@ static int run_groups(calib *c, const char *only, int *failed)
 {
     int rc = 0;
     for (size_t g = 0; rc == 0 && g < NELEM(GROUPS); g++) {
-        if ((!val_in_list(only, GROUPS[g].name) || (c->tail && !GROUPS[g].tail)) && g != 0)
+        if (c->algos_only ? strcmp(GROUPS[g].name, "gemm") != 0
+                          : (!val_in_list(only, GROUPS[g].name) || (c->tail && !GROUPS[g].tail)) &&
+                                g != 0)
             continue; /* the copy ceiling always runs: the fractions need it */
         double tg = ts_wall_s();
         printf("== %s\n", GROUPS[g].name);
@@ -300,6 +331,10 @@ static int run_groups(calib *c, const char *only, int *failed)
         int grc = GROUPS[g].fn ? GROUPS[g].fn(c)
                                : sweep_attn(c, !strcmp(GROUPS[g].name, "chunk_attn"));
         printf("== %s: %.1f s\n", GROUPS[g].name, ts_wall_s() - tg);
+        if (write_algos(c)) { /* what the heuristic chose so far, kept as we go */
+            fprintf(stderr, "calibrate: %s\n", c->err.msg);
+            (*failed)++;
+        }
         if (grc == 0)
             continue;
         if (c->out_of_time) {
@@ -335,6 +370,13 @@ static int finish(calib *c, const char *db, int rc, int failed, double t0)
         fprintf(stderr, "calibrate: %s\n", c->err.msg);
         status = 2;
     }
+    if (write_algos(c)) {
+        fprintf(stderr, "calibrate: %s\n", c->err.msg);
+        status = 2;
+    } else if (kt_blas_algos(NULL, 0) > 0) {
+        printf("calibrate: %zu GEMM shapes (cuBLASLt's choice) -> %s\n", kt_blas_algos(NULL, 0),
+               c->algos);
+    }
     printf("calibrate: %zu rows in %.1f s\n", c->set.n, ts_wall_s() - t0);
     calib_free(&c->set);
     return status;
@@ -358,9 +400,10 @@ int val_calibrate(int argc, char **argv)
     rc = val_open_device(&dev);
     if (rc <= 0)
         return rc == 0 ? VAL_EXIT_SKIP : 2;
-    if (!strcmp(dev.name, KT_EMU_DEVICE_NAME)) {
+    if (!strcmp(dev.name, KT_EMU_DEVICE_NAME) && !c.algos_only) {
         fprintf(stderr, "calibrate: %s: the CPU emulator's timings are not GPU timings; "
-                        "calibrate needs a GPU (the emulator runs selftest and confirm)\n",
+                        "calibrate needs a GPU (the emulator runs selftest, confirm and "
+                        "calibrate --algos-only)\n",
                 dev.name);
         return 2;
     }

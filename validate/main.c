@@ -3,7 +3,8 @@
  * model prices, so that the model can be fitted and checked against them.
  *
  *   tailsim-validate selftest [--seed N] [--only OP,...] [--small]   every kernel vs its C reference
- *   tailsim-validate calibrate [--quick|--tail] [--budget S] -o DIR   timings -> DIR/calib.csv, calib.db
+ *   tailsim-validate calibrate [--quick|--tail] [--budget S] -o DIR   timings -> DIR/calib.csv, calib.db,
+ *                                              cuBLASLt's choices -> DIR/gemm_algos.csv
  *   tailsim-validate check CSV [--json] [-o FILE.ini]   fit and hold-out error
  *   tailsim-validate confirm [--quick] [--trace FILE] [-o DIR]   mini rollout on the GPU
  *
@@ -30,9 +31,13 @@ static void usage(FILE *f)
             "                               with the C reference (exit 0 when all pass);\n"
             "                               --small: small shapes, same code paths\n"
             "  calibrate [--quick|--tail] [--reps N] [--only GROUP,...] [--budget S] [--db FILE]\n"
-            "            -o DIR             time every op over the model shapes (--tail: what\n"
+            "            [--algos-only] -o DIR\n"
+            "                               time every op over the model shapes (--tail: what\n"
             "                               the decode tail needs, 7B at TP 1); writes\n"
-            "                               DIR/calib.csv (after every row) and DIR/calib.db;\n"
+            "                               DIR/calib.csv (after every row), DIR/calib.db and\n"
+            "                               DIR/gemm_algos.csv (cuBLASLt's kernel per GEMM\n"
+            "                               shape; --algos-only: that file alone, nothing\n"
+            "                               timed, on the CPU emulator too);\n"
             "                               exit 3 when --budget S ran out (rows kept)\n"
             "  check CSV [--json] [--hw NAME] [-o FILE.ini]\n"
             "                               fit the cost model on half of the CSV's shapes\n"

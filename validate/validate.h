@@ -85,6 +85,18 @@ int calib_write_csv(const calib_set *s, const char *path, ts_err *e);
  * user_version is newer than this program's.  Returns 0 or -1. */
 int calib_write_db(const calib_set *s, const char *path, ts_err *e);
 
+/* The header of gemm_algos.csv (calib_write_algos). */
+#define CALIB_ALGOS_HEADER                                                            \
+    "device,m,n,k,batch,ta,tb,algo_id,tile,tile_id,stages_id,splitk,reduction,swizzle," \
+    "cluster"
+
+/* Writes the n records of cuBLASLt's choices (kt_blas_algos) as CSV with
+ * CALIB_ALGOS_HEADER, one row per record, device (quoted) in the first
+ * column, atomically (a reader never sees half a file; nothing is left on
+ * failure).  Returns 0 or -1 with e naming the file. */
+int calib_write_algos(const char *device, const kt_blas_algo *a, size_t n, const char *path,
+                      ts_err *e);
+
 /* ---- the calibrate command's state, shared by its sweep files ---------- */
 
 #define MAX_REPS 200
@@ -103,6 +115,7 @@ typedef struct vcfg { /* a model at one tensor-parallel degree, local shapes */
 typedef struct calib {
     int quick, warmup, reps;
     int tail;            /* --tail: the decode tail's groups at TP 1 (implies quick) */
+    int algos_only;      /* --algos-only: plan the gemm group's shapes, time nothing */
     size_t cap_tokens;   /* most KV tokens in one attention batch */
     double copy_bw;      /* bytes/s, measured; 0 before */
     double peak_flops;   /* FLOP/s of gemm_peak; 0 before */
@@ -112,6 +125,7 @@ typedef struct calib {
     calib_set set;
     float us[MAX_REPS];
     char csv[4096];      /* rewritten after every row; "" for none */
+    char algos[4096];    /* DIR/gemm_algos.csv: rewritten after every group */
     double deadline;     /* ts_wall_s() after which no row starts; 0 none */
     int out_of_time;     /* set when a row was refused for the deadline */
     ts_err err;
