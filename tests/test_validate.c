@@ -137,6 +137,31 @@ static int run_status(const char *cmd)
 }
 
 /* What calibrate writes, the strict reader accepts: every row, the fit runs. */
+/* calib_write_algos(): the header and one row per record, the device
+ * quoted; a file it cannot write is an error naming it, nothing left. */
+Test(validate, gemm_algos_csv_written_whole_or_not_at_all)
+{
+    char dir[256], path[320];
+    tmpdir_create(dir, sizeof dir, "algos");
+    snprintf(path, sizeof path, "%s/gemm_algos.csv", dir);
+    const kt_blas_algo a[2] = {
+        {17, 4608, 3584, 1, 0, 1, 31, 17, "64x128", 3, 1, 0, 1, 2},
+        {64, 128, 64, 28, 1, 0, 6, 23, "128x256", 5, 4, 2, 0, 0},
+    };
+    ts_err e = {{0}};
+    cr_assert_eq(calib_write_algos("NVIDIA H200", a, 2, path, &e), 0, "%s", e.msg);
+    char *got = slurp_file(path);
+    cr_assert_not_null(got);
+    cr_expect_str_eq(got, CALIB_ALGOS_HEADER "\n"
+                          "\"NVIDIA H200\",17,4608,3584,1,0,1,31,64x128,17,3,1,0,1,2\n"
+                          "\"NVIDIA H200\",64,128,64,28,1,0,6,128x256,23,5,4,2,0,0\n");
+    free(got);
+    snprintf(path, sizeof path, "%s/no-such-dir/gemm_algos.csv", dir);
+    cr_expect_eq(calib_write_algos("NVIDIA H200", a, 2, path, &e), -1);
+    cr_expect(strstr(e.msg, "no-such-dir/gemm_algos.csv"), "%s", e.msg);
+    tmpdir_remove(dir);
+}
+
 Test(validate, calibrate_csv_round_trips_through_the_reader)
 {
     if (access("build/tailsim-validate", X_OK) != 0)
@@ -170,8 +195,9 @@ Test(validate, calibrate_csv_round_trips_through_the_reader)
 /* gpu.sh on a machine without a GPU, GPU_SH_CSV standing in for the
  * calibration: every step runs, selftest and calibrate say "no GPU" (77),
  * check reads the CSV, confirm predicts with models/hw/h200.ini fitted to it
- * and skips the replay (77); $OUT gets at most 8 files and no folder, and the
- * working tree's models/calib/ is left alone. */
+ * and skips the replay (77); $OUT gets at most 8 files and no folder,
+ * summary.txt ends with check's report, and the working tree's
+ * models/calib/ is left alone. */
 Test(validate, gpu_sh_dry_run_without_a_gpu, .timeout = 300)
 {
     if (access("build/tailsim-validate", X_OK) != 0)
@@ -193,7 +219,7 @@ Test(validate, gpu_sh_dry_run_without_a_gpu, .timeout = 300)
     int rc = run_status(cmd);
     cr_expect_eq(rc, 1, "gpu.sh exit %d: selftest cannot pass without a GPU", rc);
 
-    char path[320], buf[16384] = {0};
+    char path[320], buf[65536] = {0};
     snprintf(path, sizeof path, "%s/out/summary.txt", dir);
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f, "no %s", path);
@@ -220,8 +246,12 @@ Test(validate, gpu_sh_dry_run_without_a_gpu, .timeout = 300)
     snprintf(cmd, sizeof cmd, "test $(find %s/out -mindepth 1 | wc -l) -le 8 && "
                               "test -z \"$(find %s/out -mindepth 1 ! -type f)\"", dir, dir);
     cr_expect_eq(run_status(cmd), 0, "more than 8 entries, or a folder, under %s/out", dir);
-    snprintf(path, sizeof path, "%s/out/check.txt", dir);
+    /* check's report: in GPU_SH_WORK, and whole at the end of summary.txt
+     * (its slot in $OUT went to gemm_algos.csv, which a dry run lacks) */
+    snprintf(path, sizeof path, "%s/work/check.txt", dir);
     cr_expect_eq(access(path, R_OK), 0, "no %s", path);
+    cr_expect(strstr(buf, "== check's report (check.txt)"), "%s", buf);
+    cr_expect(strstr(buf, "gemm_algos.csv: none"), "%s", buf);
     if (!had_calib)
         cr_expect_neq(stat("models/calib/h200.csv", &sb), 0,
                       "gpu.sh wrote models/calib/h200.csv into the working tree");

@@ -33,10 +33,13 @@
 #
 # $OUT receives at most 8 files, none in a subfolder (the device tool of
 # this workplace returns 8 files at most): setup.log, selftest.log,
-# calibrate.log, calib.csv, check.txt, confirm.txt, confirm.json and
-# summary.txt.  summary.txt grows as the steps finish, so a run cut short
-# still leaves one.  Everything else (calib.db, check.json, check-fit.ini,
-# the confirm copies) goes to GPU_SH_WORK (default build/gpu-work).  Commit
+# calibrate.log, calib.csv, gemm_algos.csv (cuBLASLt's kernel for every GEMM
+# shape calibrate planned: `tailsim calib algos` compares it with the cost
+# model's), confirm.txt, confirm.json and summary.txt, which ends with
+# check's whole report.  summary.txt grows as the steps finish, so a run cut
+# short still leaves one.  Everything else (calib.db, check.txt, check.json,
+# check-fit.ini, the confirm copies) goes to GPU_SH_WORK (default
+# build/gpu-work).  Commit
 # the first run's $OUT/calib.csv as models/calib/<gpu>.csv (hw_load("<gpu>")
 # then fits the hardware model to it; after --more, its calib.csv, which
 # holds the first run's groups too) and the summaries under
@@ -54,8 +57,8 @@
 #
 # Exit status: 0 when selftest passed, calibration wrote rows (all of them,
 # or those measured before its budget ran out) and check ran (whether or not
-# the accuracy targets were met: check.txt says), 1 otherwise (and when the
-# plan exceeds its cap), 2 on a bad argument.
+# the accuracy targets were met: the check report at the end of summary.txt
+# says), 1 otherwise (and when the plan exceeds its cap), 2 on a bad argument.
 set -u
 MODE=first
 PLAN_ONLY=0
@@ -200,16 +203,19 @@ rows=0
 [ -s "$CSV" ] && rows=$(($(grep -c . "$CSV") - 1))
 
 # ---- check (CPU only) -----------------------------------------------------------
+# its report goes to $WORK and, whole, to the end of summary.txt: $OUT's eight
+# files are taken (gemm_algos.csv has the slot check.txt had)
+CHECK="$WORK/check.txt"
 ck=skipped
 gpu=
 if [ "$rows" -gt 0 ]; then
     tc=$(date +%s)
-    timeout -k 2 $((A_check - 5)) "$BIN" check "$CSV" -o "$WORK/check-fit.ini" >"$OUT/check.txt" 2>&1
+    timeout -k 2 $((A_check - 5)) "$BIN" check "$CSV" -o "$WORK/check-fit.ini" >"$CHECK" 2>&1
     ck=$?
     timeout -k 2 "$(until_end "$tc" "$A_check" 3)" "$BIN" check "$CSV" --json >"$WORK/check.json" \
-        2>>"$OUT/check.txt"
-    say "check exit $ck (0 targets met, 1 missed, 2 error) on $rows rows; report in check.txt"
-    sed -n '/^held-out/,$p' "$OUT/check.txt"
+        2>>"$CHECK"
+    say "check exit $ck (0 targets met, 1 missed, 2 error) on $rows rows; report at the end of summary.txt"
+    sed -n '/^held-out/,$p' "$CHECK"
     gpu=$(sed -n '2{s/^"\([^"]*\)".*/\1/p}' "$CSV" | tr 'A-Z' 'a-z' |
           grep -oE '[a-z][0-9]{2,4}[a-z]*' | head -n 1)
     gpu=${gpu:-gpu}
@@ -266,11 +272,21 @@ if [ "$rows" -gt 0 ]; then
         "$CSV" | sort >>"$S"
     echo "calib.csv: $rows rows" >>"$S"
 fi
-[ -s "$OUT/check.txt" ] && grep -E '^(median per-op|worst op|all held-out)' "$OUT/check.txt" >>"$S"
+[ -s "$CHECK" ] && grep -E '^(median per-op|worst op|all held-out)' "$CHECK" >>"$S"
 [ -s "$OUT/confirm.txt" ] && grep -E '(makespan|speedup|targets:)' "$OUT/confirm.txt" >>"$S"
+# cuBLASLt's choices: shapes per (tile, split-K); `tailsim calib algos` compares
+if [ -s "$OUT/gemm_algos.csv" ]; then
+    awk -F, 'NR > 1 { k = "tile " $9 " split-K " $12; if (!(k in n)) o[++m] = k; n[k]++ }
+        END { printf "gemm_algos.csv: %d shapes\n", NR - 1
+              for (i = 1; i <= m; i++) printf "  %-32s %d shapes\n", o[i], n[o[i]] }' \
+        "$OUT/gemm_algos.csv" >>"$S"
+else
+    echo "gemm_algos.csv: none (calibrate planned no GEMM)" >>"$S"
+fi
 nfiles=$(find "$OUT" -type f | wc -l)
 [ "$nfiles" -gt 8 ] && echo "note: $nfiles files under $OUT (the device tool returns 8)" >>"$S"
 echo "selftest exit $st, calibrate exit $ca, check exit $ck, confirm exit $cf, $(elapsed) s of a plan of $PLAN_TOTAL s" >>"$S"
 cat "$S"
+[ -s "$CHECK" ] && { echo "== check's report (check.txt)"; cat "$CHECK"; } >>"$S"
 [ "$st" = 0 ] && { [ "$ca" = 0 ] || [ "$ca" = 3 ]; } && [ "$rows" -gt 0 ] &&
     { [ "$ck" = 0 ] || [ "$ck" = 1 ]; }
