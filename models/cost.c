@@ -176,24 +176,33 @@ static const double gemm_splits[] = {1.0, 2.0, 4.0, 8.0, 16.0};
  * kernel pays it longer, which is what sets it apart from gemm_lat_s).  For each
  * split the time never decreases as m grows (the waves and the partial sums
  * only grow), and the set of splits depends on k alone, so neither does the
- * fastest. */
-static double gemm_kernel_time(const hw_desc *hw, double m, double n, double k, double tm,
-                               double tn, double rate, double red_bw)
+ * fastest.  force > 0 takes that split alone (INFINITY when k does not
+ * split so); the split taken goes to *split when not NULL. */
+static inline __attribute__((always_inline)) double
+gemm_kernel_time(const hw_desc *hw, double m, double n, double k, double tm, double tn,
+                 double rate, double red_bw, int force, int *split)
 {
     double tiles = ceil(m / tm) * ceil(n / tn);
     double best = INFINITY;
+    int best_s = 0;
     double half = hw->gemm_half_flops / (rate * hw->sms);
     for (size_t i = 0; i < sizeof gemm_splits / sizeof gemm_splits[0]; i++) {
         double s = gemm_splits[i], slice = k / s;
         if (s > 1.0 && slice < GEMM_SLICE_MIN)
             break;
+        if (force && s != force)
+            continue;
         double waves = ceil(tiles * s / hw->sms);
         double t = waves * 2.0 * tm * tn * slice / rate;
         if (s > 1.0 && red_bw > 0)
             t += hw->gemm_splitk_bytes * m * n * s / red_bw;
-        if (t < best)
+        if (t < best) {
             best = t;
+            best_s = (int)s;
+        }
     }
+    if (split)
+        *split = best_s;
     return best + half;
 }
 
@@ -204,8 +213,18 @@ static double gemm_kernel_time(const hw_desc *hw, double m, double n, double k, 
  * and C read or written once at hbm_bw x gemm_mem_eff, plus gemm_mem_lat_s
  * (< 0: gemm_lat_s) and the fill that grows with the bytes.  The longer
  * side plus gemm_mix of the shorter, after launch_s.  Both sides and their
- * combination never decrease as m grows. */
-static double gemm_time(const hw_desc *hw, double m, double n, double k, double base)
+ * combination never decrease as m grows.
+ *
+ * fk >= -1 forces the compute side onto that kernel (an index into
+ * gemm_tiles; -1 the tile_m x tile_n one) and fs > 0 onto that split, for
+ * cost_gemm_forced(); fk < -1, fs 0: the fastest, as cost_gemm() prices.
+ * The kernel and split priced go to *kernel and *split when not NULL.
+ * Both functions are always inlined, so that cost_gemm()'s constant
+ * arguments (nothing forced, nothing reported) fold away: it runs as fast
+ * as it did before cost_gemm_choice() existed. */
+static inline __attribute__((always_inline)) double
+gemm_time(const hw_desc *hw, double m, double n, double k, double base, int fk, int fs,
+          int *kernel, int *split)
 {
     double gme = hw->gemm_mem_eff > 0 ? hw->gemm_mem_eff : hw->mem_eff;
     double hbm = hw->hbm_bw * gme;
@@ -216,18 +235,32 @@ static double gemm_time(const hw_desc *hw, double m, double n, double k, double 
 
     double sm_rate = hw->peak_flops * base / hw->sms;
     double t_comp;
-    if (hw->n_gemm_tiles > 0) {
+    int bk = -1, bs = 0;
+    if (hw->n_gemm_tiles > 0 && fk != -1) {
         t_comp = INFINITY;
         for (int i = 0; i < hw->n_gemm_tiles; i++) {
+            if (fk >= 0 && i != fk)
+                continue;
             const hw_gemm_tile *g = &hw->gemm_tiles[i];
-            double t = gemm_kernel_time(hw, m, n, k, g->m, g->n, sm_rate * g->rel, hbm);
-            if (t < t_comp)
+            int s;
+            double t = gemm_kernel_time(hw, m, n, k, g->m, g->n, sm_rate * g->rel, hbm, fs,
+                                        split ? &s : NULL);
+            if (t < t_comp) {
                 t_comp = t;
+                bk = i;
+                if (split)
+                    bs = s;
+            }
         }
     } else {
-        t_comp = gemm_kernel_time(hw, m, n, k, hw->tile_m, hw->tile_n, sm_rate, hbm);
+        t_comp = gemm_kernel_time(hw, m, n, k, hw->tile_m, hw->tile_n, sm_rate, hbm, fs,
+                                  split ? &bs : NULL);
     }
     t_comp += hw->gemm_lat_s;
+    if (kernel)
+        *kernel = bk;
+    if (split)
+        *split = bs;
 
     double lo = t_comp < t_mem ? t_comp : t_mem, hi = t_comp < t_mem ? t_mem : t_comp;
     return hw->launch_s + hi + hw->gemm_mix * lo;
@@ -237,7 +270,26 @@ double cost_gemm(const hw_desc *hw, double m, double n, double k)
 {
     if (m <= 0 || n <= 0 || k <= 0)
         return 0.0;
-    return gemm_time(hw, m, n, k, hw->gemm_eff);
+    return gemm_time(hw, m, n, k, hw->gemm_eff, -2, 0, NULL, NULL);
+}
+
+double cost_gemm_choice(const hw_desc *hw, double m, double n, double k, int *kernel, int *split)
+{
+    *kernel = -1;
+    *split = 0;
+    if (m <= 0 || n <= 0 || k <= 0)
+        return 0.0;
+    return gemm_time(hw, m, n, k, hw->gemm_eff, -2, 0, kernel, split);
+}
+
+double cost_gemm_forced(const hw_desc *hw, double m, double n, double k, int kernel, int split)
+{
+    if (m <= 0 || n <= 0 || k <= 0)
+        return 0.0;
+    if (kernel < -1 || kernel >= hw->n_gemm_tiles || (kernel == -1 && hw->n_gemm_tiles > 0) ||
+        split < 1)
+        return INFINITY;
+    return gemm_time(hw, m, n, k, hw->gemm_eff, kernel, split, NULL, NULL);
 }
 
 double cost_train_gemm_eff(const hw_desc *hw)
@@ -249,7 +301,7 @@ double cost_gemm_train(const hw_desc *hw, double m, double n, double k)
 {
     if (m <= 0 || n <= 0 || k <= 0)
         return 0.0;
-    return gemm_time(hw, m, n, k, cost_train_gemm_eff(hw));
+    return gemm_time(hw, m, n, k, cost_train_gemm_eff(hw), -2, 0, NULL, NULL);
 }
 
 /* Forward causal attention throughput on H100 SXM5, head dim 128, bf16, as a

@@ -20,6 +20,25 @@
  * decreases as m grows; 0 when m, n or k is not positive.  Cannot fail. */
 double cost_gemm(const hw_desc *hw, double m, double n, double k);
 
+/* Which kernel cost_gemm() prices the GEMM with: *kernel the index into
+ * hw->gemm_tiles of the fastest kernel (-1 when hw has no gemm_tiles: its
+ * one tile_m x tile_n kernel), *split its split-K factor (1 unsplit, 2, 4,
+ * 8 or 16; the first of equal times, as cost_gemm takes it).  Returns
+ * cost_gemm(hw, m, n, k), bit for bit; when m, n or k is not positive 0,
+ * with *kernel -1 and *split 0.  cost_gemm() itself does not pay for the
+ * bookkeeping.  Cannot fail. */
+double cost_gemm_choice(const hw_desc *hw, double m, double n, double k, int *kernel, int *split);
+
+/* cost_gemm() with the compute side run on one kernel (index into
+ * hw->gemm_tiles, or -1 for the tile_m x tile_n kernel when there are no
+ * gemm_tiles) at one split-K factor: what the model charges had cuBLAS
+ * picked that kernel.  cost_gemm_forced(hw, m, n, k, kernel, split) with
+ * cost_gemm_choice()'s kernel and split is cost_gemm(), bit for bit.
+ * INFINITY for a kernel out of range, a split < 1, or a split the model
+ * never runs for this k (one of 1, 2, 4, 8, 16 whose K slices are >= 128
+ * deep, 1 always); 0 when m, n or k is not positive.  Cannot fail. */
+double cost_gemm_forced(const hw_desc *hw, double m, double n, double k, int kernel, int split);
+
 /* cost_gemm() for a training step's GEMM: the compute side at train_eff
  * (cost_train_gemm_eff) instead of gemm_eff, the rest as cost_gemm(). */
 double cost_gemm_train(const hw_desc *hw, double m, double n, double k);

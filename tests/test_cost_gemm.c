@@ -9,7 +9,10 @@
  * the fit's reach on the profiles themselves (skipped when
  * $TAILSIM_SHARED/profiles is absent).  And, since the fit saw two
  * architectures only, every shipped model's GEMMs on every shipped GPU
- * stay inside the roofline and reach a sane share of it.
+ * stay inside the roofline and reach a sane share of it.  cost_gemm_choice()
+ * names the kernel and split cost_gemm() prices: forced onto them
+ * (cost_gemm_forced) the price is cost_gemm's bit for bit, and no other
+ * kernel or split is cheaper, over a grid of shapes on every shipped GPU.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -108,6 +111,71 @@ Test(cost_gemm, the_fastest_kernel_prices_the_gemm)
     hw_desc dear = h100;
     dear.gemm_splitk_bytes = 4.0 * h100.gemm_splitk_bytes;
     cr_expect_gt(cost_gemm(&dear, 256, 1280, 8192), cost_gemm(&h100, 256, 1280, 8192));
+}
+
+/* cost_gemm_choice() returns cost_gemm() and names the kernel and split it
+ * priced: forced onto them the price is the same, bit for bit, and every
+ * other kernel and split (1..16) costs at least as much.  Every shipped GPU
+ * (one without gemm_tiles too), tokens 1..16384, shapes of 7B to 72B
+ * models at TP 1 to 8, K from 128 up (where splits start and stop). */
+Test(cost_gemm, the_choice_is_the_kernel_priced)
+{
+    static const char *const gpus[] = {"h100", "h200", "a100"};
+    static const double M[] = {1, 7, 64, 100, 255, 256, 257, 700, 1024, 3000, 8192, 16384};
+    static const double NK[][2] = {{4608, 3584}, {3584, 3584}, {37888, 3584}, {3584, 18944},
+                                   {1280, 8192}, {152064, 5120}, {512, 128}, {29568, 8192}};
+    static const int splits[] = {1, 2, 4, 8, 16};
+    int checked = 0, kernels_seen[2] = {0, 0}, split_seen[17] = {0};
+    for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+        hw_desc hw;
+        ts_err e = {{0}};
+        cr_assert_eq(hw_load(gpus[g], &hw, &e), 0, "%s", e.msg);
+        for (int variant = 0; variant < 2; variant++) {
+            if (variant == 1)
+                hw.n_gemm_tiles = 0; /* the one tile_m x tile_n kernel */
+            for (size_t i = 0; i < sizeof M / sizeof M[0]; i++)
+                for (size_t j = 0; j < sizeof NK / sizeof NK[0]; j++) {
+                    double m = M[i], n = NK[j][0], k = NK[j][1];
+                    int kern = -7, split = -7;
+                    double t = cost_gemm_choice(&hw, m, n, k, &kern, &split);
+                    cr_assert_eq(t, cost_gemm(&hw, m, n, k), "%s m %g n %g k %g", gpus[g], m,
+                                 n, k);
+                    cr_assert(kern >= -1 && kern < hw.n_gemm_tiles && (kern >= 0) ==
+                              (hw.n_gemm_tiles > 0), "kernel %d", kern);
+                    cr_assert(split == 1 || split == 2 || split == 4 || split == 8 ||
+                              split == 16, "split %d", split);
+                    cr_assert_eq(cost_gemm_forced(&hw, m, n, k, kern, split), t,
+                                 "%s m %g n %g k %g: kernel %d split %d", gpus[g], m, n, k,
+                                 kern, split);
+                    for (int o = hw.n_gemm_tiles > 0 ? 0 : -1;
+                         o < (hw.n_gemm_tiles > 0 ? hw.n_gemm_tiles : 0); o++)
+                        for (int s = 0; s < 5; s++)
+                            cr_assert_geq(cost_gemm_forced(&hw, m, n, k, o, splits[s]), t,
+                                          "%s m %g n %g k %g: kernel %d split %d is cheaper "
+                                          "than the choice %d/%d", gpus[g], m, n, k, o,
+                                          splits[s], kern, split);
+                    if (kern >= 0 && kern < 2)
+                        kernels_seen[kern]++;
+                    split_seen[split]++;
+                    checked++;
+                }
+        }
+    }
+    /* the grid must exercise the choice, not one corner of it */
+    cr_expect_gt(kernels_seen[0], 0, "the first kernel never chosen");
+    cr_expect_gt(kernels_seen[1], 0, "the second kernel never chosen");
+    cr_expect_gt(split_seen[1], 0);
+    cr_expect_gt(split_seen[2] + split_seen[4] + split_seen[8] + split_seen[16], 0,
+                 "no split-K ever chosen");
+    /* what cannot run */
+    cr_expect(isinf(cost_gemm_forced(&h100, 64, 4096, 128, 0, 2)), "K slices of 64");
+    cr_expect(isinf(cost_gemm_forced(&h100, 64, 4096, 4096, 2, 1)), "kernel out of range");
+    cr_expect(isinf(cost_gemm_forced(&h100, 64, 4096, 4096, -1, 1)), "-1 with gemm_tiles");
+    cr_expect(isinf(cost_gemm_forced(&h100, 64, 4096, 4096, 0, 3)), "split 3");
+    int kern, split;
+    cr_expect_eq(cost_gemm_choice(&h100, 0, 4096, 4096, &kern, &split), 0.0);
+    cr_expect(kern == -1 && split == 0);
+    cr_expect_gt(checked, 500);
 }
 
 /* An absent gemm_tiles is one tile_m x tile_n kernel at gemm_eff: the same
