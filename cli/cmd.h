@@ -53,4 +53,9 @@ const char *cmd_flat(const char *s, char *buf, size_t n);
  * when missed, 2 on any error. */
 int calib_check_main(int argc, char **argv, const char *prog, int strict);
 
+/* `tailsim calib algos FILE [--hw NAME] [--json]` (cli/cmd_calib_algos.c;
+ * argv[0] is "algos"): cuBLASLt's kernel per GEMM shape against the cost
+ * model's.  0, 1 on bad input, 2 on usage errors. */
+int calib_algos_main(int argc, char **argv);
+
 #endif

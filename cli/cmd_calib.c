@@ -2,6 +2,7 @@
  * `tailsim calib vidur FILE --hw h100 [--json|--rows] [--stat median|mean|min|max]
  *                          [--bands [--resolution US]]`
  * `tailsim calib check CSV [--hw h200] [--json] [-o FILE.ini]`
+ * `tailsim calib algos FILE [--hw h200] [--json]` (cli/cmd_calib_algos.c)
  *
  * Checks the cost model against measured operator times: reads a Vidur
  * profiling CSV (per-operator MLP-layer times, or NCCL all-reduce times),
@@ -76,6 +77,7 @@ static void usage(FILE *f)
             "usage: tailsim calib vidur FILE [--hw NAME|PATH] [--stat median|mean|min|max] [--json|--rows]\n"
             "                                [--bands [--resolution US]]\n"
             "       tailsim calib check CSV [--hw NAME|PATH] [--json] [-o FILE.ini]\n"
+            "       tailsim calib algos FILE [--hw NAME|PATH] [--json]\n"
             "\n"
             "check: fits the cost model's parameters (gemm_eff, gemm_half_flops, gemm_lat_s,\n"
             "launch_s, mem_eff, attn_eff) to half of the shapes of a calibration CSV\n"
@@ -590,6 +592,8 @@ static int calib_cmd_vidur(const calib_vidur_opts *o)
 
 int cmd_calib(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "algos")) /* its own --help */
+        return calib_algos_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -603,7 +607,7 @@ int cmd_calib(int argc, char **argv)
     if (!strcmp(argv[1], "check"))
         return calib_check_main(argc - 1, argv + 1, "tailsim calib check", 0);
     if (strcmp(argv[1], "vidur")) {
-        fprintf(stderr, "tailsim calib: unknown source '%s' (expected: vidur or check)\n",
+        fprintf(stderr, "tailsim calib: unknown source '%s' (expected: vidur, check or algos)\n",
                 argv[1]);
         usage(stderr);
         return 2;

@@ -146,10 +146,7 @@ void calib_row_shape(const calib_row *r, char *buf, size_t n)
 
 /* ---- reader --------------------------------------------------------------- */
 
-/* Splits one CSV line in place into at most `max` fields, unquoting
- * "..." fields ("" is a quote).  Returns the field count, -1 when there are
- * more than max fields, or -2 - i for a malformed quote in field i. */
-static int split_fields(char *line, char **f, int max)
+int calib_csv_split(char *line, char **f, int max)
 {
     int n = 0;
     char *p = line;
@@ -217,7 +214,7 @@ static int bad_col(ts_err *e, const char *path, int line, int col, const char *f
 static int check_header(char *line, const char *path, int *ncols, ts_err *e)
 {
     char *f[CALIB_CSV_COLUMNS + 1];
-    int nf = split_fields(line, f, CALIB_CSV_COLUMNS + 1);
+    int nf = calib_csv_split(line, f, CALIB_CSV_COLUMNS + 1);
     if (nf < -1)
         return ts_errf(e, "%s:1: column %d: malformed quotes in the header", path, -nf - 1);
     int upto = nf < 0 ? CALIB_CSV_COLUMNS + 1 : nf;
@@ -305,7 +302,7 @@ int calib_csv_load(const char *path, calib_row **rows_out, size_t *n_out, ts_err
             goto cleanup;
         }
         char *f[CALIB_CSV_COLUMNS + 1];
-        int nf = split_fields(line, f, ncols);
+        int nf = calib_csv_split(line, f, ncols);
         if (nf < -1) {
             bad_col(e, path, lineno, -nf - 2, "malformed quotes%s", "");
             goto cleanup;

@@ -52,6 +52,12 @@ typedef struct calib_row {
  * On success *rows (free with free()) holds *n >= 1 rows in file order. */
 int calib_csv_load(const char *path, calib_row **rows, size_t *n, ts_err *e);
 
+/* Splits one CSV line in place into at most `max` fields (f[0..]), unquoting
+ * "..." fields ("" is a quote), as the calibration CSVs are written.
+ * Returns the field count, -1 when there are more than max fields, or
+ * -2 - i for a malformed quote in field i.  Cannot fail otherwise. */
+int calib_csv_split(char *line, char **f, int max);
+
 /* Ops the cost model predicts, and how. */
 typedef enum calib_op {
     CALIB_OP_GEMM,          /* gemm, gemm_peak: cost_gemm(m, n, k) */
