@@ -199,40 +199,45 @@ static void chomp(char *s)
         s[--n] = 0;
 }
 
-/* value is a field of the file: quoted cut and sanitised (ts_quote). */
-static int bad_col(ts_err *e, const char *path, int line, int col, const char *fmt,
-                   const char *value)
+int calib_csv_bad_col(ts_err *e, const char *path, int line, int col, const char *name,
+                      const char *fmt, const char *value)
 {
     char what[200], q[TS_QUOTE_BUF];
     if (snprintf(what, sizeof what, fmt, ts_quote(value, TS_QUOTE_MAX, q, sizeof q)) >=
         (int)sizeof what)
         memcpy(what + sizeof what - sizeof TS_ERR_CUT, TS_ERR_CUT, sizeof TS_ERR_CUT);
-    return ts_errf(e, "%s:%d: column %d '%s': %s", path, line, col + 1, col_names[col], what);
+    return ts_errf(e, "%s:%d: column %d '%s': %s", path, line, col + 1, name, what);
 }
 
-/* Checks the header; its column count (16 or 17) goes to *ncols. */
-static int check_header(char *line, const char *path, int *ncols, ts_err *e)
+/* This reader's column errors (col_names above). */
+static int bad_col(ts_err *e, const char *path, int line, int col, const char *fmt,
+                   const char *value)
 {
-    char *f[CALIB_CSV_COLUMNS + 1];
-    int nf = calib_csv_split(line, f, CALIB_CSV_COLUMNS + 1);
+    return calib_csv_bad_col(e, path, line, col, col_names[col], fmt, value);
+}
+
+int calib_csv_header(char *line, const char *path, const char *const *names, int ncols,
+                     const char *header, int *got, ts_err *e)
+{
+    char *f[64];
+    if (ncols < 1 || ncols >= 64)
+        return ts_errf(e, "%s:1: internal: %d header columns", path, ncols);
+    int nf = calib_csv_split(line, f, ncols + 1);
     if (nf < -1)
         return ts_errf(e, "%s:1: column %d: malformed quotes in the header", path, -nf - 1);
-    int upto = nf < 0 ? CALIB_CSV_COLUMNS + 1 : nf;
+    int upto = nf < 0 ? ncols + 1 : nf;
     char q[TS_QUOTE_BUF];
-    for (int c = 0; c < upto && c < CALIB_CSV_COLUMNS; c++)
-        if (strcmp(f[c], col_names[c]))
+    for (int c = 0; c < upto && c < ncols; c++)
+        if (strcmp(f[c], names[c]))
             return ts_errf(e, "%s:1: column %d: expected '%s', found '%s' (header must be: %s)",
-                           path, c + 1, col_names[c], ts_quote(f[c], 32, q, sizeof q),
-                           CALIB_CSV_HEADER);
-    if (upto < CALIB_CSV_COLUMNS - 1)
+                           path, c + 1, names[c], ts_quote(f[c], 32, q, sizeof q), header);
+    if (upto < ncols - 1)
         return ts_errf(e, "%s:1: column %d: expected '%s', the header ends (header must be: %s)",
-                       path, upto + 1, col_names[upto], CALIB_CSV_HEADER);
-    if (upto > CALIB_CSV_COLUMNS)
+                       path, upto + 1, names[upto], header);
+    if (upto > ncols)
         return ts_errf(e, "%s:1: column %d: unexpected column '%s' (header must be: %s)", path,
-                       CALIB_CSV_COLUMNS + 1,
-                       nf < 0 ? "..." : ts_quote(f[CALIB_CSV_COLUMNS], 32, q, sizeof q),
-                       CALIB_CSV_HEADER);
-    *ncols = upto;
+                       ncols + 1, nf < 0 ? "..." : ts_quote(f[ncols], 32, q, sizeof q), header);
+    *got = upto;
     return 0;
 }
 
@@ -287,7 +292,7 @@ int calib_csv_load(const char *path, calib_row **rows_out, size_t *n_out, ts_err
     }
     line = in.buf;
     chomp(line);
-    if (check_header(line, path, &ncols, e))
+    if (calib_csv_header(line, path, col_names, CALIB_CSV_COLUMNS, CALIB_CSV_HEADER, &ncols, e))
         goto cleanup;
     while ((got = ts_lines_next(&in, e)) > 0) {
         if (in.lineno > INT32_MAX) {

@@ -58,6 +58,18 @@ int calib_csv_load(const char *path, calib_row **rows, size_t *n, ts_err *e);
  * -2 - i for a malformed quote in field i.  Cannot fail otherwise. */
 int calib_csv_split(char *line, char **f, int max);
 
+/* Checks a CSV header line (modified: split in place) against names[0..ncols)
+ * where the last column is optional; the count found (ncols - 1 or ncols)
+ * goes to *got.  Returns 0, or -1 with e naming path, line 1, the column
+ * and `header` (the full expected line).  ncols must be below 64. */
+int calib_csv_header(char *line, const char *path, const char *const *names, int ncols,
+                     const char *header, int *got, ts_err *e);
+
+/* The error "path:line: column col+1 'name': " followed by fmt with one %s
+ * for value (quoted, cut and sanitised: a field of the file); returns -1. */
+int calib_csv_bad_col(ts_err *e, const char *path, int line, int col, const char *name,
+                      const char *fmt, const char *value);
+
 /* Ops the cost model predicts, and how. */
 typedef enum calib_op {
     CALIB_OP_GEMM,          /* gemm, gemm_peak: cost_gemm(m, n, k) */

@@ -34,39 +34,11 @@ static const char *const col_names[GEMM_ALGOS_COLUMNS] = {
     "tile",    "tile_id",  "stages_id", "splitk", "reduction", "swizzle", "cluster",
 };
 
-/* value is a field of the file: quoted cut and sanitised (ts_quote). */
+/* This reader's column errors (col_names above; models/calib.c). */
 static int bad_col(ts_err *e, const char *path, int line, int col, const char *fmt,
                    const char *value)
 {
-    char what[200], q[TS_QUOTE_BUF];
-    if (snprintf(what, sizeof what, fmt, ts_quote(value, TS_QUOTE_MAX, q, sizeof q)) >=
-        (int)sizeof what)
-        memcpy(what + sizeof what - sizeof TS_ERR_CUT, TS_ERR_CUT, sizeof TS_ERR_CUT);
-    return ts_errf(e, "%s:%d: column %d '%s': %s", path, line, col + 1, col_names[col], what);
-}
-
-/* Checks the header; its column count (14 or 15) goes to *ncols. */
-static int check_header(char *line, const char *path, int *ncols, ts_err *e)
-{
-    char *f[GEMM_ALGOS_COLUMNS + 1];
-    int nf = calib_csv_split(line, f, GEMM_ALGOS_COLUMNS + 1);
-    if (nf < -1)
-        return ts_errf(e, "%s:1: column %d: malformed quotes in the header", path, -nf - 1);
-    int upto = nf < 0 ? GEMM_ALGOS_COLUMNS + 1 : nf;
-    char q[TS_QUOTE_BUF];
-    for (int c = 0; c < upto && c < GEMM_ALGOS_COLUMNS; c++)
-        if (strcmp(f[c], col_names[c]))
-            return ts_errf(e, "%s:1: column %d: expected '%s', found '%s' (header must be: %s)",
-                           path, c + 1, col_names[c], ts_quote(f[c], 32, q, sizeof q),
-                           GEMM_ALGOS_HEADER);
-    if (upto < GEMM_ALGOS_COLUMNS - 1)
-        return ts_errf(e, "%s:1: column %d: expected '%s', the header ends (header must be: %s)",
-                       path, upto + 1, col_names[upto], GEMM_ALGOS_HEADER);
-    if (upto > GEMM_ALGOS_COLUMNS)
-        return ts_errf(e, "%s:1: column %d: unexpected column (header must be: %s)", path,
-                       GEMM_ALGOS_COLUMNS + 1, GEMM_ALGOS_HEADER);
-    *ncols = upto;
-    return 0;
+    return calib_csv_bad_col(e, path, line, col, col_names[col], fmt, value);
 }
 
 /* "ROWSxCOLS" with both in 1..65536 into *r, *c; 0 or -1. */
@@ -194,7 +166,8 @@ int gemm_algos_load(const char *path, gemm_algo_row **rows_out, size_t *n_out, t
         goto cleanup;
     }
     chomp(in.buf);
-    if (check_header(in.buf, in.path, &ncols, e))
+    if (calib_csv_header(in.buf, in.path, col_names, GEMM_ALGOS_COLUMNS, GEMM_ALGOS_HEADER, &ncols,
+                         e))
         goto cleanup;
     while ((got = ts_lines_next(&in, e)) > 0) {
         if (in.lineno > INT32_MAX) {
